@@ -1,0 +1,3 @@
+from tmagen.cli import entrypoint
+
+entrypoint()

@@ -1,0 +1,192 @@
+"""The `tmagen` command: parses arguments, calls the library, prints, and returns a status.
+
+Exit statuses: 0 success; 1 a check that found a difference (`build --check`, a failed
+verification); 2 bad input (unreadable or malformed spec, a broken rule, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from tmagen import __version__
+from tmagen.errors import SpecError, TmagenError
+
+EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 as well; keep its usage line
+        self.print_usage(sys.stderr)
+        raise SystemExit(f"{self.prog}: error: {message}")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x, 0) for x in text.replace("[", "").replace("]", "").replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of integers (write 64,64 or '64 64')") from None
+
+
+def _int_or_name(text: str) -> int | str:
+    try:
+        return int(text, 0)
+    except ValueError:
+        return text
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="tmagen", description="Validated TMA and swizzle code generation for Hopper and Blackwell.")
+    p.add_argument("--version", action="version", version=f"tmagen {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    c = sub.add_parser("check", help="validate a spec against every hardware and driver rule")
+    c.add_argument("spec", nargs="+")
+
+    s = sub.add_parser("schema", help="print the JSON Schema of specs")
+    s.add_argument("--output", "-o", help="write to this file instead of standard output")
+
+    d = sub.add_parser("diagnose", help="say why cuTensorMapEncodeTiled refuses these arguments",
+                       description="Arguments in the driver's order (innermost first). Give them as flags, or "
+                       "as a JSON object with the same names (snake_case) in a file or '-' for standard input.")
+    d.add_argument("json", nargs="?", help="a JSON file of the arguments, or - for standard input")
+    d.add_argument("--dtype", type=_int_or_name, help="CUtensorMapDataType: 0-15 or a name (FLOAT32, ...)")
+    d.add_argument("--rank", type=int)
+    d.add_argument("--global-address", type=lambda x: int(x, 0))
+    d.add_argument("--global-dim", type=_int_list)
+    d.add_argument("--global-strides", type=_int_list, default=None)
+    d.add_argument("--box-dim", type=_int_list)
+    d.add_argument("--element-strides", type=_int_list)
+    d.add_argument("--interleave", type=_int_or_name, default=0)
+    d.add_argument("--swizzle", type=_int_or_name, default=0)
+    d.add_argument("--l2-promotion", type=_int_or_name, default=0)
+    d.add_argument("--oob-fill", type=_int_or_name, default=0)
+    d.add_argument("--arch", default="sm_90a")
+
+    e = sub.add_parser("explain", help="print the swizzle pattern tables from the model")
+    e.add_argument("--swizzle", help="one mode (none, 32B, 64B, 128B, 128B_atom_32B, ...); default: all")
+    e.add_argument("--base-offset", type=int, default=0, help="the PTX base offset (128-byte lines into the pattern)")
+
+    r = sub.add_parser("rules", help="list every rule tmagen checks, with its id and source")
+    r.add_argument("--json", action="store_true")
+    return p
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from tmagen.spec import load_checked_spec
+
+    status = EXIT_OK
+    for path in args.spec:
+        try:
+            spec = load_checked_spec(path)
+        except TmagenError as exc:
+            print(f"tmagen check: {exc}", file=sys.stderr)
+            status = max(status, exc.exit_status)
+            continue
+        print(f"{path}: {spec.name} is valid for {spec.target} ({len(spec.tensors)} tensor"
+              f"{'s' if len(spec.tensors) != 1 else ''}, kernel {spec.kernel.kind})")
+    return status
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from tmagen.spec import schema
+
+    text = json.dumps(schema(), indent=2) + "\n"
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+_DIAGNOSE_KEYS = ("dtype", "rank", "global_address", "global_dim", "global_strides", "box_dim",
+                  "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "arch")
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from tmagen.rules import check_encode_tiled
+
+    if args.json:
+        source = "standard input" if args.json == "-" else args.json
+        try:
+            text = sys.stdin.read() if args.json == "-" else open(args.json, encoding="utf-8").read()
+            values = json.loads(text)
+        except OSError as exc:
+            raise SpecError(source, [f"cannot read it: {exc.strerror}"]) from None
+        except json.JSONDecodeError as exc:
+            raise SpecError(source, [f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
+        if not isinstance(values, dict):
+            raise SpecError(source, ["expected a JSON object of the arguments"])
+        unknown = sorted(set(values) - set(_DIAGNOSE_KEYS))
+        if unknown:
+            raise SpecError(source, [f"{k} is not an argument of cuTensorMapEncodeTiled; use "
+                                     f"{', '.join(_DIAGNOSE_KEYS)}" for k in unknown])
+        values = {"interleave": 0, "swizzle": 0, "l2_promotion": 0, "oob_fill": 0, "arch": "sm_90a", **values}
+    else:
+        values = {k: getattr(args, k) for k in _DIAGNOSE_KEYS}
+        if values["rank"] is not None and values["rank"] == 1 and values["global_strides"] is None:
+            values["global_strides"] = []
+    missing = [k for k in _DIAGNOSE_KEYS if values.get(k) is None]
+    if missing:
+        raise SpecError("diagnose", [f"--{k.replace('_', '-')} is missing" for k in missing])
+    violations = check_encode_tiled(**values)
+    if not violations:
+        print("valid: tmagen finds no reason for cuTensorMapEncodeTiled to refuse these arguments")
+        return EXIT_OK
+    print(f"cuTensorMapEncodeTiled would refuse these arguments ({len(violations)} problem"
+          f"{'s' if len(violations) != 1 else ''}):")
+    for i, v in enumerate(violations, 1):
+        print(f"  {i}. {v}")
+    return EXIT_BAD_INPUT
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from tmagen.explain import all_pattern_tables, pattern_table
+
+    print(pattern_table(args.swizzle, args.base_offset) if args.swizzle else all_pattern_tables())
+    return EXIT_OK
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    from tmagen.rules import RULES
+
+    if args.json:
+        print(json.dumps([{"id": r.id, "summary": r.summary, "source": r.source, "documented": r.documented}
+                          for r in RULES.values()], indent=2))
+    else:
+        for r in RULES.values():
+            print(f"{r.id:34} {r.summary}\n{'':34} source: {r.source}")
+    return EXIT_OK
+
+
+COMMANDS = {"check": _cmd_check, "schema": _cmd_schema, "diagnose": _cmd_diagnose,
+            "explain": _cmd_explain, "rules": _cmd_rules}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+            return EXIT_BAD_INPUT
+        return EXIT_OK
+    try:
+        return COMMANDS[args.command](args)
+    except TmagenError as exc:
+        print(f"tmagen {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def entrypoint() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entrypoint()

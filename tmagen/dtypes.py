@@ -1,0 +1,70 @@
+"""The 16 element types of `CUtensorMapDataType`, by the names tmagen's specs use.
+
+Values are the driver's enum values (cuda.h 12.8 to 13.0). Sizes of the three packed
+sub-byte types are fractions of a byte per element: the driver counts U4/U6 values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    driver: int  # CUtensorMapDataType value
+    driver_name: str  # CU_TENSOR_MAP_DATA_TYPE_<driver_name>
+    size: Fraction  # bytes per element
+    cpp: str  # the C++ type one element is read as
+    is_float: bool
+    packed: bool = False  # a sub-byte type, sm_100a only
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes per element for the byte-sized types (the packed ones have no whole size)."""
+        if self.size.denominator != 1:
+            raise ValueError(f"{self.name} packs {self.size} bytes per element")
+        return int(self.size)
+
+
+_ALL = (
+    DType("uint8", 0, "UINT8", Fraction(1), "uint8_t", False),
+    DType("uint16", 1, "UINT16", Fraction(2), "uint16_t", False),
+    DType("uint32", 2, "UINT32", Fraction(4), "uint32_t", False),
+    DType("int32", 3, "INT32", Fraction(4), "int32_t", False),
+    DType("uint64", 4, "UINT64", Fraction(8), "uint64_t", False),
+    DType("int64", 5, "INT64", Fraction(8), "int64_t", False),
+    DType("float16", 6, "FLOAT16", Fraction(2), "__half", True),
+    DType("float32", 7, "FLOAT32", Fraction(4), "float", True),
+    DType("float64", 8, "FLOAT64", Fraction(8), "double", True),
+    DType("bfloat16", 9, "BFLOAT16", Fraction(2), "__nv_bfloat16", True),
+    DType("float32_ftz", 10, "FLOAT32_FTZ", Fraction(4), "float", True),
+    DType("tfloat32", 11, "TFLOAT32", Fraction(4), "float", True),
+    DType("tfloat32_ftz", 12, "TFLOAT32_FTZ", Fraction(4), "float", True),
+    # 16 x U4 in 8 bytes, no gaps.
+    DType("u4x16_align8", 13, "16U4_ALIGN8B", Fraction(1, 2), "uint8_t", False, packed=True),
+    # 16 x U4 in 16 bytes: 8 bytes of data, then 8 bytes of gap.
+    DType("u4x16_align16", 14, "16U4_ALIGN16B", Fraction(1, 2), "uint8_t", False, packed=True),
+    # 16 x U6 in 16 bytes: 12 bytes of data, then 4 bytes of gap.
+    DType("u6x16_align16", 15, "16U6_ALIGN16B", Fraction(3, 4), "uint8_t", False, packed=True),
+)
+
+DTYPES: dict[str, DType] = {d.name: d for d in _ALL}
+BY_DRIVER: dict[int, DType] = {d.driver: d for d in _ALL}
+
+
+def lookup(value: str | int) -> DType:
+    """A dtype by tmagen name, driver value or driver name (with or without its prefix)."""
+    if isinstance(value, int):
+        if value in BY_DRIVER:
+            return BY_DRIVER[value]
+    else:
+        key = value.strip()
+        if key in DTYPES:
+            return DTYPES[key]
+        short = key.upper().removeprefix("CU_TENSOR_MAP_DATA_TYPE_")
+        for d in _ALL:
+            if d.driver_name == short:
+                return d
+    raise KeyError(value)

@@ -1,0 +1,507 @@
+"""Every rule a TMA tensor map must meet, each a named check with a stable id.
+
+A check reads normalized arguments (`TensorMapArgs`, the driver's innermost-first order)
+and reports `Violation`s: the field, the value found, the limit, the fix and the source.
+Fields are named through a `FieldNames`: the driver's names (``boxDim[0]``) for
+`check_encode_tiled`, spec paths (``tensors[0].box[-1]``) for specs. Checking never
+encodes: `tmagen.render` builds the `CUtensorMap` arguments only from a spec that passed.
+
+Sources, as cited in messages:
+  DRV   CUDA Driver API, cuTensorMapEncodeTiled (cuda.h 13.0)
+  PTX   PTX ISA 9.x: 5.5.7 "Swizzling Modes", 9.7.9.27 cp.async.bulk.tensor restrictions
+  CPG   CUDA Programming Guide: TMA swizzle section, compute-capability tables
+  HW    measured by tmagen on an H200 (sm_90, driver 580.159, CUDA 13.0), 2026-11-21;
+        the raw observations are in tests/data/hw_h200 and are replayed by the tests
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+from tmagen import limits
+from tmagen.dtypes import DType, lookup as lookup_dtype
+from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
+from tmagen.limits import TARGETS, Target
+from tmagen.swizzle import PATTERNS
+
+DRV = "CUDA Driver API, cuTensorMapEncodeTiled (cuda.h 13.0)"
+PTX_SWZ = "PTX ISA 5.5.7, Swizzling Modes"
+PTX_TC = "PTX ISA 9.7.9.27, restrictions on cp.async.bulk.tensor"
+CPG = "CUDA Programming Guide, TMA swizzle and compute-capability tables"
+HW = "measured on an H200 (sm_90, driver 580.159), see tests/data/hw_h200"
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    field: str
+    value: str
+    why: str  # the limit, said as what the rule requires
+    fix: str
+    source: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.field} = {self.value}, but {self.why}: {self.fix} [{self.rule}; {self.source}]"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    summary: str
+    source: str
+    documented: bool  # False: found by experiment, in no NVIDIA document
+    check: Callable[["TensorMapArgs", "FieldNames"], Iterator[Violation]] = field(repr=False, compare=False)
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str, summary: str, source: str, *, documented: bool = True):
+    def register(fn: Callable[["TensorMapArgs", "FieldNames"], Iterator[Violation]]):
+        RULES[rule_id] = Rule(rule_id, summary, source, documented, fn)
+        return fn
+    return register
+
+
+# ----------------------------------------------------------------------------- arguments
+@dataclass(frozen=True)
+class TensorMapArgs:
+    """The arguments of cuTensorMapEncodeTiled, innermost first, plus what a spec adds."""
+
+    dtype: DType
+    rank: int
+    global_address: int
+    global_dim: tuple[int, ...]
+    global_strides: tuple[int, ...]  # bytes, rank - 1 entries: dims 1..rank-1
+    box_dim: tuple[int, ...]
+    element_strides: tuple[int, ...]
+    interleave: Interleave
+    swizzle: Swizzle
+    l2_promotion: L2Promotion
+    oob_fill: OobFill
+    target: Target
+    # Known only to a spec: the kernel's use of the map and where the box lands.
+    smem_offset: int | None = None
+    stores: bool = False  # a kernel copies shared -> global through this map
+    loads: bool = True
+    start_coords: tuple[tuple[int, ...], ...] = ()  # innermost first, as the kernel issues them
+    requested_swizzle: tuple[str, str] | None = None  # a spec's (mode, atomicity), before mapping
+
+    @property
+    def elem_bytes(self) -> float:
+        return float(self.dtype.size)
+
+    @property
+    def inner_box_bytes(self) -> float:
+        return self.box_dim[0] * self.elem_bytes
+
+    @property
+    def wide_alignment(self) -> bool:
+        return self.interleave is Interleave.B32 or self.dtype.name in ("u4x16_align16", "u6x16_align16")
+
+    @property
+    def loaded_elements(self) -> tuple[int, ...]:
+        """Elements TMA loads per dimension: ceil(box / elementStride); dimension 0 takes no
+        stride without interleave (DRV)."""
+        per = [math.ceil(b / max(e, 1)) for b, e in zip(self.box_dim, self.element_strides)]
+        if self.interleave is Interleave.NONE:
+            per[0] = self.box_dim[0]
+        return tuple(per)
+
+    @property
+    def smem_footprint(self) -> int:
+        """Shared-memory bytes the box occupies: rows at the swizzle span's pitch (HW)."""
+        per = self.loaded_elements
+        inner = math.ceil(per[0] * self.elem_bytes)
+        return math.prod(per[1:]) * PATTERNS[self.swizzle].row_pitch(inner)
+
+
+class FieldNames:
+    """How messages name fields: the driver's names, innermost first."""
+
+    def dim(self, i: int) -> str:
+        return f"globalDim[{i}]"
+
+    def stride(self, i: int) -> str:  # i indexes globalStrides (dimension i + 1)
+        return f"globalStrides[{i}]"
+
+    def box(self, i: int) -> str:
+        return f"boxDim[{i}]"
+
+    def estride(self, i: int) -> str:
+        return f"elementStrides[{i}]"
+
+    def __init__(self) -> None:
+        self.dtype = "tensorDataType"
+        self.rank = "tensorRank"
+        self.address = "globalAddress"
+        self.interleave = "interleave"
+        self.swizzle = "swizzle"
+        self.l2 = "l2Promotion"
+        self.oob = "oobFill"
+        self.target = "arch"
+        self.smem_offset = "smem_offset"
+        self.coords = "coords"
+        self.atomicity = "swizzle"
+
+    def coord(self, k: int, inner: bool = False) -> str:
+        """Start coordinates of copy k (innermost first), or their innermost entry."""
+        return f"{self.coords}[{k}]" + ("[0]" if inner else "")
+
+    def enum(self, value: Interleave | Swizzle | L2Promotion | OobFill) -> str:
+        return value.driver_name
+
+    def dtype_name(self, dtype: DType) -> str:
+        return f"CU_TENSOR_MAP_DATA_TYPE_{dtype.driver_name}"
+
+
+def _fail(rule_id: str, fld: str, value: object, why: str, fix: str) -> Violation:
+    return Violation(rule_id, fld, str(value), why, fix, RULES[rule_id].source)
+
+
+def _bytes(n: float) -> str:
+    return f"{int(n)}" if float(n).is_integer() else f"{n:g}"
+
+
+# ----------------------------------------------------------------------------- rules
+@rule("rank-range", "tensorRank is 1 to 5", DRV)
+def _rank_range(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if not 1 <= a.rank <= limits.MAX_RANK:
+        yield _fail("rank-range", n.rank, a.rank, f"TMA handles 1 to {limits.MAX_RANK} dimensions",
+                    "merge contiguous dimensions, or split the copy")
+
+
+@rule("interleave-rank", "an interleaved layout has rank 3 or more", DRV)
+def _interleave_rank(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.interleave is not Interleave.NONE and a.rank < limits.MIN_INTERLEAVED_RANK:
+        yield _fail("interleave-rank", n.interleave, n.enum(a.interleave),
+                    f"interleaved layouts need rank >= {limits.MIN_INTERLEAVED_RANK} (rank is {a.rank})",
+                    f"use {n.enum(Interleave.NONE)}, or describe the tensor with its NC/xHWCx dimensions")
+
+
+@rule("global-address-alignment",
+      "globalAddress is 16-byte aligned; 32 with INTERLEAVE_32B or the ALIGN16B packed types", DRV)
+def _address_alignment(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    need = limits.GLOBAL_ALIGN_BYTES_WIDE if a.wide_alignment else limits.GLOBAL_ALIGN_BYTES
+    if a.global_address % need:
+        yield _fail("global-address-alignment", n.address, _addr(a.global_address),
+                    f"the tensor must start on a {need}-byte boundary (it is {a.global_address % need} past one)",
+                    f"allocate or offset the tensor so that its address is a multiple of {need}")
+
+
+def _addr(x: int) -> str:
+    return hex(x) if x >= 4096 else str(x)
+
+
+@rule("global-dim-range", "each globalDim is 1 to 2^32", DRV)
+def _dim_range(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    for i, d in enumerate(a.global_dim):
+        if not 1 <= d <= limits.MAX_GLOBAL_DIM:
+            yield _fail("global-dim-range", n.dim(i), d, "each dimension holds 1 to 2^32 elements",
+                        "split the tensor along this dimension" if d > 0 else "drop empty tensors before the copy")
+
+
+@rule("packed-dim-multiple",
+      "packed types: globalDim[0] a multiple of 128 (ALIGN16B) or 2 (16U4_ALIGN8B)", DRV)
+def _packed_dim(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    need = {"u4x16_align16": limits.PACKED_ALIGN16_DIM_MULTIPLE, "u6x16_align16": limits.PACKED_ALIGN16_DIM_MULTIPLE,
+            "u4x16_align8": limits.PACKED_ALIGN8_DIM_MULTIPLE}.get(a.dtype.name)
+    if need and a.global_dim and a.global_dim[0] % need:
+        yield _fail("packed-dim-multiple", n.dim(0), a.global_dim[0],
+                    f"{a.dtype.name} needs the innermost extent to be a multiple of {need} values",
+                    f"pad the innermost dimension to {-(-a.global_dim[0] // need) * need}")
+
+
+@rule("global-stride-multiple",
+      "each globalStride is a multiple of 16 bytes; 32 with INTERLEAVE_32B or the ALIGN16B packed types", DRV)
+def _stride_multiple(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    need = limits.GLOBAL_ALIGN_BYTES_WIDE if a.wide_alignment else limits.GLOBAL_ALIGN_BYTES
+    for i, s in enumerate(a.global_strides):
+        if s % need:
+            yield _fail("global-stride-multiple", n.stride(i), f"{s} bytes",
+                        f"strides must be multiples of {need} bytes",
+                        f"pad each row to {-(-s // need) * need} bytes")
+
+
+@rule("global-stride-limit", "each globalStride is below 2^40 bytes", DRV)
+def _stride_limit(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    for i, s in enumerate(a.global_strides):
+        if not 0 < s < limits.STRIDE_LIMIT_BYTES:
+            yield _fail("global-stride-limit", n.stride(i), f"{s} bytes", "strides are 1 to 2^40 - 1 bytes",
+                        "use a smaller tensor, or split it into several tensor maps")
+
+
+@rule("box-dim-range", "each boxDim is 1 to 256", DRV)
+def _box_range(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    for i, b in enumerate(a.box_dim):
+        if not 1 <= b <= limits.MAX_BOX_DIM:
+            yield _fail("box-dim-range", n.box(i), b, f"a box is 1 to {limits.MAX_BOX_DIM} elements per dimension",
+                        f"use {n.box(i)} <= {limits.MAX_BOX_DIM} and issue several copies")
+
+
+@rule("box-inner-bytes-multiple-of-16",
+      "boxDim[0] x element size is a multiple of 16 bytes, with and without interleave",
+      f"{DRV} (interleave none); {HW} (every interleave)")
+def _box_inner_multiple(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    inner = a.inner_box_bytes
+    if a.box_dim and inner % limits.BOX_INNER_MULTIPLE_BYTES:
+        per = limits.BOX_INNER_MULTIPLE_BYTES / a.elem_bytes
+        yield _fail("box-inner-bytes-multiple-of-16", n.box(0),
+                    f"{a.box_dim[0]} {a.dtype.name} = {_bytes(inner)} bytes",
+                    "the innermost box row must be a multiple of 16 bytes",
+                    f"use {n.box(0)} a multiple of {_bytes(per)}")
+
+
+@rule("packed-box-inner", "ALIGN16B packed types: boxDim[0] is 128", DRV)
+def _packed_box(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.dtype.name in ("u4x16_align16", "u6x16_align16") and a.box_dim and a.box_dim[0] != limits.PACKED_ALIGN16_BOX_INNER:
+        yield _fail("packed-box-inner", n.box(0), a.box_dim[0], f"{a.dtype.name} moves rows of exactly 128 values",
+                    f"use {n.box(0)} = 128")
+
+
+@rule("element-stride-range", "each elementStride is 1 to 8", DRV)
+def _estride_range(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    for i, e in enumerate(a.element_strides):
+        if not 1 <= e <= limits.MAX_ELEMENT_STRIDE:
+            yield _fail("element-stride-range", n.estride(i), e,
+                        f"element strides are 1 to {limits.MAX_ELEMENT_STRIDE}", "use 1 for a dense box")
+
+
+@rule("interleave-32b-needs-swizzle-32b",
+      "INTERLEAVE_32B requires SWIZZLE_32B (the driver accepts others; tmagen keeps the documented rule)", DRV)
+def _interleave32(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.interleave is Interleave.B32 and a.swizzle is not Swizzle.B32:
+        yield _fail("interleave-32b-needs-swizzle-32b", n.swizzle, n.enum(a.swizzle),
+                    "an INTERLEAVE_32B layout is documented only with SWIZZLE_32B", f"use {n.enum(Swizzle.B32)}")
+
+
+@rule("box-inner-within-swizzle-span",
+      "without interleave, boxDim[0] x element size fits the swizzle span (32, 64 or 128 bytes)", DRV)
+def _span(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    span = PATTERNS[a.swizzle].span
+    if a.interleave is Interleave.NONE and span and a.box_dim and a.inner_box_bytes > span:
+        most = int(span / a.elem_bytes)
+        yield _fail("box-inner-within-swizzle-span", n.box(0),
+                    f"{a.box_dim[0]} {a.dtype.name} = {_bytes(a.inner_box_bytes)} bytes",
+                    f"the {a.swizzle.spec_name} swizzle holds at most {span} bytes per row",
+                    f"use {n.box(0)} <= {most} (and several boxes side by side), or a wider swizzle")
+
+
+@rule("u6-no-interleave", "16U6_ALIGN16B requires interleave none", DRV)
+def _u6_interleave(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.dtype.name == "u6x16_align16" and a.interleave is not Interleave.NONE:
+        yield _fail("u6-no-interleave", n.interleave, n.enum(a.interleave),
+                    "u6x16_align16 cannot be interleaved", f"use {n.enum(Interleave.NONE)}")
+
+
+_PACKED_SWIZZLES = {  # swizzle -> directions, from DRV
+    "u6x16_align16": {Swizzle.NONE: "load, store", Swizzle.B128: "load, store",
+                      Swizzle.B128_ATOM_32B: "load, store", Swizzle.B128_ATOM_64B: "store"},
+    "u4x16_align16": {Swizzle.NONE: "load", Swizzle.B128: "load", Swizzle.B128_ATOM_32B: "load"},
+}
+
+
+@rule("packed-swizzle", "the ALIGN16B packed types allow only some swizzles, some only to load or to store",
+      f"{DRV}; {PTX_TC}")
+def _packed_swizzle(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    allowed = _PACKED_SWIZZLES.get(a.dtype.name)
+    if allowed is None:
+        return
+    directions = allowed.get(a.swizzle)
+    used = [d for d, on in (("load", a.loads), ("store", a.stores)) if on]
+    if directions is None or any(d not in directions for d in used):
+        choices = ", ".join(f"{s.spec_name} ({d})" for s, d in allowed.items())
+        yield _fail("packed-swizzle", n.swizzle, n.enum(a.swizzle),
+                    f"{a.dtype.name} allows {choices}" + (f" and this map is used to {' and '.join(used)}" if used else ""),
+                    "pick a swizzle from that list")
+
+
+@rule("oob-nan-float-only", "NaN out-of-bounds fill needs a floating-point, non-packed type", DRV)
+def _oob_nan(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.oob_fill is OobFill.NAN_REQUEST_ZERO_FMA and (not a.dtype.is_float or a.dtype.packed):
+        yield _fail("oob-nan-float-only", n.oob, n.enum(a.oob_fill),
+                    f"{a.dtype.name} is not a floating-point type", f"use {n.enum(OobFill.NONE)} (zero fill)")
+
+
+@rule("target-atom-swizzle", "the 128B atom swizzles need sm_100a", f"{PTX_SWZ}; {HW}: the driver refuses them on sm_90")
+def _target_atom(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.swizzle >= Swizzle.B128_ATOM_32B and not a.target.atom_swizzles:
+        yield _fail("target-atom-swizzle", n.swizzle, n.enum(a.swizzle),
+                    f"{a.target.name} has no 128B atom swizzles (Hopper returns CUDA_ERROR_INVALID_VALUE)",
+                    "use 128B with 16B atomicity, or target sm_100a (which cannot run on Hopper)")
+
+
+@rule("target-packed-dtype", "the packed 16U4/16U6 types need sm_100a", f"{PTX_TC}; {HW}: the driver refuses them on sm_90")
+def _target_packed(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.dtype.packed and not a.target.packed_types:
+        yield _fail("target-packed-dtype", n.dtype, n.dtype_name(a.dtype),
+                    f"{a.target.name} has no packed sub-byte types",
+                    "carry the data as uint8, or target sm_100a (which cannot run on Hopper)")
+
+
+@rule("box-bytes-driver-limit",
+      "prod(floor(boxDim[i] / elementStrides[i])) x element size is at most 228 KiB (233472 bytes)",
+      f"{HW}: in no document; the driver counts with floor, not ceil", documented=False)
+def _driver_box_limit(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    counted = a.elem_bytes * math.prod(b // max(e, 1) for b, e in zip(a.box_dim, a.element_strides))
+    if counted > a.target.driver_box_limit:
+        yield _fail("box-bytes-driver-limit", "boxDim", f"{list(a.box_dim)} = {_bytes(counted)} bytes as the driver counts",
+                    f"cuTensorMapEncodeTiled refuses boxes over {a.target.driver_box_limit} bytes",
+                    "use a smaller box and issue several copies")
+
+
+@rule("box-fits-shared-memory",
+      "the box's shared-memory footprint (rows at the swizzle pitch) fits a block's shared memory",
+      f"{CPG}: 227 KB per block on 9.0 and 10.0; {HW}: narrow rows take the full span")
+def _box_fits(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    offset = a.smem_offset or 0
+    need = a.smem_footprint + offset
+    if need > a.target.smem_per_block_optin:
+        yield _fail("box-fits-shared-memory", "boxDim", f"{list(a.box_dim)} = {need} bytes of shared memory"
+                    + (f" (with smem_offset {offset})" if offset else ""),
+                    f"a block of {a.target.name} has at most {a.target.smem_per_block_optin} bytes",
+                    "use a smaller box and issue several copies")
+
+
+@rule("atomicity-needs-128B", "an atomicity other than 16B needs the 128B mode", "PTX ISA 5.5.7, Table 14")
+def _atomicity_mode(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.requested_swizzle and a.requested_swizzle[1] != "16B" and a.requested_swizzle[0] != "128B":
+        mode, atom = a.requested_swizzle
+        yield _fail("atomicity-needs-128B", n.atomicity, atom,
+                    f"only the 128B mode has atomicities other than 16B (mode is {mode})",
+                    'use atomicity "16B", or mode "128B"')
+
+
+# --- rules only a spec can break: where the box lands, and how a kernel uses the map
+@rule("smem-offset-alignment", "the box's shared-memory address is a multiple of 128 bytes",
+      f"{CPG} (alignment table); {HW}: 16 or 64 bytes past a 128-byte boundary faults with cudaErrorMisalignedAddress")
+def _smem_align(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.smem_offset is not None and a.smem_offset % limits.SMEM_LINE_BYTES:
+        yield _fail("smem-offset-alignment", n.smem_offset, a.smem_offset,
+                    "a TMA copy to or from shared memory off a 128-byte boundary faults",
+                    f"use a multiple of 128, e.g. {a.smem_offset // 128 * 128}")
+
+
+@rule("smem-offset-in-pattern", "smem_offset lies inside the 1024-byte swizzle pattern", PTX_SWZ)
+def _smem_in_pattern(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.smem_offset is not None and not 0 <= a.smem_offset < limits.SMEM_PATTERN_BYTES:
+        yield _fail("smem-offset-in-pattern", n.smem_offset, a.smem_offset,
+                    "the offset is taken within the 1024-byte pattern (0 to 896 in steps of 128)",
+                    f"use {a.smem_offset % limits.SMEM_PATTERN_BYTES}, its place in the pattern")
+
+
+@rule("flip-8b-load-only", "128B_ATOM_32B_FLIP_8B is for loads only", PTX_TC)
+def _flip_load_only(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.swizzle is Swizzle.B128_ATOM_32B_FLIP_8B and a.stores:
+        yield _fail("flip-8b-load-only", n.swizzle, n.enum(a.swizzle),
+                    "the 8-byte flip exists only for global-to-shared copies, and this kernel stores through the map",
+                    "use 128B_atom_32B for maps the kernel stores through")
+
+
+@rule("start-coordinate-16-bytes", "a copy's innermost start coordinate x element size is a multiple of 16 bytes",
+      f"{HW}: otherwise the copy stops the context with cudaErrorIllegalInstruction")
+def _start_coord(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    for k, c in enumerate(a.start_coords):
+        if c and (c[0] * a.elem_bytes) % 16:
+            per = _bytes(16 / a.elem_bytes)
+            yield _fail("start-coordinate-16-bytes", n.coord(k, inner=True), c[0],
+                        f"{c[0]} {a.dtype.name} = {_bytes(c[0] * a.elem_bytes)} bytes is not a multiple of 16",
+                        f"start the innermost coordinate at a multiple of {per}")
+
+
+@rule("store-coordinates-nonnegative", "a shared-to-global copy starts at coordinates >= 0", PTX_TC)
+def _store_coords(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.stores:
+        for k, c in enumerate(a.start_coords):
+            if any(x < 0 for x in c):
+                yield _fail("store-coordinates-nonnegative", n.coord(k), list(c),
+                            "a TMA store cannot start outside the tensor", "clip the store's box at the tensor's start")
+
+
+# ----------------------------------------------------------------------------- entry points
+ENCODE_RULES = [r for r in RULES.values() if r.id not in (
+    "atomicity-needs-128B", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
+    "start-coordinate-16-bytes", "store-coordinates-nonnegative")]
+
+
+def run_rules(args: TensorMapArgs, names: FieldNames, rules: Sequence[Rule] | None = None) -> list[Violation]:
+    """Every violation of ``rules`` (all of them by default), in rule order."""
+    found: list[Violation] = []
+    for r in (rules if rules is not None else list(RULES.values())):
+        found.extend(r.check(args, names))
+    return found
+
+
+def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
+                       global_dim: Sequence[int], global_strides: Sequence[int],
+                       box_dim: Sequence[int], element_strides: Sequence[int],
+                       interleave: int | str, swizzle: int | str, l2_promotion: int | str,
+                       oob_fill: int | str, arch: str = "sm_90a") -> list[Violation]:
+    """Why ``cuTensorMapEncodeTiled`` would refuse these arguments; empty means valid.
+
+    Arguments are the driver's, innermost first: ``global_strides`` has ``rank - 1`` byte
+    strides, enums are their ``CU_TENSOR_MAP_*`` integers or names. Never raises for bad
+    values: each becomes a violation.
+    """
+    names = FieldNames()
+    problems: list[Violation] = []
+
+    def bad(fld: str, value: object, why: str, fix: str) -> None:
+        problems.append(Violation("argument-form", fld, repr(value), why, fix, DRV))
+
+    def parse_enum(cls, value, fld):
+        try:
+            return cls.parse(value)
+        except (ValueError, TypeError) as exc:
+            bad(fld, value, str(exc).split("; ")[0], "; ".join(str(exc).split("; ")[1:]) or "use a listed value")
+            return None
+
+    try:
+        dt = lookup_dtype(dtype) if isinstance(dtype, (int, str)) else None
+    except KeyError:
+        dt = None
+    if dt is None:
+        bad(names.dtype, dtype, "it is not a CUtensorMapDataType", "use 0 to 15 or a CU_TENSOR_MAP_DATA_TYPE_* name")
+    enums = (parse_enum(Interleave, interleave, names.interleave), parse_enum(Swizzle, swizzle, names.swizzle),
+             parse_enum(L2Promotion, l2_promotion, names.l2), parse_enum(OobFill, oob_fill, names.oob))
+    target = TARGETS.get(arch)
+    if target is None:
+        bad(names.target, arch, "tmagen knows no such target", f"use one of {', '.join(TARGETS)}")
+    if not _is_int(rank):
+        bad(names.rank, rank, "it is not an integer", "pass the number of dimensions")
+    if not _is_int(global_address) or global_address < 0:
+        bad(names.address, global_address, "it is not an address", "pass the tensor's device pointer as an integer")
+    arrays = {}
+    for fld, value, length in (("globalDim", global_dim, rank), ("globalStrides", global_strides, rank - 1 if _is_int(rank) else None),
+                               ("boxDim", box_dim, rank), ("elementStrides", element_strides, rank)):
+        seq = list(value) if isinstance(value, (list, tuple)) else None
+        if seq is None or not all(_is_int(x) for x in seq):
+            bad(fld, value, "it is not a list of integers", "pass one integer per dimension, innermost first")
+        elif _is_int(length) and 1 <= rank <= limits.MAX_RANK and len(seq) != length:
+            bad(fld, value, f"it has {len(seq)} entries and tensorRank = {rank} needs {length}",
+                "pass one entry per dimension" + (" after the innermost" if fld == "globalStrides" else ""))
+        else:
+            arrays[fld] = tuple(int(x) for x in seq)
+    if problems:
+        # A malformed call: say so, and also what the rules say of what could be read.
+        if dt is not None and _is_int(rank) and not (1 <= rank <= limits.MAX_RANK):
+            problems.extend(_rank_range(_stub(rank), names))
+        return problems
+    args = TensorMapArgs(dt, int(rank), int(global_address), arrays["globalDim"], arrays["globalStrides"],
+                         arrays["boxDim"], arrays["elementStrides"], *enums, target)  # type: ignore[arg-type]
+    return run_rules(args, names, ENCODE_RULES)
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _stub(rank: int) -> TensorMapArgs:
+    return TensorMapArgs(lookup_dtype(0), rank, 0, (), (), (), (), Interleave.NONE, Swizzle.NONE,
+                         L2Promotion.NONE, OobFill.NONE, TARGETS[limits.DEFAULT_TARGET])

@@ -1,0 +1,358 @@
+"""The spec a user writes: tensors, their TMA boxes and swizzles, the target, the kernel.
+
+Shapes, strides, boxes and coordinates are written outermost first, as numpy and PyTorch
+write them; only the emitted host code speaks the driver's innermost-first order.
+`load_spec` reads JSON and validates the form (pydantic); `check_spec` applies every
+hardware and driver rule of `tmagen.rules` and names each field by its path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tmagen import limits
+from tmagen.dtypes import DTYPES, DType
+from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
+from tmagen.errors import RuleError, SpecError
+from tmagen.rules import FieldNames, TensorMapArgs, Violation, run_rules
+
+CPP_KEYWORDS = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+extern false float for friend goto if inline int long mutable namespace new noexcept not not_eq
+nullptr operator or or_eq private protected public register reinterpret_cast requires return
+short signed sizeof static static_assert static_cast struct switch template this thread_local
+throw true try typedef typeid typename union unsigned using virtual void volatile wchar_t while
+xor xor_eq main
+""".split())
+IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,62}")
+
+SwizzleMode = Literal["none", "32B", "64B", "128B"]
+Atomicity = Literal["16B", "32B", "32B_flip_8B", "64B"]
+TargetName = Literal["sm_90a", "sm_100a"]
+
+_ATOM_SWIZZLE = {"16B": Swizzle.B128, "32B": Swizzle.B128_ATOM_32B,
+                 "32B_flip_8B": Swizzle.B128_ATOM_32B_FLIP_8B, "64B": Swizzle.B128_ATOM_64B}
+
+
+def _identifier(value: str, what: str) -> str:
+    if not IDENTIFIER.fullmatch(value) or value in CPP_KEYWORDS or value.startswith("__"):
+        raise ValueError(
+            f"a {what} must be a C identifier of up to 63 letters, digits and underscores, starting "
+            "with a letter and not a C++ keyword, since it names files, functions and types")
+    return value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SwizzleSpec(_Model):
+    """The shared-memory swizzle: a mode, and for 128B an atomicity (sm_100a for all but 16B)."""
+
+    mode: SwizzleMode = Field("none", description="Swizzle span: none, 32B, 64B or 128B (bytes per row).")
+    atomicity: Atomicity = Field(
+        "16B", description="Bytes kept together while swizzling. Only 128B allows other than 16B, and only "
+        "on sm_100a: 32B, 32B_flip_8B (loads only) or 64B.")
+
+    @property
+    def driver(self) -> Swizzle:
+        """The CUtensorMapSwizzle; an atomicity the mode does not allow is reported by the rules."""
+        if self.mode == "128B":
+            return _ATOM_SWIZZLE[self.atomicity]
+        return {"none": Swizzle.NONE, "32B": Swizzle.B32, "64B": Swizzle.B64}[self.mode]
+
+
+class TensorSpec(_Model):
+    """One tensor in global memory and the TMA box that moves it."""
+
+    name: str = Field(description="C identifier naming the tensor in generated code.")
+    dtype: Literal[tuple(DTYPES)] = Field(  # type: ignore[valid-type]
+        description="Element type: one of the 16 CUtensorMapDataType values (fp8 data travels as uint8).")
+    shape: list[Annotated[int, Field(ge=1)]] = Field(
+        min_length=1, max_length=limits.MAX_RANK,
+        description="Extent of each dimension in elements, outermost first (numpy order).")
+    strides: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="Stride of each dimension in elements, outermost first (as torch.Tensor.stride()); "
+        "the innermost must be 1. Default: contiguous.")
+    alignment: int = Field(
+        16, ge=1, description="Bytes to which the caller promises the tensor's base pointer is aligned; "
+        "the generated host code checks it at run time.")
+    box: list[Annotated[int, Field(ge=1)]] = Field(
+        min_length=1, max_length=limits.MAX_RANK,
+        description="The TMA box in elements, outermost first; box[-1] is the contiguous row.")
+    element_strides: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, description="Traversal step per dimension, outermost first (1 to 8; the innermost is ignored "
+        "without interleave). Default: all 1.")
+    swizzle: SwizzleSpec = Field(default_factory=SwizzleSpec)
+    interleave: Literal["none", "16B", "32B"] = "none"
+    l2_promotion: Literal["none", "64B", "128B", "256B"] = "none"
+    oob_fill: Literal["zero", "nan"] = Field("zero", description="Fill for elements outside the tensor; nan "
+                                             "only for floating-point types.")
+    smem_offset: int = Field(
+        0, description="Where the box lands in shared memory: bytes past a 1024-byte boundary, a multiple of "
+        "128 below 1024. Non-zero starts the swizzle pattern in its middle (the PTX base offset).")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _identifier(v, "tensor name")
+
+    @model_validator(mode="after")
+    def _ranks_agree(self) -> "TensorSpec":
+        rank = len(self.shape)
+        for fld in ("strides", "box", "element_strides"):
+            value = getattr(self, fld)
+            if value is not None and len(value) != rank:
+                raise ValueError(f"{fld} has {len(value)} entries but shape has {rank}: give one per dimension")
+        if self.strides is not None and self.strides[-1] != 1:
+            raise ValueError(f"strides[-1] = {self.strides[-1]}, but TMA reads rows contiguously: "
+                             "the innermost stride must be 1 (transpose the tensor, or reorder its dimensions)")
+        return self
+
+    @property
+    def dt(self) -> DType:
+        return DTYPES[self.dtype]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def element_strides_or_default(self) -> list[int]:
+        return self.element_strides or [1] * self.rank
+
+    @property
+    def strides_or_default(self) -> list[int]:
+        """Strides in elements, outermost first."""
+        if self.strides is not None:
+            return list(self.strides)
+        out, run = [], 1
+        for n in reversed(self.shape):
+            out.append(run)
+            run *= n
+        return out[::-1]
+
+    def driver_strides(self) -> tuple[int, ...]:
+        """globalStrides in bytes for dimensions 1..rank-1, innermost first."""
+        size = self.dt.size
+        return tuple(int(s * size) for s in self.strides_or_default[::-1][1:])
+
+
+class InspectKernel(_Model):
+    """One TMA load of each tensor's box at ``coords``, then the raw shared memory copied out."""
+
+    kind: Literal["inspect"]
+    coords: list[int] | None = Field(None, description="Start coordinates of the box, outermost first. "
+                                     "Default: the origin.")
+
+
+class CopyKernel(_Model):
+    """Global -> shared -> global through TMA load and store, on a persistent grid."""
+
+    kind: Literal["copy"]
+    stages: int = Field(4, ge=1, le=16, description="Shared-memory buffers in flight per block.")
+    blocks_per_sm: int = Field(1, ge=1, le=32)
+
+
+class TransposeKernel(_Model):
+    """out = in.T (the last two dimensions), read out of swizzled shared memory without bank conflicts."""
+
+    kind: Literal["transpose"]
+    unit_bytes: int | None = Field(
+        None, description="Bytes of one transposed unit, a multiple of the dtype's size (default: one element). "
+        "The seed example transposes int4 (16-byte) units carried as int32.")
+    stages: int = Field(2, ge=1, le=16)
+    blocks_per_sm: int = Field(1, ge=1, le=32)
+
+
+Kernel = Annotated[Union[InspectKernel, CopyKernel, TransposeKernel], Field(discriminator="kind")]
+
+
+class Spec(_Model):
+    """A tmagen spec: what to generate, for which GPU."""
+
+    name: str = Field(description="C identifier naming the generated folder and its symbols.")
+    description: str = ""
+    target: TargetName = Field("sm_90a", description="sm_90a (Hopper) or sm_100a (Blackwell-only modes and "
+                               "types; compiled but not run on Hopper).")
+    tensors: list[TensorSpec] = Field(min_length=1)
+    kernel: Kernel
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _identifier(v, "spec name")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Spec":
+        seen: set[str] = set()
+        for t in self.tensors:
+            if t.name in seen:
+                raise ValueError(f"two tensors are named {t.name!r}: names must be unique")
+            seen.add(t.name)
+        coords = getattr(self.kernel, "coords", None)
+        for t in self.tensors:
+            if coords is not None and len(coords) != t.rank:
+                raise ValueError(f"kernel.coords has {len(coords)} entries but tensor {t.name!r} has {t.rank} "
+                                 "dimensions: give one coordinate per dimension")
+        return self
+
+
+# ----------------------------------------------------------------------------- reading
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("inspect", "copy", "transpose") and out.endswith("kernel"):
+            continue  # pydantic's discriminator step
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(spec)"
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    out = []
+    for err in exc.errors(include_url=False):
+        where = _loc(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "union_tag_invalid":
+            tags = err.get("ctx", {}).get("expected_tags", "")
+            out.append(f"{where}.kind = {err['ctx'].get('tag')!r}, but the kinds are {tags}")
+            continue
+        if err["type"] == "extra_forbidden":
+            msg = "is not a field of this object (check its spelling against `tmagen schema`)"
+        elif err["type"] == "literal_error":
+            msg = f"= {err['input']!r}, but {msg[0].lower()}{msg[1:]}"
+        elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
+            msg = f"= {err['input']!r}: {msg}"
+        out.append(f"{where} {msg}" if not msg.startswith(where) else msg)
+    return out
+
+
+def parse_spec(data: object, source: str = "spec") -> Spec:
+    try:
+        return Spec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(source, _problems(exc)) from None
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate the form of a spec file (not yet its hardware rules)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(str(p), [f"cannot read the file: {exc.strerror if isinstance(exc, OSError) else exc}"]) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(str(p), [f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
+    return parse_spec(data, str(p))
+
+
+def schema() -> dict[str, Any]:
+    return Spec.model_json_schema()
+
+
+# ----------------------------------------------------------------------------- rules
+class SpecFieldNames(FieldNames):
+    """Names fields by spec path, outermost-first indices; the innermost is written [-1]."""
+
+    def __init__(self, index: int, rank: int) -> None:
+        super().__init__()
+        self.tensor_rank = rank
+        prefix = f"tensors[{index}]"
+        self.prefix = prefix
+        self.dtype = f"{prefix}.dtype"
+        self.address = f"{prefix}.alignment"
+        self.interleave = f"{prefix}.interleave"
+        self.swizzle = f"{prefix}.swizzle"
+        self.l2 = f"{prefix}.l2_promotion"
+        self.oob = f"{prefix}.oob_fill"
+        self.smem_offset = f"{prefix}.smem_offset"
+        self.rank = f"{prefix}.shape"
+        self.target = "target"
+        self.coords = "kernel.coords"
+        self.atomicity = f"{prefix}.swizzle.atomicity"
+
+    def coord(self, k: int, inner: bool = False) -> str:
+        return f"{self.coords}[-1]" if inner else self.coords
+
+    def _ix(self, driver_index: int) -> str:
+        return "-1" if driver_index == 0 else str(self.tensor_rank - 1 - driver_index)
+
+    def dim(self, i: int) -> str:
+        return f"{self.prefix}.shape[{self._ix(i)}]"
+
+    def stride(self, i: int) -> str:
+        return f"{self.prefix}.strides[{self._ix(i + 1)}]"
+
+    def box(self, i: int) -> str:
+        return f"{self.prefix}.box[{self._ix(i)}]"
+
+    def estride(self, i: int) -> str:
+        return f"{self.prefix}.element_strides[{self._ix(i)}]"
+
+    def enum(self, value: Interleave | Swizzle | L2Promotion | OobFill) -> str:
+        if isinstance(value, Swizzle):
+            if value >= Swizzle.B128_ATOM_32B:
+                return '{"mode": "128B", "atomicity": "%s"}' % {4: "32B", 5: "32B_flip_8B", 6: "64B"}[int(value)]
+            return '{"mode": "%s"}' % value.spec_name
+        return value.spec_name
+
+    def dtype_name(self, dtype: DType) -> str:
+        return dtype.name
+
+
+def tensor_map_args(spec: Spec, index: int) -> TensorMapArgs:
+    """The driver's arguments for tensor ``index`` (innermost first), plus its use by the kernel."""
+    t = spec.tensors[index]
+    rank = t.rank
+    kernel = spec.kernel
+    coords: tuple[tuple[int, ...], ...] = ()
+    if isinstance(kernel, InspectKernel) and kernel.coords is not None:
+        coords = (tuple(kernel.coords[::-1]),)
+    return TensorMapArgs(
+        dtype=t.dt, rank=rank, global_address=t.alignment,
+        global_dim=tuple(t.shape[::-1]), global_strides=t.driver_strides(),
+        box_dim=tuple(t.box[::-1]), element_strides=tuple(t.element_strides_or_default[::-1]),
+        interleave=Interleave.parse(t.interleave), swizzle=t.swizzle.driver,
+        l2_promotion=L2Promotion.parse(t.l2_promotion), oob_fill=OobFill.parse(t.oob_fill),
+        target=limits.TARGETS[spec.target], smem_offset=t.smem_offset,
+        stores=not isinstance(kernel, InspectKernel), loads=True, start_coords=coords,
+        requested_swizzle=(t.swizzle.mode, t.swizzle.atomicity))
+
+
+def check_spec(spec: Spec) -> list[Violation]:
+    """Every rule violation of ``spec``, fields named by their spec paths."""
+    found: list[Violation] = []
+    for i, t in enumerate(spec.tensors):
+        found.extend(run_rules(tensor_map_args(spec, i), SpecFieldNames(i, t.rank)))
+    return found
+
+
+def load_checked_spec(path: str | Path) -> Spec:
+    """Read a spec and apply every rule; raises SpecError or RuleError."""
+    spec = load_spec(path)
+    violations = check_spec(spec)
+    if violations:
+        raise RuleError(str(path), violations)
+    return spec
+
+
+def smem_bytes(spec: Spec, index: int) -> int:
+    """Shared-memory bytes one box of tensor ``index`` occupies."""
+    return tensor_map_args(spec, index).smem_footprint
+
+
+__all__ = ["Spec", "TensorSpec", "SwizzleSpec", "InspectKernel", "CopyKernel", "TransposeKernel",
+           "load_spec", "parse_spec", "check_spec", "load_checked_spec", "schema", "tensor_map_args",
+           "smem_bytes"]
