@@ -45,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="validate a spec against every hardware and driver rule")
     c.add_argument("spec", nargs="+")
 
+    b = sub.add_parser("build", help="render specs into folders of CUDA code (and compile them)")
+    b.add_argument("spec", nargs="+")
+    b.add_argument("--out", default="generated", help="output root; each spec writes OUT/<name>/ (default: generated)")
+    b.add_argument("--check", action="store_true", help="write nothing; exit 1 if OUT differs from what the specs render")
+    b.add_argument("--compile", action="store_true", help="also compile with nvcc: cubin, PTX, shared library, report")
+
     s = sub.add_parser("schema", help="print the JSON Schema of specs")
     s.add_argument("--output", "-o", help="write to this file instead of standard output")
 
@@ -87,6 +93,39 @@ def _cmd_check(args: argparse.Namespace) -> int:
             continue
         print(f"{path}: {spec.name} is valid for {spec.target} ({len(spec.tensors)} tensor"
               f"{'s' if len(spec.tensors) != 1 else ''}, kernel {spec.kernel.kind})")
+    return status
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from tmagen import build, toolchain
+
+    rendered = [build.render_spec_file(path) for path in args.spec]  # every spec valid before any write
+    if args.check:
+        stale = [line for r in rendered for line in build.differences(r, args.out)]
+        for line in stale:
+            print(line)
+        print(f"{len(stale)} difference{'s' if len(stale) != 1 else ''} between {args.out}/ and "
+              f"{len(rendered)} spec{'s' if len(rendered) != 1 else ''}" + (": run tmagen build to update" if stale else ""))
+        return EXIT_DIFFERS if stale else EXIT_OK
+    status = EXIT_OK
+    for r in rendered:
+        folder = build.write(r, args.out)
+        print(f"{r.spec_file}: wrote {folder} ({len(r.files)} files)")
+        if args.compile:
+            result = toolchain.compile_folder(r.spec, r.files)
+            print(f"  compiled{' (cached)' if result.cached else ''}: {result.cubin}, {result.ptx}, {result.shared_library}")
+            for k in result.kernels:
+                print(f"  {k.name}: {k.registers} registers, {k.shared_bytes} bytes static shared memory, "
+                      f"{k.stack_frame_bytes} bytes stack, {k.spill_store_bytes}/{k.spill_load_bytes} bytes spilled")
+            if result.sass_tma is None:
+                print("  SASS not checked: no cuobjdump here")
+            else:
+                print("  SASS: " + ", ".join(f"{op} {'present' if seen else 'ABSENT'}" for op, seen in result.sass_tma.items()))
+            spills = toolchain.spill_violations(r.spec, result)
+            for line in spills:
+                print(f"  error: {line}", file=sys.stderr)
+            if spills:
+                status = EXIT_DIFFERS
     return status
 
 
@@ -162,7 +201,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check": _cmd_check, "schema": _cmd_schema, "diagnose": _cmd_diagnose,
+COMMANDS = {"build": _cmd_build, "check": _cmd_check, "schema": _cmd_schema, "diagnose": _cmd_diagnose,
             "explain": _cmd_explain, "rules": _cmd_rules}
 
 

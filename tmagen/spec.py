@@ -184,6 +184,8 @@ class Spec(_Model):
                                "types; compiled but not run on Hopper).")
     tensors: list[TensorSpec] = Field(min_length=1)
     kernel: Kernel
+    allow_spills: bool = Field(False, description="Accept kernels that spill registers to local memory "
+                               "(the compile report fails the build otherwise).")
 
     @field_validator("name")
     @classmethod
@@ -197,12 +199,61 @@ class Spec(_Model):
             if t.name in seen:
                 raise ValueError(f"two tensors are named {t.name!r}: names must be unique")
             seen.add(t.name)
+        if self.kernel.kind != "inspect" and len(self.tensors) != 1:
+            raise ValueError(f"a {self.kernel.kind} kernel moves one tensor; this spec has {len(self.tensors)}")
+        if isinstance(self.kernel, TransposeKernel):
+            t = self.tensors[0]
+            unit = self.kernel.unit_bytes or t.dt.nbytes
+            if t.rank not in (2, 3):
+                raise ValueError(f"transpose takes a 2-D or batched (3-D) tensor; {t.name!r} has {t.rank} dimensions")
+            if t.dt.packed or unit % t.dt.nbytes or unit not in (1, 2, 4, 8, 16):
+                raise ValueError(f"kernel.unit_bytes = {unit} must be 1, 2, 4, 8 or 16 and a multiple of the "
+                                 f"{t.dtype} size")
+            per = unit // t.dt.nbytes
+            if t.shape[-1] % per or t.box[-1] % per:
+                raise ValueError(f"shape[-1] and box[-1] of {t.name!r} must be multiples of {per} elements, "
+                                 f"whole {unit}-byte units")
+            if t.rank == 3 and t.box[0] != 1:
+                raise ValueError(f"a batched transpose moves one matrix per box: use box[0] = 1 (it is {t.box[0]})")
         coords = getattr(self.kernel, "coords", None)
         for t in self.tensors:
             if coords is not None and len(coords) != t.rank:
                 raise ValueError(f"kernel.coords has {len(coords)} entries but tensor {t.name!r} has {t.rank} "
                                  "dimensions: give one coordinate per dimension")
         return self
+
+
+class MapSpec(_Model):
+    """One tensor map a kernel uses: its role in the kernel, and the tensor it describes."""
+
+    role: str
+    tensor: TensorSpec
+    index: int  # the spec tensor it comes from
+    derived: bool = False  # built by tmagen from that tensor (the transpose's output)
+    stores: bool = False
+    unit_bytes: int
+
+
+def kernel_maps(spec: Spec) -> list[MapSpec]:
+    """The tensor maps the spec's kernel uses, in kernel-parameter order."""
+    k = spec.kernel
+    if isinstance(k, InspectKernel):
+        return [MapSpec(role=t.name, tensor=t, index=i, unit_bytes=t.dt.nbytes if not t.dt.packed else 1)
+                for i, t in enumerate(spec.tensors)]
+    t = spec.tensors[0]
+    if isinstance(k, CopyKernel):
+        return [MapSpec(role="src", tensor=t, index=0, unit_bytes=t.dt.nbytes),
+                MapSpec(role="dst", tensor=t, index=0, stores=True, unit_bytes=t.dt.nbytes)]
+    unit = k.unit_bytes or t.dt.nbytes
+    per_unit = unit // t.dt.nbytes
+    rows, cols = t.shape[-2], t.shape[-1] // per_unit
+    box_rows, box_cols = t.box[-2], t.box[-1] // per_unit
+    out = t.model_copy(update={
+        "shape": [*t.shape[:-2], cols, rows * per_unit],
+        "box": [*t.box[:-2], box_cols, box_rows * per_unit],
+        "strides": None, "element_strides": None, "smem_offset": t.smem_offset})
+    return [MapSpec(role="src", tensor=t, index=0, unit_bytes=unit),
+            MapSpec(role="dst", tensor=out, index=0, derived=True, stores=True, unit_bytes=unit)]
 
 
 # ----------------------------------------------------------------------------- reading
@@ -266,10 +317,10 @@ def schema() -> dict[str, Any]:
 class SpecFieldNames(FieldNames):
     """Names fields by spec path, outermost-first indices; the innermost is written [-1]."""
 
-    def __init__(self, index: int, rank: int) -> None:
+    def __init__(self, index: int, rank: int, derived: str | None = None) -> None:
         super().__init__()
         self.tensor_rank = rank
-        prefix = f"tensors[{index}]"
+        prefix = f"tensors[{index}]" + (f" (as the kernel's {derived} map)" if derived else "")
         self.prefix = prefix
         self.dtype = f"{prefix}.dtype"
         self.address = f"{prefix}.alignment"
@@ -312,30 +363,30 @@ class SpecFieldNames(FieldNames):
         return dtype.name
 
 
-def tensor_map_args(spec: Spec, index: int) -> TensorMapArgs:
-    """The driver's arguments for tensor ``index`` (innermost first), plus its use by the kernel."""
-    t = spec.tensors[index]
-    rank = t.rank
+def tensor_map_args(spec: Spec, m: MapSpec) -> TensorMapArgs:
+    """The driver's arguments of map ``m`` (innermost first), plus its use by the kernel."""
+    t = m.tensor
     kernel = spec.kernel
     coords: tuple[tuple[int, ...], ...] = ()
     if isinstance(kernel, InspectKernel) and kernel.coords is not None:
         coords = (tuple(kernel.coords[::-1]),)
     return TensorMapArgs(
-        dtype=t.dt, rank=rank, global_address=t.alignment,
+        dtype=t.dt, rank=t.rank, global_address=t.alignment,
         global_dim=tuple(t.shape[::-1]), global_strides=t.driver_strides(),
         box_dim=tuple(t.box[::-1]), element_strides=tuple(t.element_strides_or_default[::-1]),
         interleave=Interleave.parse(t.interleave), swizzle=t.swizzle.driver,
         l2_promotion=L2Promotion.parse(t.l2_promotion), oob_fill=OobFill.parse(t.oob_fill),
         target=limits.TARGETS[spec.target], smem_offset=t.smem_offset,
-        stores=not isinstance(kernel, InspectKernel), loads=True, start_coords=coords,
+        stores=m.stores, loads=not m.stores, start_coords=coords,
         requested_swizzle=(t.swizzle.mode, t.swizzle.atomicity))
 
 
 def check_spec(spec: Spec) -> list[Violation]:
     """Every rule violation of ``spec``, fields named by their spec paths."""
     found: list[Violation] = []
-    for i, t in enumerate(spec.tensors):
-        found.extend(run_rules(tensor_map_args(spec, i), SpecFieldNames(i, t.rank)))
+    for m in kernel_maps(spec):
+        names = SpecFieldNames(m.index, m.tensor.rank, derived=m.role if m.derived else None)
+        found.extend(v for v in run_rules(tensor_map_args(spec, m), names) if v not in found)
     return found
 
 
@@ -348,11 +399,6 @@ def load_checked_spec(path: str | Path) -> Spec:
     return spec
 
 
-def smem_bytes(spec: Spec, index: int) -> int:
-    """Shared-memory bytes one box of tensor ``index`` occupies."""
-    return tensor_map_args(spec, index).smem_footprint
-
-
 __all__ = ["Spec", "TensorSpec", "SwizzleSpec", "InspectKernel", "CopyKernel", "TransposeKernel",
-           "load_spec", "parse_spec", "check_spec", "load_checked_spec", "schema", "tensor_map_args",
-           "smem_bytes"]
+           "MapSpec", "load_spec", "parse_spec", "check_spec", "load_checked_spec", "schema",
+           "tensor_map_args", "kernel_maps"]

@@ -1,0 +1,202 @@
+"""nvcc: finding it, compiling generated folders to a cubin, PTX and a shared library, reading
+ptxas's resource report, and caching products by the hash of sources, flags and compiler."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tmagen.errors import TmagenError
+from tmagen.limits import TARGETS
+from tmagen.spec import Spec
+
+
+class ToolchainError(TmagenError):
+    """No compiler, or a compile that failed."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    nvcc: Path
+    version: str  # the last line of nvcc --version
+    found_by: str  # TMAGEN_NVCC, pip, CUDA_HOME, CUDA_PATH or PATH
+
+    @property
+    def root(self) -> Path:
+        return self.nvcc.parent.parent
+
+    @property
+    def cuobjdump(self) -> Path | None:
+        beside = self.nvcc.parent / "cuobjdump"
+        found = beside if beside.exists() else shutil.which("cuobjdump")
+        return Path(found) if found else None
+
+
+def _pip_nvcc() -> Path | None:
+    spec = importlib.util.find_spec("nvidia")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location) / "cu13" / "bin" / "nvcc"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def find_toolchain() -> Toolchain:
+    """nvcc from TMAGEN_NVCC, else the pip toolchain (tmagen[toolchain]), else CUDA_HOME or
+    CUDA_PATH, else PATH; and a host C++ compiler, which nvcc needs."""
+    candidates: list[tuple[str, Path | None]] = [
+        ("TMAGEN_NVCC", Path(os.environ["TMAGEN_NVCC"]) if os.environ.get("TMAGEN_NVCC") else None),
+        ("pip", _pip_nvcc()),
+        ("CUDA_HOME", Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc" if os.environ.get("CUDA_HOME") else None),
+        ("CUDA_PATH", Path(os.environ["CUDA_PATH"]) / "bin" / "nvcc" if os.environ.get("CUDA_PATH") else None),
+        ("PATH", Path(shutil.which("nvcc")) if shutil.which("nvcc") else None),
+    ]
+    for found_by, path in candidates:
+        if path is None:
+            continue
+        if not path.is_file():
+            if found_by == "TMAGEN_NVCC":
+                raise ToolchainError(f"TMAGEN_NVCC = {path}, but there is no such file: point it at an nvcc")
+            continue
+        if not (shutil.which("g++") or shutil.which("c++")):
+            raise ToolchainError("nvcc needs a host C++ compiler and there is no g++ or c++ on PATH: "
+                                 "install g++ (Debian/Ubuntu: apt-get install g++)")
+        try:
+            out = subprocess.run([str(path), "--version"], capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise ToolchainError(f"{path} (found by {found_by}) does not run: {exc}") from None
+        return Toolchain(path, out.strip().splitlines()[-1], found_by)
+    raise ToolchainError("no nvcc: install tmagen's toolchain (pip install 'tmagen[toolchain]'), or set "
+                         "TMAGEN_NVCC, CUDA_HOME or CUDA_PATH, or put nvcc on PATH")
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What ptxas reports of one kernel."""
+
+    name: str
+    registers: int
+    shared_bytes: int
+    stack_frame_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
+
+
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers(?:.*?, (\d+) bytes smem)?")
+
+
+def parse_ptxas_report(text: str) -> list[KernelResources]:
+    kernels: list[KernelResources] = []
+    current: dict[str, int | str] | None = None
+    for line in text.splitlines():
+        if m := _ENTRY.search(line):
+            current = {"name": m.group(1), "frame": 0, "stores": 0, "loads": 0}
+        elif current is not None and (m := _FRAME.search(line)):
+            current.update(frame=int(m.group(1)), stores=int(m.group(2)), loads=int(m.group(3)))
+        elif current is not None and (m := _USED.search(line)):
+            kernels.append(KernelResources(str(current["name"]), int(m.group(1)), int(m.group(2) or 0),
+                                           int(current["frame"]), int(current["stores"]), int(current["loads"])))
+            current = None
+    return kernels
+
+
+@dataclass
+class CompileResult:
+    folder: Path  # where the products are (inside the cache)
+    cubin: Path
+    ptx: Path
+    shared_library: Path
+    kernels: list[KernelResources]
+    sass_tma: dict[str, bool] | None = None  # UTMALDG/UTMASTG seen; None: no cuobjdump here
+    cached: bool = False
+    commands: list[list[str]] = field(default_factory=list)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TMAGEN_CACHE") or Path.home() / ".cache" / "tmagen")
+
+
+def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | None = None) -> CompileResult:
+    """Compiles rendered ``files`` of ``spec`` for its target, or returns the cached products."""
+    tc = toolchain or find_toolchain()
+    target = TARGETS[spec.target]
+    gencode = f"-gencode={target.gencode}"
+    common = ["-std=c++17", "-O3", gencode]
+    key = hashlib.sha256(json.dumps({"files": files, "flags": common, "nvcc": tc.version}, sort_keys=True)
+                         .encode()).hexdigest()[:24]
+    folder = cache_root() / f"{spec.name}-{key}"
+    report = folder / "report.json"
+    products = (folder / f"{spec.name}.cubin", folder / f"{spec.name}.ptx", folder / f"lib{spec.name}.so")
+    if report.is_file() and all(p.is_file() for p in products):
+        data = json.loads(report.read_text())
+        return CompileResult(folder, *products, [KernelResources(**k) for k in data["kernels"]],
+                             data["sass_tma"], cached=True)
+
+    staging = Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=_ensure(cache_root())))
+    try:
+        for rel, text in files.items():
+            (staging / rel).write_text(text, encoding="utf-8")
+        src = str(staging / f"{spec.name}.cu")
+        lib_dir = tc.root / "lib"
+        commands = [
+            [str(tc.nvcc), *common, "-Xptxas", "-v", "-cubin", "-o", str(staging / products[0].name), src],
+            [str(tc.nvcc), "-std=c++17", "-O3", f"--gpu-architecture={target.gencode.split(',')[0].split('=')[1]}",
+             "-ptx", "-o", str(staging / products[1].name), src],
+            [str(tc.nvcc), *common, "-shared", "-Xcompiler", "-fPIC", f"-L{lib_dir}", "-o",
+             str(staging / products[2].name), src],
+        ]
+        ptxas = ""
+        for cmd in commands:
+            run = subprocess.run(cmd, capture_output=True, text=True)
+            if run.returncode != 0:
+                raise ToolchainError(f"nvcc failed compiling {spec.name} ({' '.join(cmd[1:])}):\n"
+                                     + (run.stderr or run.stdout).strip())
+            if "-Xptxas" in cmd:
+                ptxas = run.stderr + run.stdout
+        kernels = parse_ptxas_report(ptxas)
+        sass = _sass_tma(tc, staging / products[0].name)
+        (staging / "report.json").write_text(json.dumps(
+            {"kernels": [asdict(k) for k in kernels], "sass_tma": sass, "nvcc": tc.version}, indent=2))
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(staging, folder)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return CompileResult(folder, *products, kernels, sass, cached=False, commands=commands)
+
+
+def _ensure(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _sass_tma(tc: Toolchain, cubin: Path) -> dict[str, bool] | None:
+    tool = tc.cuobjdump
+    if tool is None:
+        return None
+    run = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True)
+    if run.returncode != 0:
+        return None
+    return {"UTMALDG": "UTMALDG" in run.stdout, "UTMASTG": "UTMASTG" in run.stdout}
+
+
+def spill_violations(spec: Spec, result: CompileResult) -> list[str]:
+    if spec.allow_spills:
+        return []
+    return [f"{k.name}: {k.spill_store_bytes} bytes spilled to local memory and {k.spill_load_bytes} read back, and "
+            "the spec allows no spills (set allow_spills, or lower register pressure)" for k in result.kernels if k.spills]
