@@ -1,0 +1,336 @@
+"""Specs: the examples load and pass; bad forms raise SpecError and bad values break rules,
+each message naming the field by its spec path (outermost-first indices, innermost [-1])."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from tmagen.errors import SpecError
+from tmagen.rules import RULES
+from tmagen.spec import SpecFieldNames, check_spec, load_spec, parse_spec, schema
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((REPO / "specs").glob("*.json"))
+
+BASE = {
+    "name": "spec_case",
+    "tensors": [{"name": "t", "dtype": "float32", "shape": [64, 64], "box": [8, 32],
+                 "swizzle": {"mode": "128B"}}],
+    "kernel": {"kind": "inspect"},
+}
+
+
+def make(**changes) -> dict:
+    """BASE with top-level keys replaced and ``t_<key>`` replacing keys of tensors[0]."""
+    data = copy.deepcopy(BASE)
+    for k, v in changes.items():
+        if k.startswith("t_"):
+            data["tensors"][0][k[2:]] = v
+        else:
+            data[k] = v
+    return data
+
+
+def form_problems(data: object) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    assert info.value.problems, "a SpecError must carry at least one problem"
+    return info.value.problems
+
+
+# ----------------------------------------------------------------------------- the examples
+def test_there_are_example_specs() -> None:
+    assert len(EXAMPLES) >= 6, EXAMPLES
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_spec_loads_and_passes_every_rule(path: Path) -> None:
+    spec = load_spec(path)
+    assert spec.name == path.stem  # the file is named after the spec
+    assert check_spec(spec) == []
+
+
+def test_base_spec_is_valid() -> None:
+    assert check_spec(parse_spec(make())) == []
+
+
+# ----------------------------------------------------------------------------- form errors
+FORM_ERRORS = [
+    pytest.param(make(t_bogus=1), ["tensors[0].bogus is not a field"], id="unknown-tensor-key"),
+    pytest.param(make(bogus=1), ["bogus is not a field"], id="unknown-top-key"),
+    pytest.param(make(kernel={"kind": "gemm"}), ["kernel.kind = 'gemm'", "'inspect', 'copy', 'transpose'"],
+                 id="unknown-kernel-kind"),
+    pytest.param(make(kernel={"stages": 2}), ["kernel", "'kind'"], id="missing-kernel-kind"),
+    pytest.param(make(kernel={"kind": "copy", "stages": 0}), ["kernel.stages = 0", "greater than or equal to 1"],
+                 id="copy-stages-0"),
+    pytest.param(make(kernel={"kind": "inspect", "coords": [0]}), ["kernel.coords has 1 entries", "2 dimensions"],
+                 id="coords-length"),
+    pytest.param(make(t_dtype="float8"), ["tensors[0].dtype = 'float8'", "'bfloat16'"], id="dtype"),
+    pytest.param(make(t_swizzle={"mode": "96B"}), ["tensors[0].swizzle.mode = '96B'", "'128B'"], id="swizzle-mode"),
+    pytest.param(make(t_swizzle={"mode": "128B", "atomicity": "8B"}), ["tensors[0].swizzle.atomicity = '8B'"],
+                 id="swizzle-atomicity"),
+    pytest.param(make(t_swizzle="128B"), ["tensors[0].swizzle = '128B'"], id="swizzle-not-object"),
+    pytest.param(make(t_interleave="64B"), ["tensors[0].interleave = '64B'"], id="interleave"),
+    pytest.param(make(t_oob_fill="inf"), ["tensors[0].oob_fill = 'inf'"], id="oob-fill"),
+    pytest.param(make(t_shape=[64, 0]), ["tensors[0].shape[1] = 0", "greater than or equal to 1"], id="shape-0"),
+    pytest.param(make(t_shape=[]), ["tensors[0].shape", "at least 1"], id="shape-empty"),
+    pytest.param(make(t_shape=[1] * 6, t_box=[1] * 6), ["tensors[0].shape", "at most 5"], id="rank-6"),
+    pytest.param(make(t_box=[8, -32]), ["tensors[0].box[1] = -32"], id="box-negative"),
+    pytest.param(make(t_shape=[64, "many"]), ["tensors[0].shape[1] = 'many'"], id="shape-str"),
+    pytest.param(make(t_alignment=0), ["tensors[0].alignment = 0"], id="alignment-0"),
+    pytest.param(make(target="sm_80"), ["target = 'sm_80'", "'sm_90a' or 'sm_100a'"], id="target"),
+    pytest.param(make(tensors=[]), ["tensors", "at least 1"], id="no-tensors"),
+    pytest.param({k: v for k, v in BASE.items() if k != "name"}, ["name", "required"], id="missing-name"),
+    pytest.param({k: v for k, v in BASE.items() if k != "kernel"}, ["kernel", "required"], id="missing-kernel"),
+    pytest.param([BASE], ["(spec)", "dictionary"], id="not-an-object"),
+    pytest.param(make(t_name=7), ["tensors[0].name = 7"], id="name-not-str"),
+]
+
+
+@pytest.mark.parametrize("data, fragments", FORM_ERRORS)
+def test_form_errors_name_the_field(data, fragments) -> None:
+    problems = form_problems(data)
+    text = "\n".join(problems)
+    for fragment in fragments:
+        assert fragment in text, f"{fragment!r} not in {problems}"
+
+
+def test_spec_error_lists_every_problem() -> None:
+    problems = form_problems(make(t_bogus=1, t_dtype="float8", target="sm_80"))
+    assert len(problems) == 3
+    err = SpecError("my.json", problems)
+    assert str(err).splitlines()[0] == "my.json: 3 problems"
+    assert str(err).splitlines()[1].startswith("  1. ")
+
+
+# ----------------------------------------------------------------------------- names
+HOSTILE = [
+    'x; system("rm -rf /")', "../../etc", "a/b", "a.b", "a-b", "x y", "a\n", "", "_x", "__x", "1abc", "caf\u00e9",
+    "int", "class", "return", "main", "namespace", "a" * 64, "a" * 200,
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=[repr(n)[:24] for n in HOSTILE])
+def test_hostile_tensor_names_are_rejected(name: str) -> None:
+    problems = form_problems(make(t_name=name))
+    assert len(problems) == 1
+    assert problems[0].startswith(f"tensors[0].name = {name!r}: a tensor name must be a C identifier")
+    assert "up to 63" in problems[0]
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=[repr(n)[:24] for n in HOSTILE])
+def test_hostile_spec_names_are_rejected(name: str) -> None:
+    problems = form_problems(make(name=name))
+    assert len(problems) == 1
+    assert problems[0].startswith(f"name = {name!r}: a spec name must be a C identifier")
+
+
+@pytest.mark.parametrize("name", ["a" * 63, "x", "X9", "a_b", "snake_case_1", "Int", "mainly"])
+def test_identifier_boundaries_are_accepted(name: str) -> None:
+    spec = parse_spec(make(name=name, t_name=name))
+    assert spec.name == name and spec.tensors[0].name == name
+
+
+def test_duplicate_tensor_names_are_rejected() -> None:
+    second = dict(BASE["tensors"][0])
+    problems = form_problems(make(tensors=[BASE["tensors"][0], second]))
+    assert len(problems) == 1
+    assert "two tensors are named 't'" in problems[0] and "unique" in problems[0]
+    # the same tensors under different names are fine
+    spec = parse_spec(make(tensors=[BASE["tensors"][0], {**second, "name": "u"}]))
+    assert [t.name for t in spec.tensors] == ["t", "u"]
+
+
+# ----------------------------------------------------------------------------- strides and lengths
+def test_innermost_stride_must_be_1() -> None:
+    problems = form_problems(make(t_strides=[64, 2]))
+    assert len(problems) == 1
+    p = problems[0]
+    assert p.startswith("tensors[0]")
+    assert "strides[-1] = 2" in p and "innermost stride must be 1" in p
+
+
+def test_strides_with_innermost_1_are_accepted_and_converted_to_bytes() -> None:
+    spec = parse_spec(make(t_strides=[80, 1]))  # rows padded to 80 floats = 320 bytes
+    assert spec.tensors[0].driver_strides() == (320,)
+    assert check_spec(spec) == []
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="tmagen: model-level form errors name the object and the field apart "
+                                       "('tensors[0] strides[-1] = 2'), not by the dotted path of other errors")
+def test_innermost_stride_error_uses_dotted_path() -> None:
+    assert form_problems(make(t_strides=[64, 2]))[0].startswith("tensors[0].strides[-1] = 2")
+
+
+@pytest.mark.parametrize("key, value, entries", [
+    ("strides", [1], 1), ("strides", [4096, 64, 1], 3), ("box", [32], 1), ("box", [1, 8, 32], 3),
+    ("element_strides", [1], 1), ("element_strides", [1, 1, 1], 3),
+])
+def test_length_mismatch_with_shape_is_rejected(key, value, entries) -> None:
+    problems = form_problems(make(**{f"t_{key}": value}))
+    assert len(problems) == 1
+    assert problems[0].startswith("tensors[0]")
+    assert f"{key} has {entries} entries but shape has 2" in problems[0]
+
+
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason="tmagen: spec integers are read in pydantic's lax mode, so JSON true "
+                                       "becomes the extent 1 (and \"32\" or 32.0 become 32)")
+def test_boolean_shape_entry_is_rejected() -> None:
+    form_problems(make(t_shape=[64, True], t_box=[8, 1], t_swizzle={"mode": "none"}))
+
+
+# ----------------------------------------------------------------------------- rules name spec paths
+def _violations(data: dict) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for v in check_spec(parse_spec(data)):
+        out.setdefault(v.rule, []).append(v)
+    return out
+
+
+def test_rule_message_names_spec_path_of_innermost_box() -> None:
+    found = _violations(make(t_dtype="bfloat16", t_box=[8, 96]))
+    assert set(found) == {"box-inner-within-swizzle-span"}
+    v, = found["box-inner-within-swizzle-span"]
+    assert v.field == "tensors[0].box[-1]"
+    assert v.message.startswith("tensors[0].box[-1] = 96 bfloat16 = 192 bytes")
+    assert "use tensors[0].box[-1] <= 64" in v.message
+
+
+RANK3 = dict(t_shape=[4, 8, 32], t_box=[2, 8, 32], t_swizzle={"mode": "128B"})
+
+
+def test_rank3_spec_is_valid() -> None:
+    assert check_spec(parse_spec(make(**RANK3))) == []
+
+
+@pytest.mark.parametrize("box, path, value", [
+    ([2, 257, 32], "tensors[0].box[1]", 257),  # driver boxDim[1]
+    ([300, 1, 32], "tensors[0].box[0]", 300),  # driver boxDim[2]
+])
+def test_rank3_box_indices_map_outermost_first(box, path, value) -> None:
+    found = _violations(make(**{**RANK3, "t_box": box}))
+    assert set(found) == {"box-dim-range"}
+    v, = found["box-dim-range"]
+    assert v.field == path
+    assert v.message.startswith(f"{path} = {value}, ")
+    assert f"use {path} <= 256" in v.message
+
+
+def test_rank3_innermost_box_is_minus_1() -> None:
+    found = _violations(make(**{**RANK3, "t_box": [2, 8, 6]}))  # 6 floats = 24 bytes
+    assert set(found) == {"box-inner-bytes-multiple-of-16"}
+    v, = found["box-inner-bytes-multiple-of-16"]
+    assert v.field == "tensors[0].box[-1]"
+    assert v.message.startswith("tensors[0].box[-1] = 6 float32 = 24 bytes")
+    assert "use tensors[0].box[-1] a multiple of 4" in v.message
+
+
+@pytest.mark.parametrize("strides, path, value", [
+    ([34 * 8, 34, 1], "tensors[0].strides[1]", "136 bytes"),  # driver globalStrides[0] (dimension 1)
+    ([34 * 8 + 2, 40, 1], "tensors[0].strides[0]", "1096 bytes"),  # driver globalStrides[1] (dimension 2)
+])
+def test_rank3_stride_indices_map_outermost_first(strides, path, value) -> None:
+    found = _violations(make(**{**RANK3, "t_strides": strides}))
+    assert set(found) == {"global-stride-multiple"}
+    v, = found["global-stride-multiple"]
+    assert v.field == path
+    assert v.message.startswith(f"{path} = {value}, ")
+
+
+@pytest.mark.parametrize("estrides, path", [
+    ([9, 1, 1], "tensors[0].element_strides[0]"),
+    ([1, 9, 1], "tensors[0].element_strides[1]"),
+    ([1, 1, 9], "tensors[0].element_strides[-1]"),
+])
+def test_rank3_element_stride_indices(estrides, path) -> None:
+    found = _violations(make(**{**RANK3, "t_element_strides": estrides}))
+    assert set(found) == {"element-stride-range"}
+    assert [v.field for v in found["element-stride-range"]] == [path]
+
+
+@pytest.mark.parametrize("shape, path", [
+    ([2 ** 32 + 1, 8, 32], "tensors[0].shape[0]"),
+    ([4, 2 ** 32 + 1, 32], "tensors[0].shape[1]"),
+    ([4, 8, 2 ** 32 + 1], "tensors[0].shape[-1]"),
+])
+def test_rank3_shape_indices(shape, path) -> None:
+    found = _violations(make(**{**RANK3, "t_shape": shape, "t_strides": [1 << 20, 1 << 10, 1]}))
+    assert set(found) == {"global-dim-range"}
+    assert [v.field for v in found["global-dim-range"]] == [path]
+    assert "4294967297" in found["global-dim-range"][0].message
+
+
+def test_spec_field_names_map_driver_indices() -> None:
+    n = SpecFieldNames(0, 3)
+    assert [n.box(i) for i in range(3)] == ["tensors[0].box[-1]", "tensors[0].box[1]", "tensors[0].box[0]"]
+    assert [n.dim(i) for i in range(3)] == ["tensors[0].shape[-1]", "tensors[0].shape[1]", "tensors[0].shape[0]"]
+    assert [n.stride(i) for i in range(2)] == ["tensors[0].strides[1]", "tensors[0].strides[0]"]
+    assert [n.estride(i) for i in range(3)] == ["tensors[0].element_strides[-1]", "tensors[0].element_strides[1]",
+                                                "tensors[0].element_strides[0]"]
+    assert SpecFieldNames(2, 1).box(0) == "tensors[2].box[-1]"
+
+
+def test_second_tensor_is_named_by_its_index() -> None:
+    good = BASE["tensors"][0]
+    bad = {**good, "name": "u", "box": [8, 64]}  # 256-byte rows under 128B
+    found = check_spec(parse_spec(make(tensors=[good, bad])))
+    assert [(v.rule, v.field) for v in found] == [("box-inner-within-swizzle-span", "tensors[1].box[-1]")]
+
+
+@pytest.mark.parametrize("changes, rule, path", [
+    (dict(t_alignment=8), "global-address-alignment", "tensors[0].alignment"),
+    (dict(t_oob_fill="nan", t_dtype="int32"), "oob-nan-float-only", "tensors[0].oob_fill"),
+    (dict(t_smem_offset=64), "smem-offset-alignment", "tensors[0].smem_offset"),
+    (dict(t_swizzle={"mode": "128B", "atomicity": "64B"}), "target-atom-swizzle", "tensors[0].swizzle"),
+    (dict(t_dtype="u4x16_align8", t_box=[8, 64]), "target-packed-dtype", "tensors[0].dtype"),
+    (dict(t_interleave="16B", t_swizzle={"mode": "none"}), "interleave-rank", "tensors[0].interleave"),
+    (dict(kernel={"kind": "inspect", "coords": [0, 1]}), "start-coordinate-16-bytes", "kernel.coords[-1]"),
+])
+def test_rule_fields_are_spec_paths(changes, rule, path) -> None:
+    found = check_spec(parse_spec(make(**changes)))
+    assert [(v.rule, v.field) for v in found] == [(rule, path)]
+    assert found[0].message.startswith(f"{path} = ")
+    assert rule in RULES
+
+
+def test_spec_values_are_spec_spellings() -> None:
+    v, = check_spec(parse_spec(make(t_oob_fill="nan", t_dtype="int32")))
+    assert v.value == "nan" and "use zero" in v.message
+    v, = check_spec(parse_spec(make(t_dtype="u4x16_align8", t_box=[8, 64])))
+    assert v.value == "u4x16_align8"
+
+
+# ----------------------------------------------------------------------------- the schema
+def test_schema_is_a_json_schema_with_tensors_and_kernel() -> None:
+    s = schema()
+    assert isinstance(s, dict)
+    assert {"tensors", "kernel", "name", "target"} <= set(s["properties"])
+    assert set(s["required"]) >= {"name", "tensors", "kernel"}
+    json.loads(json.dumps(s))  # serialisable
+
+
+def test_schema_descriptions_say_outermost_first() -> None:
+    found = set()
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "description" and isinstance(v, str) and "outermost first" in v:
+                    found.add(path[-1])
+                walk(v, path + (k,))
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, path)
+
+    walk(schema(), ("",))
+    assert {"shape", "strides", "box", "element_strides", "coords"} <= found
+
+
+def test_schema_forbids_unknown_keys() -> None:
+    s = schema()
+    assert s["additionalProperties"] is False
+    assert s["$defs"]["TensorSpec"]["additionalProperties"] is False
