@@ -134,8 +134,11 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
     text = json.dumps(schema(), indent=2) + "\n"
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            raise SpecError(args.output, [f"cannot write the schema there: {exc.strerror}"]) from None
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -147,16 +150,15 @@ _DIAGNOSE_KEYS = ("dtype", "rank", "global_address", "global_dim", "global_strid
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     from tmagen.rules import check_encode_tiled
+    from tmagen.spec import read_json
 
     if args.json:
         source = "standard input" if args.json == "-" else args.json
         try:
             text = sys.stdin.read() if args.json == "-" else open(args.json, encoding="utf-8").read()
-            values = json.loads(text)
-        except OSError as exc:
-            raise SpecError(source, [f"cannot read it: {exc.strerror}"]) from None
-        except json.JSONDecodeError as exc:
-            raise SpecError(source, [f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(source, [f"cannot read it: {getattr(exc, 'strerror', None) or exc}"]) from None
+        values = read_json(text, source)
         if not isinstance(values, dict):
             raise SpecError(source, ["expected a JSON object of the arguments"])
         unknown = sorted(set(values) - set(_DIAGNOSE_KEYS))
@@ -164,6 +166,9 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
             raise SpecError(source, [f"{k} is not an argument of cuTensorMapEncodeTiled; use "
                                      f"{', '.join(_DIAGNOSE_KEYS)}" for k in unknown])
         values = {"interleave": 0, "swizzle": 0, "l2_promotion": 0, "oob_fill": 0, "arch": "sm_90a", **values}
+        missing = [k for k in _DIAGNOSE_KEYS if values.get(k) is None]
+        if missing:
+            raise SpecError(source, [f"{k} is missing" for k in missing])
     else:
         values = {k: getattr(args, k) for k in _DIAGNOSE_KEYS}
         if values["rank"] is not None and values["rank"] == 1 and values["global_strides"] is None:

@@ -99,7 +99,7 @@ class TensorMapArgs:
 
     @property
     def inner_box_bytes(self) -> float:
-        return self.box_dim[0] * self.elem_bytes
+        return self.box_dim[0] * self.elem_bytes if self.box_dim else 0.0
 
     @property
     def wide_alignment(self) -> bool:
@@ -110,7 +110,7 @@ class TensorMapArgs:
         """Elements TMA loads per dimension: ceil(box / elementStride); dimension 0 takes no
         stride without interleave (DRV)."""
         per = [math.ceil(b / max(e, 1)) for b, e in zip(self.box_dim, self.element_strides)]
-        if self.interleave is Interleave.NONE:
+        if self.interleave is Interleave.NONE and per:
             per[0] = self.box_dim[0]
         return tuple(per)
 
@@ -118,6 +118,8 @@ class TensorMapArgs:
     def smem_footprint(self) -> int:
         """Shared-memory bytes the box occupies: rows at the swizzle span's pitch (HW)."""
         per = self.loaded_elements
+        if not per:
+            return 0
         inner = math.ceil(per[0] * self.elem_bytes)
         return math.prod(per[1:]) * PATTERNS[self.swizzle].row_pitch(inner)
 
@@ -150,9 +152,9 @@ class FieldNames:
         self.coords = "coords"
         self.atomicity = "swizzle"
 
-    def coord(self, k: int, inner: bool = False) -> str:
-        """Start coordinates of copy k (innermost first), or their innermost entry."""
-        return f"{self.coords}[{k}]" + ("[0]" if inner else "")
+    def coord(self, k: int) -> str:
+        """The innermost start coordinate of copy k."""
+        return f"{self.coords}[{k}][0]"
 
     def enum(self, value: Interleave | Swizzle | L2Promotion | OobFill) -> str:
         return value.driver_name
@@ -410,24 +412,15 @@ def _start_coord(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     for k, c in enumerate(a.start_coords):
         if c and (c[0] * a.elem_bytes) % 16:
             per = _bytes(16 / a.elem_bytes)
-            yield _fail("start-coordinate-16-bytes", n.coord(k, inner=True), c[0],
+            yield _fail("start-coordinate-16-bytes", n.coord(k), c[0],
                         f"{c[0]} {a.dtype.name} = {_bytes(c[0] * a.elem_bytes)} bytes is not a multiple of 16",
                         f"start the innermost coordinate at a multiple of {per}")
-
-
-@rule("store-coordinates-nonnegative", "a shared-to-global copy starts at coordinates >= 0", PTX_TC)
-def _store_coords(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    if a.stores:
-        for k, c in enumerate(a.start_coords):
-            if any(x < 0 for x in c):
-                yield _fail("store-coordinates-nonnegative", n.coord(k), list(c),
-                            "a TMA store cannot start outside the tensor", "clip the store's box at the tensor's start")
 
 
 # ----------------------------------------------------------------------------- entry points
 ENCODE_RULES = [r for r in RULES.values() if r.id not in (
     "atomicity-needs-128B", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
-    "start-coordinate-16-bytes", "store-coordinates-nonnegative")]
+    "start-coordinate-16-bytes")]
 
 
 def run_rules(args: TensorMapArgs, names: FieldNames, rules: Sequence[Rule] | None = None) -> list[Violation]:
@@ -463,14 +456,14 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
             return None
 
     try:
-        dt = lookup_dtype(dtype) if isinstance(dtype, (int, str)) else None
+        dt = lookup_dtype(dtype) if isinstance(dtype, (int, str)) and not isinstance(dtype, bool) else None
     except KeyError:
         dt = None
     if dt is None:
         bad(names.dtype, dtype, "it is not a CUtensorMapDataType", "use 0 to 15 or a CU_TENSOR_MAP_DATA_TYPE_* name")
     enums = (parse_enum(Interleave, interleave, names.interleave), parse_enum(Swizzle, swizzle, names.swizzle),
              parse_enum(L2Promotion, l2_promotion, names.l2), parse_enum(OobFill, oob_fill, names.oob))
-    target = TARGETS.get(arch)
+    target = TARGETS.get(arch) if isinstance(arch, str) else None
     if target is None:
         bad(names.target, arch, "tmagen knows no such target", f"use one of {', '.join(TARGETS)}")
     if not _is_int(rank):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from tmagen import limits
 from tmagen.dtypes import DTYPES, DType
@@ -50,7 +51,13 @@ def _identifier(value: str, what: str) -> str:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: JSON true is no extent, "32" and 32.0 are no integers
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _form_error(field: str, message: str) -> PydanticCustomError:
+    """An error about ``field``, a path relative to the object whose validator raises it."""
+    return PydanticCustomError("tmagen_form", "{field} {message}", {"field": field, "message": message})
 
 
 class SwizzleSpec(_Model):
@@ -110,10 +117,10 @@ class TensorSpec(_Model):
         for fld in ("strides", "box", "element_strides"):
             value = getattr(self, fld)
             if value is not None and len(value) != rank:
-                raise ValueError(f"{fld} has {len(value)} entries but shape has {rank}: give one per dimension")
+                raise _form_error(fld, f"has {len(value)} entries but shape has {rank}: give one per dimension")
         if self.strides is not None and self.strides[-1] != 1:
-            raise ValueError(f"strides[-1] = {self.strides[-1]}, but TMA reads rows contiguously: "
-                             "the innermost stride must be 1 (transpose the tensor, or reorder its dimensions)")
+            raise _form_error("strides[-1]", f"= {self.strides[-1]}, but TMA reads rows contiguously: the innermost "
+                              "stride must be 1 (transpose the tensor, or reorder its dimensions)")
         return self
 
     @property
@@ -195,33 +202,54 @@ class Spec(_Model):
     @model_validator(mode="after")
     def _consistent(self) -> "Spec":
         seen: set[str] = set()
-        for t in self.tensors:
+        for i, t in enumerate(self.tensors):
             if t.name in seen:
-                raise ValueError(f"two tensors are named {t.name!r}: names must be unique")
+                raise _form_error(f"tensors[{i}].name", f"= {t.name!r}, but an earlier tensor has this name: "
+                                  "names must be unique")
             seen.add(t.name)
+        for i, t in enumerate(self.tensors):
+            if t.dt.packed:
+                raise _form_error(f"tensors[{i}].dtype", f"= {t.dtype!r}: tmagen checks tensor maps of the packed "
+                                  "sub-byte types (tmagen diagnose) but generates no kernels for them yet")
         if self.kernel.kind != "inspect" and len(self.tensors) != 1:
-            raise ValueError(f"a {self.kernel.kind} kernel moves one tensor; this spec has {len(self.tensors)}")
+            raise _form_error("tensors", f"has {len(self.tensors)} entries, but a {self.kernel.kind} kernel moves "
+                              "one tensor")
         if isinstance(self.kernel, TransposeKernel):
+            self._check_transpose(self.kernel, self.tensors[0])
+        if isinstance(self.kernel, CopyKernel):
             t = self.tensors[0]
-            unit = self.kernel.unit_bytes or t.dt.nbytes
-            if t.rank not in (2, 3):
-                raise ValueError(f"transpose takes a 2-D or batched (3-D) tensor; {t.name!r} has {t.rank} dimensions")
-            if t.dt.packed or unit % t.dt.nbytes or unit not in (1, 2, 4, 8, 16):
-                raise ValueError(f"kernel.unit_bytes = {unit} must be 1, 2, 4, 8 or 16 and a multiple of the "
-                                 f"{t.dtype} size")
-            per = unit // t.dt.nbytes
-            if t.shape[-1] % per or t.box[-1] % per:
-                raise ValueError(f"shape[-1] and box[-1] of {t.name!r} must be multiples of {per} elements, "
-                                 f"whole {unit}-byte units")
-            if t.rank == 3 and t.box[0] != 1:
-                raise ValueError(f"a batched transpose moves one matrix per box: use box[0] = 1 (it is {t.box[0]})")
+            if t.element_strides is not None and any(e != 1 for e in t.element_strides):
+                raise _form_error("tensors[0].element_strides", "must be all 1 for a copy: a strided box skips "
+                                  "elements, so the copy would not be one")
+            if t.interleave != "none":
+                raise _form_error("tensors[0].interleave", f"= {t.interleave!r}, but the copy kernel moves plain "
+                                  "(non-interleaved) layouts")
         coords = getattr(self.kernel, "coords", None)
         for t in self.tensors:
             if coords is not None and len(coords) != t.rank:
-                raise ValueError(f"kernel.coords has {len(coords)} entries but tensor {t.name!r} has {t.rank} "
-                                 "dimensions: give one coordinate per dimension")
+                raise _form_error("kernel.coords", f"has {len(coords)} entries but tensor {t.name!r} has {t.rank} "
+                                  "dimensions: give one coordinate per dimension")
         return self
 
+    @staticmethod
+    def _check_transpose(kernel: "TransposeKernel", t: TensorSpec) -> None:
+        unit = kernel.unit_bytes or t.dt.nbytes
+        if t.rank not in (2, 3):
+            raise _form_error("tensors[0].shape", f"has {t.rank} dimensions, but transpose takes a 2-D or a batched "
+                              "(3-D) tensor")
+        if unit % t.dt.nbytes or unit not in (1, 2, 4, 8, 16):
+            raise _form_error("kernel.unit_bytes", f"= {unit}, but a transposed unit is 1, 2, 4, 8 or 16 bytes and "
+                              f"a whole number of {t.dtype} elements")
+        per = unit // t.dt.nbytes
+        for fld, value in (("shape[-1]", t.shape[-1]), ("box[-1]", t.box[-1])):
+            if value % per:
+                raise _form_error(f"tensors[0].{fld}", f"= {value}, but it must hold whole {unit}-byte units: "
+                                  f"use a multiple of {per}")
+        if t.rank == 3 and t.box[0] != 1:
+            raise _form_error("tensors[0].box[0]", f"= {t.box[0]}, but a batched transpose moves one matrix per box: "
+                              "use 1")
+        if t.element_strides is not None and any(e != 1 for e in t.element_strides):
+            raise _form_error("tensors[0].element_strides", "must be all 1 for a transpose")
 
 class MapSpec(_Model):
     """One tensor map a kernel uses: its role in the kernel, and the tensor it describes."""
@@ -274,6 +302,14 @@ def _problems(exc: ValidationError) -> list[str]:
     for err in exc.errors(include_url=False):
         where = _loc(err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "tmagen_form":
+            ctx = err["ctx"]
+            path = ctx["field"] if where == "(spec)" else f"{where}.{ctx['field']}"
+            out.append(f"{path} {ctx['message']}")
+            continue
+        if err["type"] == "union_tag_not_found":
+            out.append(f"{where}.kind is missing: give one of 'inspect', 'copy', 'transpose'")
+            continue
         if err["type"] == "union_tag_invalid":
             tags = err.get("ctx", {}).get("expected_tags", "")
             out.append(f"{where}.kind = {err['ctx'].get('tag')!r}, but the kinds are {tags}")
@@ -302,11 +338,19 @@ def load_spec(path: str | Path) -> Spec:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(str(p), [f"cannot read the file: {exc.strerror if isinstance(exc, OSError) else exc}"]) from None
+    return parse_spec(read_json(text, str(p)), str(p))
+
+
+def read_json(text: str, source: str) -> Any:
+    """JSON text as Python values, or a SpecError that says where it went wrong."""
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SpecError(str(p), [f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
-    return parse_spec(data, str(p))
+        raise SpecError(source, [f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
+    except RecursionError:
+        raise SpecError(source, ["the JSON is nested too deeply to read"]) from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        raise SpecError(source, [f"the JSON cannot be read: {exc}"]) from None
 
 
 def schema() -> dict[str, Any]:
@@ -317,10 +361,14 @@ def schema() -> dict[str, Any]:
 class SpecFieldNames(FieldNames):
     """Names fields by spec path, outermost-first indices; the innermost is written [-1]."""
 
-    def __init__(self, index: int, rank: int, derived: str | None = None) -> None:
+    def __init__(self, index: int, rank: int, derived: str | None = None, explicit_strides: bool = True) -> None:
         super().__init__()
         self.tensor_rank = rank
-        prefix = f"tensors[{index}]" + (f" (as the kernel's {derived} map)" if derived else "")
+        # The transpose's output map swaps the last two dimensions of the user's tensor: name them as
+        # the user wrote them.
+        self.transposed = derived is not None
+        self.explicit_strides = explicit_strides
+        prefix = f"tensors[{index}]" + (f" (transposed, as the kernel's {derived} map)" if derived else "")
         self.prefix = prefix
         self.dtype = f"{prefix}.dtype"
         self.address = f"{prefix}.alignment"
@@ -334,17 +382,20 @@ class SpecFieldNames(FieldNames):
         self.coords = "kernel.coords"
         self.atomicity = f"{prefix}.swizzle.atomicity"
 
-    def coord(self, k: int, inner: bool = False) -> str:
-        return f"{self.coords}[-1]" if inner else self.coords
+    def coord(self, k: int) -> str:
+        return f"{self.coords}[-1]"
 
     def _ix(self, driver_index: int) -> str:
+        if self.transposed and driver_index in (0, 1):
+            driver_index = 1 - driver_index
         return "-1" if driver_index == 0 else str(self.tensor_rank - 1 - driver_index)
 
     def dim(self, i: int) -> str:
         return f"{self.prefix}.shape[{self._ix(i)}]"
 
     def stride(self, i: int) -> str:
-        return f"{self.prefix}.strides[{self._ix(i + 1)}]"
+        name = f"{self.prefix}.strides[{self._ix(i + 1)}]"
+        return name if self.explicit_strides else f"{name} (contiguous, from shape)"
 
     def box(self, i: int) -> str:
         return f"{self.prefix}.box[{self._ix(i)}]"
@@ -385,7 +436,8 @@ def check_spec(spec: Spec) -> list[Violation]:
     """Every rule violation of ``spec``, fields named by their spec paths."""
     found: list[Violation] = []
     for m in kernel_maps(spec):
-        names = SpecFieldNames(m.index, m.tensor.rank, derived=m.role if m.derived else None)
+        names = SpecFieldNames(m.index, m.tensor.rank, derived=m.role if m.derived else None,
+                               explicit_strides=m.tensor.strides is not None)
         found.extend(v for v in run_rules(tensor_map_args(spec, m), names) if v not in found)
     return found
 
