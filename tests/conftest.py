@@ -3,8 +3,12 @@ GPU marker's skip when no GPU and driver are present."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,3 +42,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+# ----------------------------------------------------------------------------- the GPU suite
+@pytest.fixture(scope="session")
+def device() -> Any:
+    from tmagen import runtime
+
+    dev = runtime.Device.open()
+    if dev.compute_capability != (9, 0):
+        pytest.skip(f"the GPU suite needs compute capability 9.0, this is {dev.compute_capability}")
+    return dev
+
+
+@pytest.fixture(scope="session")
+def compiler() -> Any:
+    """compile(list of spec dicts) -> {name: (Spec, cubin bytes)}, compiled in parallel."""
+    from tmagen import toolchain
+    from tmagen.render import render
+    from tmagen.spec import parse_spec
+
+    tc = toolchain.find_toolchain()
+
+    def compile_all(raw: list[dict]) -> dict[str, tuple[Any, bytes]]:
+        def one(data: dict) -> tuple[str, tuple[Any, bytes]]:
+            spec = parse_spec(data)
+            result = toolchain.compile_folder(spec, render(spec, f"specs/{spec.name}.json"), tc, cubin_only=True)
+            return spec.name, (spec, result.cubin.read_bytes())
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+            return dict(pool.map(one, raw))
+
+    return compile_all
+
+
+@pytest.fixture(scope="session")
+def report() -> Any:
+    """report(name, data): writes JSON into TMAGEN_REPORT_DIR when set (scripts/gpu_check.sh sets it)."""
+    folder = os.environ.get("TMAGEN_REPORT_DIR")
+
+    def write(name: str, data: object) -> None:
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            (Path(folder) / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
+
+    return write

@@ -45,7 +45,8 @@ def test_check_example_spec(capsys, path: Path) -> None:
     code, out, err = run(capsys, "check", str(path))
     assert code == 0, err
     assert err == ""
-    assert out.startswith(f"{path}: {path.stem} is valid for sm_90a")
+    target = json.loads(path.read_text()).get("target", "sm_90a")
+    assert out.startswith(f"{path}: {path.stem} is valid for {target}")
 
 
 def test_check_all_examples_at_once(capsys) -> None:

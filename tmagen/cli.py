@@ -1,7 +1,8 @@
 """The `tmagen` command: parses arguments, calls the library, prints, and returns a status.
 
 Exit statuses: 0 success; 1 a check that found a difference (`build --check`, a failed
-verification); 2 bad input (unreadable or malformed spec, a broken rule, bad arguments).
+verification); 2 bad input (unreadable or malformed spec, a broken rule, bad arguments);
+3 no GPU to run on (`verify`), or a CUDA driver call that failed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Sequence
 from tmagen import __version__
 from tmagen.errors import SpecError, TmagenError
 
-EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT, EXIT_NO_GPU = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="generated", help="output root; each spec writes OUT/<name>/ (default: generated)")
     b.add_argument("--check", action="store_true", help="write nothing; exit 1 if OUT differs from what the specs render")
     b.add_argument("--compile", action="store_true", help="also compile with nvcc: cubin, PTX, shared library, report")
+
+    v = sub.add_parser("verify", help="compile and run each spec's kernel on the GPU, checked bit for bit")
+    v.add_argument("spec", nargs="+")
+    v.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: fresh)")
 
     s = sub.add_parser("schema", help="print the JSON Schema of specs")
     s.add_argument("--output", "-o", help="write to this file instead of standard output")
@@ -129,6 +134,40 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return status
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from tmagen import build, runtime, toolchain, verify
+    from tmagen.limits import TARGETS
+
+    reason = runtime.no_gpu_reason()
+    if reason:
+        print(f"tmagen verify: nothing run, {reason}", file=sys.stderr)
+        return EXIT_NO_GPU
+    rendered = [build.render_spec_file(path) for path in args.spec]
+    device = runtime.Device.open()
+    print(f"{device.name} (sm_{device.compute_capability[0]}{device.compute_capability[1]}), "
+          f"driver {device.driver_version // 1000}.{device.driver_version % 1000 // 10}")
+    rows: list[tuple[str, ...]] = []
+    failed = False
+    for r in rendered:
+        if not TARGETS[r.spec.target].runs_here:
+            rows.append((r.spec.name, "-", "-", f"skipped: {r.spec.target} cannot run on this GPU", "-"))
+            continue
+        result = toolchain.compile_folder(r.spec, r.files)
+        checker = verify.Verifier(r.spec, result.cubin.read_bytes(), device, seed=args.seed)
+        try:
+            for o in checker.run_all():
+                failed |= not o.ok
+                rows.append((o.kernel, "x".join(map(str, o.shape)), o.dtype, f"{o.result}: {o.detail}",
+                             f"{o.ms:.3f} ms" if o.ms is not None else "-"))
+        finally:
+            checker.close()
+    header = ("kernel", "shape", "dtype", "result", "time")
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+    return EXIT_DIFFERS if failed else EXIT_OK
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     from tmagen.spec import schema
 
@@ -206,7 +245,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"build": _cmd_build, "check": _cmd_check, "schema": _cmd_schema, "diagnose": _cmd_diagnose,
+COMMANDS = {"build": _cmd_build, "verify": _cmd_verify, "check": _cmd_check, "schema": _cmd_schema, "diagnose": _cmd_diagnose,
             "explain": _cmd_explain, "rules": _cmd_rules}
 
 

@@ -130,18 +130,21 @@ def cache_root() -> Path:
     return Path(os.environ.get("TMAGEN_CACHE") or Path.home() / ".cache" / "tmagen")
 
 
-def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | None = None) -> CompileResult:
-    """Compiles rendered ``files`` of ``spec`` for its target, or returns the cached products."""
+def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | None = None,
+                   cubin_only: bool = False) -> CompileResult:
+    """Compiles rendered ``files`` of ``spec`` for its target, or returns the cached products.
+    ``cubin_only`` skips the PTX and the shared library (their paths then do not exist)."""
     tc = toolchain or find_toolchain()
     target = TARGETS[spec.target]
     gencode = f"-gencode={target.gencode}"
     common = ["-std=c++17", "-O3", gencode]
-    key = hashlib.sha256(json.dumps({"files": files, "flags": common, "nvcc": tc.version}, sort_keys=True)
-                         .encode()).hexdigest()[:24]
+    key = hashlib.sha256(json.dumps({"files": files, "flags": common, "nvcc": tc.version, "cubin_only": cubin_only},
+                                    sort_keys=True).encode()).hexdigest()[:24]
     folder = cache_root() / f"{spec.name}-{key}"
     report = folder / "report.json"
     products = (folder / f"{spec.name}.cubin", folder / f"{spec.name}.ptx", folder / f"lib{spec.name}.so")
-    if report.is_file() and all(p.is_file() for p in products):
+    wanted = products[:1] if cubin_only else products
+    if report.is_file() and all(p.is_file() for p in wanted):
         data = json.loads(report.read_text())
         return CompileResult(folder, *products, [KernelResources(**k) for k in data["kernels"]],
                              data["sass_tma"], cached=True)
@@ -160,7 +163,7 @@ def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | Non
              str(staging / products[2].name), src],
         ]
         ptxas = ""
-        for cmd in commands:
+        for cmd in commands[:1] if cubin_only else commands:
             run = subprocess.run(cmd, capture_output=True, text=True)
             if run.returncode != 0:
                 raise ToolchainError(f"nvcc failed compiling {spec.name} ({' '.join(cmd[1:])}):\n"

@@ -192,10 +192,10 @@ extern "C" copy_f32_3d_status copy_f32_3d_copy_launch(const void* src, void* dst
   const uint32_t box[3] = {32, 32, 1};
   const copy_f32_3d_tiles tiles = tiles_of(dims, box, 3);
   if (tiles.total == 0) return ok();
-  const uint32_t smem = copy_f32_3d_copy_stage_bytes * copy_f32_3d_copy_stages + 1024u;
+  const uint32_t smem = copy_f32_3d_copy_smem_bytes;
   status = allow_smem(reinterpret_cast<const void*>(&copy_f32_3d_copy), smem, "copy_f32_3d_copy");
   if (status != copy_f32_3d_ok) return status;
-  copy_f32_3d_copy<<<grid_for(tiles.total, 1), 32, smem, static_cast<cudaStream_t>(stream)>>>(
+  copy_f32_3d_copy<<<grid_for(tiles.total, 1), copy_f32_3d_copy_threads, smem, static_cast<cudaStream_t>(stream)>>>(
       *reinterpret_cast<const CUtensorMap*>(&src_map), *reinterpret_cast<const CUtensorMap*>(&dst_map), tiles);
   return launch_status("copy_f32_3d_copy");
 }

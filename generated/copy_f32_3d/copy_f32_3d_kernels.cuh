@@ -28,10 +28,13 @@ struct copy_f32_3d_tiles {
 // dst = src through shared memory: one thread drives the copy engine, 4 boxes in
 // flight per block, on a persistent grid. Edge tiles need no care: TMA fills loads outside the
 // tensor with zeros and drops stores outside it.
-// Dynamic shared memory: copy_f32_3d_copy_stage_bytes * 4 + 1024 bytes.
+constexpr uint32_t copy_f32_3d_copy_threads = 32;
 constexpr uint32_t copy_f32_3d_copy_stages = 4;
-constexpr uint32_t copy_f32_3d_copy_stage_bytes =
-    (copy_f32_3d::src_box::smem_offset + copy_f32_3d::src_box::footprint + 1023u) & ~1023u;
+constexpr uint32_t copy_f32_3d_copy_stage_bytes = 4096;  // each stage starts on a pattern boundary
+constexpr uint32_t copy_f32_3d_copy_smem_bytes = 17408;     // dynamic: the stages + 1024 of slack
+static_assert(copy_f32_3d_copy_stage_bytes % 1024 == 0 &&
+              copy_f32_3d_copy_stage_bytes >= copy_f32_3d::src_box::smem_offset + copy_f32_3d::src_box::footprint, "");
+static_assert(copy_f32_3d_copy_smem_bytes >= copy_f32_3d_copy_stage_bytes * copy_f32_3d_copy_stages + 1024, "");
 
 extern "C" __global__ void __launch_bounds__(32, 1) copy_f32_3d_copy(
     const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst, copy_f32_3d_tiles tiles) {

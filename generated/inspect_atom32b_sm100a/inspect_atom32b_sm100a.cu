@@ -145,10 +145,10 @@ extern "C" inspect_atom32b_sm100a_status inspect_atom32b_sm100a_inspect_tile_lau
     return fail(inspect_atom32b_sm100a_bad_coordinate, "tile: coords[-1] = %d is %lld bytes, not a multiple of 16: the copy would "
                 "stop the context with an illegal instruction", c[1], static_cast<long long>(c[1]) * 2);
   }
-  const uint32_t smem = inspect_atom32b_sm100a::tile_box::smem_offset + inspect_atom32b_sm100a::tile_box::footprint + 1024u;
+  const uint32_t smem = inspect_atom32b_sm100a_inspect_tile_smem_bytes;
   const inspect_atom32b_sm100a_status allowed = allow_smem(reinterpret_cast<const void*>(&inspect_atom32b_sm100a_inspect_tile), smem, "inspect_atom32b_sm100a_inspect_tile");
   if (allowed != inspect_atom32b_sm100a_ok) return allowed;
-  inspect_atom32b_sm100a_inspect_tile<<<1, 128, smem, static_cast<cudaStream_t>(stream)>>>(
+  inspect_atom32b_sm100a_inspect_tile<<<1, inspect_atom32b_sm100a_inspect_tile_threads, smem, static_cast<cudaStream_t>(stream)>>>(
       *reinterpret_cast<const CUtensorMap*>(&map), c[1], c[0], poison, static_cast<uint8_t*>(out));
   return launch_status("inspect_atom32b_sm100a_inspect_tile");
 }

@@ -21,7 +21,10 @@ __device__ __forceinline__ uint8_t* align_to_pattern(uint8_t* p) {
 // Fills the box's footprint with `poison`, loads one box of "tile" at the given start
 // coordinates (elements, innermost first), and copies the raw footprint to `out`, so that a
 // test can compare every byte with the model, gaps included.
-// Dynamic shared memory: inspect_bf16_offset384::tile_box::footprint + smem_offset + 1024 bytes.
+constexpr uint32_t inspect_bf16_offset384_inspect_tile_threads = 128;
+constexpr uint32_t inspect_bf16_offset384_inspect_tile_smem_bytes = 3456;  // dynamic: box window + 1024 of slack
+static_assert(inspect_bf16_offset384_inspect_tile_smem_bytes >= 1024 + inspect_bf16_offset384::tile_box::smem_offset + inspect_bf16_offset384::tile_box::footprint, "");
+
 extern "C" __global__ void __launch_bounds__(128) inspect_bf16_offset384_inspect_tile(
     const __grid_constant__ CUtensorMap map, int32_t c0, int32_t c1, uint8_t poison, uint8_t* out) {
   using box = inspect_bf16_offset384::tile_box;

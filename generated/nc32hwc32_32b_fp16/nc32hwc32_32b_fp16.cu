@@ -145,10 +145,10 @@ extern "C" nc32hwc32_32b_fp16_status nc32hwc32_32b_fp16_inspect_activations_laun
     return fail(nc32hwc32_32b_fp16_bad_coordinate, "activations: coords[-1] = %d is %lld bytes, not a multiple of 16: the copy would "
                 "stop the context with an illegal instruction", c[4], static_cast<long long>(c[4]) * 2);
   }
-  const uint32_t smem = nc32hwc32_32b_fp16::activations_box::smem_offset + nc32hwc32_32b_fp16::activations_box::footprint + 1024u;
+  const uint32_t smem = nc32hwc32_32b_fp16_inspect_activations_smem_bytes;
   const nc32hwc32_32b_fp16_status allowed = allow_smem(reinterpret_cast<const void*>(&nc32hwc32_32b_fp16_inspect_activations), smem, "nc32hwc32_32b_fp16_inspect_activations");
   if (allowed != nc32hwc32_32b_fp16_ok) return allowed;
-  nc32hwc32_32b_fp16_inspect_activations<<<1, 128, smem, static_cast<cudaStream_t>(stream)>>>(
+  nc32hwc32_32b_fp16_inspect_activations<<<1, nc32hwc32_32b_fp16_inspect_activations_threads, smem, static_cast<cudaStream_t>(stream)>>>(
       *reinterpret_cast<const CUtensorMap*>(&map), c[4], c[3], c[2], c[1], c[0], poison, static_cast<uint8_t*>(out));
   return launch_status("nc32hwc32_32b_fp16_inspect_activations");
 }

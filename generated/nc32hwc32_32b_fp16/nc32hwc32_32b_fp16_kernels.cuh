@@ -21,7 +21,10 @@ __device__ __forceinline__ uint8_t* align_to_pattern(uint8_t* p) {
 // Fills the box's footprint with `poison`, loads one box of "activations" at the given start
 // coordinates (elements, innermost first), and copies the raw footprint to `out`, so that a
 // test can compare every byte with the model, gaps included.
-// Dynamic shared memory: nc32hwc32_32b_fp16::activations_box::footprint + smem_offset + 1024 bytes.
+constexpr uint32_t nc32hwc32_32b_fp16_inspect_activations_threads = 128;
+constexpr uint32_t nc32hwc32_32b_fp16_inspect_activations_smem_bytes = 7424;  // dynamic: box window + 1024 of slack
+static_assert(nc32hwc32_32b_fp16_inspect_activations_smem_bytes >= 1024 + nc32hwc32_32b_fp16::activations_box::smem_offset + nc32hwc32_32b_fp16::activations_box::footprint, "");
+
 extern "C" __global__ void __launch_bounds__(128) nc32hwc32_32b_fp16_inspect_activations(
     const __grid_constant__ CUtensorMap map, int32_t c0, int32_t c1, int32_t c2, int32_t c3, int32_t c4, uint8_t poison, uint8_t* out) {
   using box = nc32hwc32_32b_fp16::activations_box;

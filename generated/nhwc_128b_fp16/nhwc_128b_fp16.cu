@@ -145,10 +145,10 @@ extern "C" nhwc_128b_fp16_status nhwc_128b_fp16_inspect_activations_launch(const
     return fail(nhwc_128b_fp16_bad_coordinate, "activations: coords[-1] = %d is %lld bytes, not a multiple of 16: the copy would "
                 "stop the context with an illegal instruction", c[3], static_cast<long long>(c[3]) * 2);
   }
-  const uint32_t smem = nhwc_128b_fp16::activations_box::smem_offset + nhwc_128b_fp16::activations_box::footprint + 1024u;
+  const uint32_t smem = nhwc_128b_fp16_inspect_activations_smem_bytes;
   const nhwc_128b_fp16_status allowed = allow_smem(reinterpret_cast<const void*>(&nhwc_128b_fp16_inspect_activations), smem, "nhwc_128b_fp16_inspect_activations");
   if (allowed != nhwc_128b_fp16_ok) return allowed;
-  nhwc_128b_fp16_inspect_activations<<<1, 128, smem, static_cast<cudaStream_t>(stream)>>>(
+  nhwc_128b_fp16_inspect_activations<<<1, nhwc_128b_fp16_inspect_activations_threads, smem, static_cast<cudaStream_t>(stream)>>>(
       *reinterpret_cast<const CUtensorMap*>(&map), c[3], c[2], c[1], c[0], poison, static_cast<uint8_t*>(out));
   return launch_status("nhwc_128b_fp16_inspect_activations");
 }

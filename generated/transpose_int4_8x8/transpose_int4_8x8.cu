@@ -202,7 +202,7 @@ extern "C" transpose_int4_8x8_status transpose_int4_8x8_transpose_launch(const v
   const uint32_t smem = transpose_int4_8x8_transpose_smem_bytes;
   status = allow_smem(reinterpret_cast<const void*>(&transpose_int4_8x8_transpose), smem, "transpose_int4_8x8_transpose");
   if (status != transpose_int4_8x8_ok) return status;
-  transpose_int4_8x8_transpose<<<grid_for(tiles.total, 1), 256, smem, static_cast<cudaStream_t>(stream)>>>(
+  transpose_int4_8x8_transpose<<<grid_for(tiles.total, 1), transpose_int4_8x8_transpose_threads, smem, static_cast<cudaStream_t>(stream)>>>(
       *reinterpret_cast<const CUtensorMap*>(&src_map), *reinterpret_cast<const CUtensorMap*>(&dst_map), tiles);
   return launch_status("transpose_int4_8x8_transpose");
 }

@@ -29,11 +29,13 @@ struct transpose_int4_8x8_tiles {
 // 16 bytes. Each tile is loaded swizzled, transposed in shared memory through the
 // swizzled accessors (lanes walk down a column of src, which the swizzle spreads across banks, and
 // along a row of dst), then stored with TMA.
-// Dynamic shared memory: transpose_int4_8x8_transpose_smem_bytes.
-constexpr uint32_t transpose_int4_8x8_transpose_buffer_bytes =
-    (transpose_int4_8x8::src_box::smem_offset + transpose_int4_8x8::src_box::footprint + 1023u) & ~1023u;
-constexpr uint32_t transpose_int4_8x8_transpose_smem_bytes =
-    transpose_int4_8x8_transpose_buffer_bytes + transpose_int4_8x8::dst_box::smem_offset + transpose_int4_8x8::dst_box::footprint + 1024u;
+constexpr uint32_t transpose_int4_8x8_transpose_threads = 256;
+constexpr uint32_t transpose_int4_8x8_transpose_buffer_bytes = 1024;  // src buffer; dst starts after it
+constexpr uint32_t transpose_int4_8x8_transpose_smem_bytes = 3072;      // dynamic: both + 1024 of slack
+static_assert(transpose_int4_8x8_transpose_buffer_bytes % 1024 == 0 &&
+              transpose_int4_8x8_transpose_buffer_bytes >= transpose_int4_8x8::src_box::smem_offset + transpose_int4_8x8::src_box::footprint, "");
+static_assert(transpose_int4_8x8_transpose_smem_bytes >= transpose_int4_8x8_transpose_buffer_bytes + transpose_int4_8x8::dst_box::smem_offset +
+              transpose_int4_8x8::dst_box::footprint + 1024, "");
 
 extern "C" __global__ void __launch_bounds__(256) transpose_int4_8x8_transpose(
     const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst, transpose_int4_8x8_tiles tiles) {

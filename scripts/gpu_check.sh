@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole GPU check in one command, from the repository root of a machine with a Hopper GPU,
+# nvcc and the Python packages of tmagen (pydantic may come as wheels in .whl/, made by
+# ../shared/offline-wheels.sh). Writes its report under $OUT (or the folder given, default
+# gpu-report/): the test log and JUnit XML, tmagen verify's table, and JSON of the figures.
+set -uo pipefail
+OUT=${OUT:-${1:-gpu-report}}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/tmagen-site .whl/*.whl || exit 2
+  export PYTHONPATH=/tmp/tmagen-site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export TMAGEN_REPORT_DIR=$OUT TMAGEN_CACHE=${TMAGEN_CACHE:-/tmp/tmagen-cache} PYTHONUNBUFFERED=1
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  nvcc --version | tail -1
+  python3 --version
+} > "$OUT/machine.txt"
+cat "$OUT/machine.txt"
+
+python3 -m pytest -m gpu tests -v -rs --junitxml="$OUT/gpu-tests.xml" 2>&1 | tee "$OUT/gpu-tests.log"
+tests=${PIPESTATUS[0]}
+python3 -m tmagen verify --seed 1 specs/*.json 2>&1 | tee "$OUT/verify.txt"
+verify=${PIPESTATUS[0]}
+echo "gpu tests: exit $tests; tmagen verify: exit $verify"
+[ "$tests" -eq 0 ] && [ "$verify" -eq 0 ]

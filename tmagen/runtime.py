@@ -1,0 +1,251 @@
+"""A thin layer over `cuda.bindings.driver`: the primary context, device memory, modules loaded
+from a cubin, tensor maps, launches and events. Every driver call's result is checked.
+
+Tensor maps are encoded into 128-byte-aligned storage tmagen owns (the CUDA 13 headers declare
+``alignas(128)``; the driver documents 64). cuda-bindings' own ``CUtensorMap`` objects were seen
+48 bytes past a 64-byte boundary; on an H200 (driver 580.159) encoding into such storage still
+succeeded with identical bytes, but tmagen does not rely on that.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from tmagen.errors import TmagenError
+
+
+class GpuError(TmagenError):
+    """A CUDA driver call failed, or there is no GPU to run on."""
+
+    exit_status = 3
+
+
+class NoGpu(GpuError):
+    """No driver or no device: nothing tmagen runs can run here."""
+
+
+def _driver() -> Any:
+    try:
+        from cuda.bindings import driver
+    except ImportError as exc:
+        raise NoGpu(f"cuda-bindings is not importable ({exc})") from None
+    return driver
+
+
+def check(result: Any, what: str) -> Any:
+    """The values of a driver call after its CUresult, or GpuError naming the call and the error."""
+    drv = _driver()
+    err, *values = result if isinstance(result, tuple) else (result,)
+    if err != drv.CUresult.CUDA_SUCCESS:
+        _, name = drv.cuGetErrorName(err)
+        raise GpuError(f"{what} failed: {name.decode() if isinstance(name, bytes) else err}")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def no_gpu_reason() -> str | None:
+    """Why no kernel can run here, or None when a GPU and driver are present."""
+    try:
+        drv = _driver()
+        err, = drv.cuInit(0)
+    except NoGpu as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 - a missing libcuda surfaces as various errors
+        return f"no CUDA driver ({exc})"
+    if err != drv.CUresult.CUDA_SUCCESS:
+        return f"no usable GPU (cuInit returned {err.name})"
+    err, count = drv.cuDeviceGetCount()
+    if err != drv.CUresult.CUDA_SUCCESS or count == 0:
+        return "no CUDA device"
+    return None
+
+
+@dataclass
+class Device:
+    ordinal: int
+    name: str
+    compute_capability: tuple[int, int]
+    multiprocessors: int
+    driver_version: int
+    context: Any
+
+    @classmethod
+    def open(cls, ordinal: int = 0) -> "Device":
+        reason = no_gpu_reason()
+        if reason:
+            raise NoGpu(reason)
+        drv = _driver()
+        dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+        name = check(drv.cuDeviceGetName(256, dev), "cuDeviceGetName").split(b"\0")[0].decode()
+        attr = drv.CUdevice_attribute
+        major = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attribute")
+        minor = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attribute")
+        sms = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "attribute")
+        version = check(drv.cuDriverGetVersion(), "cuDriverGetVersion")
+        ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        return cls(ordinal, name, (major, minor), sms, version, ctx)
+
+    def synchronize(self) -> None:
+        check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+class Buffer:
+    """Device memory of ``nbytes`` bytes (cuMemAlloc: plain, not managed)."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = int(nbytes)
+        self.ptr = int(check(_driver().cuMemAlloc(max(self.nbytes, 1)), f"cuMemAlloc({self.nbytes})"))
+
+    @classmethod
+    def from_array(cls, array: np.ndarray) -> "Buffer":
+        buf = cls(array.nbytes)
+        buf.upload(array)
+        return buf
+
+    def upload(self, array: np.ndarray) -> None:
+        data = np.ascontiguousarray(array)
+        if data.nbytes > self.nbytes:
+            raise GpuError(f"{data.nbytes} bytes do not fit a buffer of {self.nbytes}")
+        check(_driver().cuMemcpyHtoD(self.ptr, data.ctypes.data, data.nbytes), "cuMemcpyHtoD")
+
+    def fill(self, byte: int) -> None:
+        check(_driver().cuMemsetD8(self.ptr, byte & 0xFF, self.nbytes), "cuMemsetD8")
+
+    def download(self, dtype: np.dtype | type = np.uint8, shape: Sequence[int] | None = None) -> np.ndarray:
+        out = np.empty(self.nbytes, dtype=np.uint8)
+        check(_driver().cuMemcpyDtoH(out.ctypes.data, self.ptr, self.nbytes), "cuMemcpyDtoH")
+        out = out.view(dtype)
+        return out.reshape(shape) if shape is not None else out
+
+    def free(self) -> None:
+        if self.ptr:
+            check(_driver().cuMemFree(self.ptr), "cuMemFree")
+            self.ptr = 0
+
+    def __enter__(self) -> "Buffer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
+
+class TensorMap:
+    """128 bytes of ``CUtensorMap`` in storage aligned to 128 bytes."""
+
+    SIZE = 128
+
+    def __init__(self) -> None:
+        self._raw = (ctypes.c_uint8 * (2 * self.SIZE))()
+        self.address = (ctypes.addressof(self._raw) + self.SIZE - 1) & ~(self.SIZE - 1)
+
+    @property
+    def bytes(self) -> bytes:
+        return ctypes.string_at(self.address, self.SIZE)
+
+    def as_parameter(self) -> ctypes.Array:  # a by-value kernel parameter (__grid_constant__)
+        return (ctypes.c_uint8 * self.SIZE).from_buffer_copy(self.bytes)
+
+
+_ENCODE = None
+
+
+def _encode_function() -> Any:
+    """cuTensorMapEncodeTiled through cuGetProcAddress, callable on storage tmagen owns."""
+    global _ENCODE
+    if _ENCODE is None:
+        drv = _driver()
+        pfn, _status = check(drv.cuGetProcAddress(b"cuTensorMapEncodeTiled", 12000,
+                                                  drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT),
+                             "cuGetProcAddress(cuTensorMapEncodeTiled)")
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                                 ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                                 ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+                                 ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int)
+        _ENCODE = proto(int(pfn))
+    return _ENCODE
+
+
+def encode_tiled_raw(*, dtype: int, rank: int, global_address: int, global_dim: Sequence[int],
+                     global_strides: Sequence[int], box_dim: Sequence[int], element_strides: Sequence[int],
+                     interleave: int, swizzle: int, l2_promotion: int, oob_fill: int) -> tuple[int, TensorMap]:
+    """Calls cuTensorMapEncodeTiled (driver order, innermost first) and returns its CUresult as an
+    integer with the map: for comparing the driver with the validator, where a refusal is data."""
+    tmap = TensorMap()
+
+    def arr(ctype: Any, values: Sequence[int]) -> Any:
+        # room for any rank the driver might read, whatever the caller passed
+        return (ctype * max(len(values), 8))(*[int(v) & ((1 << (8 * ctypes.sizeof(ctype))) - 1) for v in values])
+
+    result = _encode_function()(tmap.address, int(dtype), int(rank), int(global_address),
+                                arr(ctypes.c_uint64, global_dim), arr(ctypes.c_uint64, global_strides),
+                                arr(ctypes.c_uint32, box_dim), arr(ctypes.c_uint32, element_strides),
+                                int(interleave), int(swizzle), int(l2_promotion), int(oob_fill))
+    return int(result), tmap
+
+
+def encode_tiled(**kwargs: Any) -> TensorMap:
+    result, tmap = encode_tiled_raw(**kwargs)
+    if result != 0:
+        drv = _driver()
+        _, name = drv.cuGetErrorName(drv.CUresult(result))
+        raise GpuError(f"cuTensorMapEncodeTiled returned {name.decode()} ({result}) for {kwargs}")
+    return tmap
+
+
+class Module:
+    """A cubin loaded into the current context."""
+
+    def __init__(self, cubin: bytes) -> None:
+        self._module = check(_driver().cuModuleLoadData(cubin), "cuModuleLoadData")
+
+    def function(self, symbol: str, dynamic_smem: int = 0) -> "Kernel":
+        drv = _driver()
+        fn = check(drv.cuModuleGetFunction(self._module, symbol.encode()), f"cuModuleGetFunction({symbol})")
+        if dynamic_smem > 48 * 1024:
+            check(drv.cuFuncSetAttribute(
+                fn, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem),
+                f"allowing {symbol} {dynamic_smem} bytes of shared memory")
+        return Kernel(symbol, fn, dynamic_smem)
+
+    def unload(self) -> None:
+        check(_driver().cuModuleUnload(self._module), "cuModuleUnload")
+
+
+@dataclass
+class Kernel:
+    symbol: str
+    function: Any
+    dynamic_smem: int
+
+    def launch(self, grid: int, block: int, params: Sequence[Any], stream: Any = 0) -> None:
+        """Launches with ``params``, ctypes objects in kernel-parameter order."""
+        values = [p.as_parameter() if isinstance(p, TensorMap) else p for p in params]
+        pointers = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+        check(_driver().cuLaunchKernel(self.function, grid, 1, 1, block, 1, 1, self.dynamic_smem, stream,
+                                       ctypes.addressof(pointers), 0), f"launching {self.symbol}")
+        self._keep = (values, pointers)  # alive until the launch has copied them
+
+
+class Timer:
+    """Milliseconds between two CUDA events around launches on the default stream."""
+
+    def __init__(self) -> None:
+        drv = _driver()
+        self._start = check(drv.cuEventCreate(0), "cuEventCreate")
+        self._stop = check(drv.cuEventCreate(0), "cuEventCreate")
+
+    def __enter__(self) -> "Timer":
+        check(_driver().cuEventRecord(self._start, 0), "cuEventRecord")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        drv = _driver()
+        check(drv.cuEventRecord(self._stop, 0), "cuEventRecord")
+        check(drv.cuEventSynchronize(self._stop), "cuEventSynchronize")
+        self.ms = float(check(drv.cuEventElapsedTime(self._start, self._stop), "cuEventElapsedTime"))

@@ -1,0 +1,216 @@
+"""Running generated kernels on the GPU and checking them bit for bit against numpy and the model.
+
+Every output buffer is poisoned before a launch (never zeros) and every input is fresh random
+data, so an unwritten byte or a wrong index cannot pass.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from tmagen import runtime
+from tmagen.render import KernelView, kernel_views
+from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, kernel_maps
+from tmagen.swizzle import BoxLayout, PATTERNS
+
+OUT_POISON = 0xA5  # output buffers before a launch
+SMEM_POISON = 0x5A  # shared memory before an inspect load: what TMA leaves alone keeps it
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kernel: str
+    shape: tuple[int, ...]
+    dtype: str
+    ok: bool
+    detail: str
+    ms: float | None = None
+
+    @property
+    def result(self) -> str:
+        return "match" if self.ok else "MISMATCH"
+
+
+class Tiles(ctypes.Structure):
+    """The kernels' ``<name>_tiles``: tile counts per dimension, innermost first, and their total."""
+
+    _fields_ = [("count", ctypes.c_uint32 * 5), ("total", ctypes.c_uint32)]
+
+
+def tiles(shape: Sequence[int], box: Sequence[int]) -> Tiles:
+    """Tiles of a tensor of ``shape`` by ``box`` (both outermost first)."""
+    counts = [math.ceil(n / b) for n, b in zip(shape[::-1], box[::-1])] + [1] * (5 - len(shape))
+    t = Tiles()
+    for i, c in enumerate(counts):
+        t.count[i] = c
+    t.total = math.prod(counts)
+    return t
+
+
+def encode(m: MapSpec, address: int, shape: Sequence[int]) -> runtime.TensorMap:
+    """The tensor map of ``m`` for a contiguous tensor of ``shape`` at ``address``."""
+    t = m.tensor
+    es = t.dt.nbytes
+    strides, run = [], es
+    for n in shape[::-1][:-1]:
+        run *= n
+        strides.append(run)
+    return runtime.encode_tiled(
+        dtype=t.dt.driver, rank=t.rank, global_address=address, global_dim=list(shape[::-1]),
+        global_strides=strides, box_dim=t.box[::-1], element_strides=t.element_strides_or_default[::-1],
+        interleave={"none": 0, "16B": 1, "32B": 2}[t.interleave], swizzle=int(t.swizzle.driver),
+        l2_promotion={"none": 0, "64B": 1, "128B": 2, "256B": 3}[t.l2_promotion],
+        oob_fill={"zero": 0, "nan": 1}[t.oob_fill])
+
+
+def random_bytes(rng: np.random.Generator, shape: Sequence[int], elem_bytes: int) -> np.ndarray:
+    return rng.integers(0, 256, size=(*shape, elem_bytes), dtype=np.uint8)
+
+
+def _box_of(host: np.ndarray, coords: Sequence[int], box: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The box at ``coords`` of ``host`` (shape + (elem_bytes,)), zeros outside, and the in-bounds mask."""
+    out = np.zeros((*box, host.shape[-1]), dtype=np.uint8)
+    inside = np.zeros(tuple(box), dtype=bool)
+    src, dst = [], []
+    for c, b, n in zip(coords, box, host.shape[:-1]):
+        lo, hi = max(c, 0), min(c + b, n)
+        if hi <= lo:
+            return out, inside
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - c, hi - c))
+    out[tuple(dst)] = host[tuple(src)]
+    inside[tuple(dst)] = True
+    return out, inside
+
+
+class Verifier:
+    """Runs the kernels of one compiled spec."""
+
+    def __init__(self, spec: Spec, cubin: bytes, device: runtime.Device, seed: int | None = None) -> None:
+        self.spec = spec
+        self.device = device
+        self.rng = np.random.default_rng(seed)
+        self.module = runtime.Module(cubin)
+        self.views = {k.symbol: k for k in kernel_views(spec)}
+        self.maps = {m.role: m for m in kernel_maps(spec)}
+
+    def run_all(self, timed: bool = True) -> list[Outcome]:
+        k = self.spec.kernel
+        if isinstance(k, InspectKernel):
+            return [self.inspect(role, timed=timed) for role in self.maps]
+        if isinstance(k, CopyKernel):
+            return [self.copy(timed=timed)]
+        return [self.transpose(timed=timed)]
+
+    def _kernel(self, view: KernelView) -> runtime.Kernel:
+        return self.module.function(view.symbol, view.smem_bytes)
+
+    def _time(self, launch: "callable") -> float:  # type: ignore[valid-type]
+        launch()  # warm
+        with runtime.Timer() as t:
+            launch()
+        return t.ms
+
+    def inspect(self, role: str, coords: Sequence[int] | None = None, shape: Sequence[int] | None = None,
+                timed: bool = False) -> Outcome:
+        m = self.maps[role]
+        t = m.tensor
+        view = self.views[f"{self.spec.name}_inspect_{role}"]
+        shape = list(shape or t.shape)
+        coords = list(coords if coords is not None else (self.spec.kernel.coords or [0] * t.rank))  # type: ignore[union-attr]
+        es = t.dt.nbytes
+        host = random_bytes(self.rng, shape, es)
+        layout = BoxLayout(tuple(t.box), es, PATTERNS[t.swizzle.driver], t.smem_offset)
+        with runtime.Buffer.from_array(host) as src, runtime.Buffer(layout.footprint) as out:
+            out.fill(OUT_POISON)
+            tmap = encode(m, src.ptr, shape)
+            kernel = self._kernel(view)
+            params = [tmap, *[ctypes.c_int32(c) for c in coords[::-1]], ctypes.c_uint8(SMEM_POISON),
+                      ctypes.c_uint64(out.ptr)]
+
+            def launch() -> None:
+                kernel.launch(1, view.threads, params)
+
+            launch()
+            self.device.synchronize()
+            got = out.download()
+            ms = self._time(launch) if timed else None
+        box, inside = _box_of(host, coords, t.box)
+        expected = layout.place(box.view(_uint(es)).reshape(t.box), fill=SMEM_POISON)
+        care = np.ones(layout.footprint, dtype=bool)
+        if t.oob_fill == "nan":  # the NaN pattern is the hardware's: compare in-bounds elements only
+            starts = layout.offsets()[~inside]
+            for b in range(es):
+                care[starts + b] = False
+        bad = np.nonzero((got != expected) & care)[0]
+        detail = "every byte of the footprint" if bad.size == 0 else (
+            f"{bad.size} of {layout.footprint} bytes differ, first at offset {bad[0]}: "
+            f"got {got[bad[0]]:#04x}, model {expected[bad[0]]:#04x}")
+        return Outcome(view.symbol, tuple(shape), t.dtype, bad.size == 0, detail, ms)
+
+    def copy(self, shape: Sequence[int] | None = None, timed: bool = False) -> Outcome:
+        src_map, dst_map = self.maps["src"], self.maps["dst"]
+        t = src_map.tensor
+        view = self.views[f"{self.spec.name}_copy"]
+        shape = list(shape or t.shape)
+        es = t.dt.nbytes
+        host = random_bytes(self.rng, shape, es)
+        with runtime.Buffer.from_array(host) as src, runtime.Buffer(host.nbytes) as dst:
+            dst.fill(OUT_POISON)
+            tl = tiles(shape, t.box)
+            params = [encode(src_map, src.ptr, shape), encode(dst_map, dst.ptr, shape), tl]
+            kernel = self._kernel(view)
+            grid = max(1, min(tl.total, self.device.multiprocessors * view.blocks_per_sm))
+
+            def launch() -> None:
+                kernel.launch(grid, view.threads, params)
+
+            launch()
+            self.device.synchronize()
+            got = dst.download().reshape(host.shape)
+            ms = self._time(launch) if timed else None
+        bad = int(np.count_nonzero(np.any(got != host, axis=-1)))
+        detail = "every element" if bad == 0 else f"{bad} of {host.size // es} elements differ"
+        return Outcome(view.symbol, tuple(shape), t.dtype, bad == 0, detail, ms)
+
+    def transpose(self, shape: Sequence[int] | None = None, timed: bool = False) -> Outcome:
+        src_map, dst_map = self.maps["src"], self.maps["dst"]
+        t = src_map.tensor
+        view = self.views[f"{self.spec.name}_transpose"]
+        shape = list(shape or t.shape)
+        es, unit = t.dt.nbytes, src_map.unit_bytes
+        per = unit // es
+        host = random_bytes(self.rng, shape, es)
+        rows, cols = shape[-2], shape[-1] // per
+        units = host.reshape(*shape[:-2], rows, cols, unit)
+        expected = np.ascontiguousarray(np.swapaxes(units, -2, -3))  # (..., cols, rows, unit)
+        dst_shape = [*shape[:-2], cols, rows * per]
+        with runtime.Buffer.from_array(host) as src, runtime.Buffer(host.nbytes) as dst:
+            dst.fill(OUT_POISON)
+            tl = tiles(shape, t.box)
+            params = [encode(src_map, src.ptr, shape), encode(dst_map, dst.ptr, dst_shape), tl]
+            kernel = self._kernel(view)
+            grid = max(1, min(tl.total, self.device.multiprocessors * view.blocks_per_sm))
+
+            def launch() -> None:
+                kernel.launch(grid, view.threads, params)
+
+            launch()
+            self.device.synchronize()
+            got = dst.download().reshape(expected.shape)
+            ms = self._time(launch) if timed else None
+        bad = int(np.count_nonzero(np.any(got != expected, axis=-1)))
+        detail = "every unit" if bad == 0 else f"{bad} of {expected.size // unit} units differ"
+        return Outcome(view.symbol, tuple(shape), t.dtype, bad == 0, detail, ms)
+
+    def close(self) -> None:
+        self.module.unload()
+
+
+def _uint(nbytes: int) -> np.dtype:
+    return np.dtype({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[nbytes])
