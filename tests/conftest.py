@@ -78,12 +78,16 @@ def compiler() -> Any:
 
 @pytest.fixture(scope="session")
 def report() -> Any:
-    """report(name, data): writes JSON into TMAGEN_REPORT_DIR when set (scripts/gpu_check.sh sets it)."""
+    """report(name, data): records figures under ``name`` in TMAGEN_REPORT_DIR/figures.json when
+    that variable is set (scripts/gpu_check.sh sets it)."""
     folder = os.environ.get("TMAGEN_REPORT_DIR")
 
     def write(name: str, data: object) -> None:
         if folder:
-            Path(folder).mkdir(parents=True, exist_ok=True)
-            (Path(folder) / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
+            path = Path(folder) / "figures.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            figures = json.loads(path.read_text()) if path.exists() else {}
+            figures[name] = data
+            path.write_text(json.dumps(figures, indent=1, default=str))
 
     return write
