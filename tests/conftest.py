@@ -19,6 +19,11 @@ if str(REPO) not in sys.path:
 HW_DATA = REPO / "tests" / "data" / "hw_h200"
 
 
+def pythonpath_with_repo() -> str:
+    """PYTHONPATH for a child Python: the repository first, then whatever this one was given."""
+    return os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+
+
 def _gpu_reason() -> str | None:
     try:
         from cuda.bindings import driver

@@ -16,7 +16,7 @@ from tmagen import __version__
 from tmagen.cli import main
 from tmagen.rules import RULES
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, pythonpath_with_repo
 EXAMPLES = sorted((REPO / "specs").glob("*.json"))
 
 VALID_FLAGS = ["--dtype", "FLOAT32", "--rank", "2", "--global-address", "0x7f0000000000",
@@ -333,7 +333,7 @@ def test_version_and_help_return_0(capsys) -> None:
 
 # ----------------------------------------------------------------------------- the console entry
 def test_module_entry_in_a_subprocess() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": pythonpath_with_repo()}
     proc = subprocess.run([sys.executable, "-m", "tmagen", "check", "/nonexistent.json"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2

@@ -20,7 +20,7 @@ from tmagen.render import render
 from tmagen.spec import kernel_maps, load_checked_spec, parse_spec
 from tmagen.swizzle import smem_offsets
 
-from conftest import REPO
+from conftest import REPO, pythonpath_with_repo
 
 SPECS = sorted((REPO / "specs").glob("*.json"))
 IN_CI = os.environ.get("CI") == "true"
@@ -60,7 +60,7 @@ def test_output_is_deterministic_and_names_no_machine(in_repo: None) -> None:
             "print(json.dumps({p: r(p).files for p in sys.argv[1:]}, sort_keys=True))")
     runs = []
     for seed in ("0", "12345"):
-        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": pythonpath_with_repo()}
         runs.append(subprocess.run([sys.executable, "-c", code, *map(_rel, SPECS)], cwd=REPO, env=env,
                                    capture_output=True, text=True, check=True).stdout)
     assert runs[0] == runs[1]

@@ -99,7 +99,11 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
     # editable install of tmagen in those directories is activated.
     purelib = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp_path)
     assert purelib.returncode == 0, purelib.stderr
-    deps = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    # The dependencies as this interpreter finds them: its site-packages and any PYTHONPATH entry,
+    # but not the checkout itself.
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    deps = [p for p in [*site.getsitepackages(), *extra]
+            if Path(p).is_dir() and Path(p).resolve() != REPO.resolve()]
     assert deps, "this interpreter has no site-packages to lend"
     (Path(purelib.stdout.strip()) / "_host_site_packages.pth").write_text("\n".join(deps) + "\n")
 

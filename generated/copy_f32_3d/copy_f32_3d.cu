@@ -32,8 +32,20 @@ copy_f32_3d_status ok() {
   return copy_f32_3d_ok;
 }
 
+// The driver's tensor-map calls need a current context; the runtime makes the primary one current
+// on its first real call. cudaFree(nullptr) is that call, once per process.
+copy_f32_3d_status ensure_context() {
+  static const cudaError_t ready = cudaFree(nullptr);
+  if (ready != cudaSuccess) {
+    return fail(copy_f32_3d_no_driver, "no CUDA context: %s", cudaGetErrorString(ready));
+  }
+  return copy_f32_3d_ok;
+}
+
 template <typename Fn>
 copy_f32_3d_status driver_entry(const char* symbol, Fn* fn) {
+  const copy_f32_3d_status context = ensure_context();
+  if (context != copy_f32_3d_ok) return context;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
   void* p = nullptr;
   const cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);

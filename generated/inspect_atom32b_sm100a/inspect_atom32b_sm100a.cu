@@ -32,8 +32,20 @@ inspect_atom32b_sm100a_status ok() {
   return inspect_atom32b_sm100a_ok;
 }
 
+// The driver's tensor-map calls need a current context; the runtime makes the primary one current
+// on its first real call. cudaFree(nullptr) is that call, once per process.
+inspect_atom32b_sm100a_status ensure_context() {
+  static const cudaError_t ready = cudaFree(nullptr);
+  if (ready != cudaSuccess) {
+    return fail(inspect_atom32b_sm100a_no_driver, "no CUDA context: %s", cudaGetErrorString(ready));
+  }
+  return inspect_atom32b_sm100a_ok;
+}
+
 template <typename Fn>
 inspect_atom32b_sm100a_status driver_entry(const char* symbol, Fn* fn) {
+  const inspect_atom32b_sm100a_status context = ensure_context();
+  if (context != inspect_atom32b_sm100a_ok) return context;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
   void* p = nullptr;
   const cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);

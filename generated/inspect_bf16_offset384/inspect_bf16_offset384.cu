@@ -32,8 +32,20 @@ inspect_bf16_offset384_status ok() {
   return inspect_bf16_offset384_ok;
 }
 
+// The driver's tensor-map calls need a current context; the runtime makes the primary one current
+// on its first real call. cudaFree(nullptr) is that call, once per process.
+inspect_bf16_offset384_status ensure_context() {
+  static const cudaError_t ready = cudaFree(nullptr);
+  if (ready != cudaSuccess) {
+    return fail(inspect_bf16_offset384_no_driver, "no CUDA context: %s", cudaGetErrorString(ready));
+  }
+  return inspect_bf16_offset384_ok;
+}
+
 template <typename Fn>
 inspect_bf16_offset384_status driver_entry(const char* symbol, Fn* fn) {
+  const inspect_bf16_offset384_status context = ensure_context();
+  if (context != inspect_bf16_offset384_ok) return context;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
   void* p = nullptr;
   const cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);

@@ -32,8 +32,20 @@ nhwc_128b_fp16_status ok() {
   return nhwc_128b_fp16_ok;
 }
 
+// The driver's tensor-map calls need a current context; the runtime makes the primary one current
+// on its first real call. cudaFree(nullptr) is that call, once per process.
+nhwc_128b_fp16_status ensure_context() {
+  static const cudaError_t ready = cudaFree(nullptr);
+  if (ready != cudaSuccess) {
+    return fail(nhwc_128b_fp16_no_driver, "no CUDA context: %s", cudaGetErrorString(ready));
+  }
+  return nhwc_128b_fp16_ok;
+}
+
 template <typename Fn>
 nhwc_128b_fp16_status driver_entry(const char* symbol, Fn* fn) {
+  const nhwc_128b_fp16_status context = ensure_context();
+  if (context != nhwc_128b_fp16_ok) return context;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
   void* p = nullptr;
   const cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);

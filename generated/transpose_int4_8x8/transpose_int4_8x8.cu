@@ -32,8 +32,20 @@ transpose_int4_8x8_status ok() {
   return transpose_int4_8x8_ok;
 }
 
+// The driver's tensor-map calls need a current context; the runtime makes the primary one current
+// on its first real call. cudaFree(nullptr) is that call, once per process.
+transpose_int4_8x8_status ensure_context() {
+  static const cudaError_t ready = cudaFree(nullptr);
+  if (ready != cudaSuccess) {
+    return fail(transpose_int4_8x8_no_driver, "no CUDA context: %s", cudaGetErrorString(ready));
+  }
+  return transpose_int4_8x8_ok;
+}
+
 template <typename Fn>
 transpose_int4_8x8_status driver_entry(const char* symbol, Fn* fn) {
+  const transpose_int4_8x8_status context = ensure_context();
+  if (context != transpose_int4_8x8_ok) return context;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
   void* p = nullptr;
   const cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);

@@ -1,0 +1,72 @@
+"""Exploration: time copy and transpose configurations on 1 GiB tensors against cudaMemcpyAsync.
+
+Run on a GPU machine from the repository root:  python3 scripts/probe/tune.py OUTDIR [copy|transpose]...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from tmagen import bench, runtime, toolchain
+from tmagen.render import render
+from tmagen.spec import check_spec, parse_spec
+
+
+def copy_specs() -> list[dict]:
+    out = []
+    for mode, inner in (("128B", 32), ("none", 64), ("none", 128), ("none", 256)):
+        for rows in (16, 32, 64, 128, 256):
+            for stages in (2, 4, 6, 8):
+                for bps in (1, 2, 4):
+                    smem = stages * rows * inner * 4
+                    if (smem + 2048) * bps > 228 * 1024 or smem > 200 * 1024:
+                        continue
+                    out.append({"name": f"c_{mode.lower()}_{inner}_{rows}_{stages}_{bps}",
+                                "tensors": [{"name": "d", "dtype": "float32", "shape": [16384, 16384],
+                                             "box": [rows, inner], "swizzle": {"mode": mode}}],
+                                "kernel": {"kind": "copy", "stages": stages, "blocks_per_sm": bps}})
+    return out
+
+
+def transpose_specs() -> list[dict]:
+    out = []
+    for dtype, es in (("float32", 4), ("bfloat16", 2), ("uint8", 1)):
+        side = 128 // es
+        for bps in (1, 2, 4, 8):
+            out.append({"name": f"t_{dtype}_{side}_{bps}",
+                        "tensors": [{"name": "m", "dtype": dtype, "shape": [16384, 16384 * 4 // es],
+                                     "box": [side, side], "swizzle": {"mode": "128B"}}],
+                        "kernel": {"kind": "transpose", "blocks_per_sm": bps}})
+    return out
+
+
+def main() -> None:
+    out_dir = sys.argv[1]
+    which = sys.argv[2:] or ["copy", "transpose"]
+    os.makedirs(out_dir, exist_ok=True)
+    raw = (copy_specs() if "copy" in which else []) + (transpose_specs() if "transpose" in which else [])
+    specs = [parse_spec(s) for s in raw]
+    specs = [s for s in specs if not check_spec(s)]
+    tc = toolchain.find_toolchain()
+    with ThreadPoolExecutor(16) as pool:
+        cubins = dict(pool.map(lambda s: (s.name, toolchain.compile_folder(
+            s, render(s, "x.json"), tc, cubin_only=True).cubin.read_bytes()), specs))
+    device = runtime.Device.open()
+    limit = bench.memcpy_timing(1 << 30)
+    print(f"memcpy {limit.gbps:.0f} GB/s", flush=True)
+    rows = []
+    for s in specs:
+        t = bench.kernel_timing(s, cubins[s.name], device, s.tensors[0].shape, runs=10)
+        rows.append((s.name, t.gbps, t.gbps / limit.gbps))
+        print(f"{s.name:28s} {t.gbps:7.0f} GB/s  {t.gbps / limit.gbps:.3f}", flush=True)
+    rows.sort(key=lambda r: -r[1])
+    print("best:", rows[:8])
+    with open(os.path.join(out_dir, "tune.json"), "w") as f:
+        json.dump({"memcpy_gbps": limit.gbps, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
