@@ -66,7 +66,7 @@ FORM_ERRORS = [
                  id="unknown-kernel-kind"),
     pytest.param(make(kernel={"stages": 2}), ["kernel.kind is missing", "'inspect', 'copy', 'transpose'"],
                  id="missing-kernel-kind"),
-    pytest.param(make(kernel={"kind": "copy", "stages": 0}), ["kernel.stages = 0", "greater than or equal to 1"],
+    pytest.param(make(kernel={"kind": "copy", "stages": 0}), ["kernel.stages = 0", "greater than or equal to 2"],
                  id="copy-stages-0"),
     pytest.param(make(kernel={"kind": "inspect", "coords": [0]}), ["kernel.coords has 1 entries", "2 dimensions"],
                  id="coords-length"),

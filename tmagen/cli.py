@@ -76,9 +76,21 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--oob-fill", type=_int_or_name, default=0)
     d.add_argument("--arch", default="sm_90a")
 
-    e = sub.add_parser("explain", help="print the swizzle pattern tables from the model")
+    e = sub.add_parser("explain", help="show a spec's tensor maps and swizzled layout, or the pattern tables",
+                       description="With a spec: the cuTensorMapEncodeTiled arguments as the host code passes them, "
+                       "footprints, base offsets and the chunk table of each map, and with --svg/--png a drawing "
+                       "of the layout and of a warp reading one column. Without: the swizzle pattern tables.")
+    e.add_argument("spec", nargs="?")
     e.add_argument("--swizzle", help="one mode (none, 32B, 64B, 128B, 128B_atom_32B, ...); default: all")
     e.add_argument("--base-offset", type=int, default=0, help="the PTX base offset (128-byte lines into the pattern)")
+    e.add_argument("--map", help="which tensor map of the spec to draw (default: the first)")
+    e.add_argument("--column", type=int, default=0, help="the chunk column the drawn warp reads (default 0)")
+    e.add_argument("--svg", metavar="FILE", help="write the drawing as SVG")
+    e.add_argument("--png", metavar="FILE", help="write the drawing as PNG (needs matplotlib)")
+
+    o = sub.add_parser("docs", help="write docs/spec.md and docs/rules.md from the schema and the rules")
+    o.add_argument("--out", default="docs")
+    o.add_argument("--check", action="store_true", help="write nothing; exit 1 if the documents are stale")
 
     r = sub.add_parser("rules", help="list every rule tmagen checks, with its id and source")
     r.add_argument("--json", action="store_true")
@@ -227,9 +239,54 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from tmagen.explain import all_pattern_tables, pattern_table
+    from tmagen import explain
 
-    print(pattern_table(args.swizzle, args.base_offset) if args.swizzle else all_pattern_tables())
+    if args.spec is None:
+        if args.svg or args.png:
+            raise SpecError("explain", ["--svg and --png draw a spec's box: give the spec"])
+        print(explain.pattern_table(args.swizzle, args.base_offset) if args.swizzle else explain.all_pattern_tables())
+        return EXIT_OK
+    from tmagen.spec import kernel_maps, load_checked_spec
+
+    spec = load_checked_spec(args.spec)
+    print(explain.explain_spec(spec))
+    if args.svg or args.png:
+        maps = {m.role: m for m in kernel_maps(spec)}
+        m = maps.get(args.map) if args.map else next(iter(maps.values()))
+        if m is None:
+            raise SpecError(args.spec, [f"--map {args.map} is not a map of this spec; its maps: {', '.join(maps)}"])
+        t = m.tensor
+        chunks = t.box[-1] * t.dt.nbytes // 16
+        if not 0 <= args.column < chunks:
+            raise SpecError(args.spec, [f"--column {args.column} is outside the box: use 0 to {chunks - 1}"])
+        drawing = (t.box, t.dt.nbytes, t.swizzle.driver, t.smem_offset, args.column)
+        if args.svg:
+            _write_text(args.svg, explain.layout_svg(*drawing))
+            print(f"wrote {args.svg}")
+        if args.png:
+            explain.layout_png(args.png, *drawing)
+            print(f"wrote {args.png}")
+    return EXIT_OK
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise SpecError(path, [f"cannot write it: {exc.strerror}"]) from None
+
+
+def _cmd_docs(args: argparse.Namespace) -> int:
+    from tmagen import docs
+
+    if args.check:
+        stale = docs.stale(args.out)
+        for path in stale:
+            print(f"{path}: stale (run tmagen docs)")
+        return EXIT_DIFFERS if stale else EXIT_OK
+    for path in docs.write(args.out):
+        print(f"wrote {path}")
     return EXIT_OK
 
 
@@ -246,7 +303,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"build": _cmd_build, "verify": _cmd_verify, "check": _cmd_check, "schema": _cmd_schema, "diagnose": _cmd_diagnose,
-            "explain": _cmd_explain, "rules": _cmd_rules}
+            "explain": _cmd_explain, "rules": _cmd_rules, "docs": _cmd_docs}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

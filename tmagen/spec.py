@@ -97,9 +97,11 @@ class TensorSpec(_Model):
     element_strides: list[Annotated[int, Field(ge=1)]] | None = Field(
         None, description="Traversal step per dimension, outermost first (1 to 8; the innermost is ignored "
         "without interleave). Default: all 1.")
-    swizzle: SwizzleSpec = Field(default_factory=SwizzleSpec)
-    interleave: Literal["none", "16B", "32B"] = "none"
-    l2_promotion: Literal["none", "64B", "128B", "256B"] = "none"
+    swizzle: SwizzleSpec = Field(default_factory=SwizzleSpec, description="How TMA arranges the box in "
+                                 "shared memory.")
+    interleave: Literal["none", "16B", "32B"] = Field("none", description="Interleaved layouts (NC/8HWC8, "
+                                                      "NC/16HWC16) for rank 3 and up.")
+    l2_promotion: Literal["none", "64B", "128B", "256B"] = Field("none", description="L2 fetch size.")
     oob_fill: Literal["zero", "nan"] = Field("zero", description="Fill for elements outside the tensor; nan "
                                              "only for floating-point types.")
     smem_offset: int = Field(
@@ -164,8 +166,10 @@ class CopyKernel(_Model):
     """Global -> shared -> global through TMA load and store, on a persistent grid."""
 
     kind: Literal["copy"]
-    stages: int = Field(4, ge=1, le=16, description="Shared-memory buffers in flight per block.")
-    blocks_per_sm: int = Field(1, ge=1, le=32)
+    stages: int = Field(4, ge=2, le=16, description="Shared-memory buffers in flight per block (at least 2: "
+                        "a buffer is refilled while the next one's store is in flight).")
+    blocks_per_sm: int = Field(1, ge=1, le=32, description="Resident blocks per multiprocessor of the "
+                               "persistent grid.")
 
 
 class TransposeKernel(_Model):
@@ -175,8 +179,8 @@ class TransposeKernel(_Model):
     unit_bytes: int | None = Field(
         None, description="Bytes of one transposed unit, a multiple of the dtype's size (default: one element). "
         "The seed example transposes int4 (16-byte) units carried as int32.")
-    stages: int = Field(2, ge=1, le=16)
-    blocks_per_sm: int = Field(1, ge=1, le=32)
+    blocks_per_sm: int = Field(1, ge=1, le=32, description="Resident blocks per multiprocessor of the "
+                               "persistent grid.")
 
 
 Kernel = Annotated[Union[InspectKernel, CopyKernel, TransposeKernel], Field(discriminator="kind")]
@@ -186,11 +190,12 @@ class Spec(_Model):
     """A tmagen spec: what to generate, for which GPU."""
 
     name: str = Field(description="C identifier naming the generated folder and its symbols.")
-    description: str = ""
+    description: str = Field("", description="What the spec is for, in words.")
     target: TargetName = Field("sm_90a", description="sm_90a (Hopper) or sm_100a (Blackwell-only modes and "
                                "types; compiled but not run on Hopper).")
-    tensors: list[TensorSpec] = Field(min_length=1)
-    kernel: Kernel
+    tensors: list[TensorSpec] = Field(min_length=1, description="The tensors the kernel moves; copy and "
+                                      "transpose take one, inspect one kernel per tensor.")
+    kernel: Kernel = Field(description="The kernel to generate, chosen by its kind.")
     allow_spills: bool = Field(False, description="Accept kernels that spill registers to local memory "
                                "(the compile report fails the build otherwise).")
 
