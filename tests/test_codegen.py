@@ -241,3 +241,44 @@ def test_a_cmake_project_vendors_a_generated_folder(tmp_path: Path) -> None:
     run = subprocess.run([str(build_dir / "vendor_example")], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "8 bytes past a 16-byte boundary" in run.stdout
+
+
+# --- the transpose kernel's plan, emulated on the CPU ----------------------------------------------
+@pytest.mark.parametrize("dtype,unit,box", [("uint8", 1, [128, 128]), ("bfloat16", 2, [64, 64]),
+                                           ("float32", 4, [32, 32]), ("int64", 8, [16, 16]),
+                                           ("int32", 16, [8, 32]), ("float32", 4, [16, 16]),
+                                           ("uint8", 1, [32, 64])])
+@pytest.mark.parametrize("swizzle", ["128B", "none"])
+def test_transpose_plan_moves_every_unit_once(dtype: str, unit: int, box: list[int], swizzle: str) -> None:
+    """Runs the kernel's algorithm in numpy: TMA's placement of a src tile (the model), each thread's
+    k 16-byte reads, the register transpose, its k 16-byte writes, and TMA's reading of the dst tile
+    back: the result must be the transposed tile, every unit written once."""
+    from tmagen.render import transpose_plan
+    from tmagen.swizzle import BoxLayout, pattern
+
+    spec = parse_spec({"name": "t", "tensors": [{"name": "m", "dtype": dtype, "shape": [b * 2 for b in box],
+                                                 "box": box, "swizzle": {"mode": swizzle}}],
+                       "kernel": {"kind": "transpose", "unit_bytes": unit}})
+    plan = transpose_plan(spec)
+    es = spec.tensors[0].dt.nbytes
+    rows, units = box[0], box[1] * es // unit
+    tile = np.random.default_rng(0).integers(0, 256, size=(rows, units, unit), dtype=np.uint8)
+    src = BoxLayout((rows, units * unit), 1, pattern(swizzle), 3072)
+    dst = BoxLayout((units, rows * unit), 1, pattern(swizzle), 5120)
+    src_smem = src.place(tile.reshape(rows, units * unit))
+    dst_smem = np.full(dst.footprint, 0xEE, np.uint8)
+    written = np.zeros(dst.footprint, np.int32)
+    covered = set()
+    for m in range(plan.microtiles):
+        a, c = plan.microtile(m)
+        covered.add((a, c))
+        block = np.stack([src_smem[src.offsets()[plan.k * a + i, 16 * c:16 * c + 16]] for i in range(plan.k)])
+        turned = block.reshape(plan.k, plan.k, unit).transpose(1, 0, 2).reshape(plan.k, 16)
+        for i in range(plan.k):
+            where = dst.offsets()[plan.k * c + i, 16 * a:16 * a + 16]
+            dst_smem[where] = turned[i]
+            written[where] += 1
+    assert len(covered) == plan.microtiles == (rows // plan.k) * (units * unit // 16)
+    assert written.max() == 1
+    out = dst_smem[dst.offsets()].reshape(units, rows, unit)
+    assert np.array_equal(out, tile.transpose(1, 0, 2))

@@ -282,6 +282,15 @@ CASES = [
     spec("smem-offset-alignment", True, tensor={"smem_offset": 64}, fragments=("= 64", "e.g. 0"), id="64"),
     spec("smem-offset-alignment", False, tensor={"smem_offset": 384}, id="384"),
     # --- smem-offset-in-pattern (spec only): 0 .. 896
+    # --- kernel-fits-shared-memory (spec only): every stage of the kernel's buffers in one block
+    spec("kernel-fits-shared-memory", False, tensor={"shape": [256, 256], "box": [128, 128], "dtype": "uint8",
+                                                     "swizzle": {"mode": "128B"}},
+         kernel={"kind": "transpose", "stages": 8, "tiles_per_stage": 1}, id="uint8-8-stages-1-tile"),
+    spec("kernel-fits-shared-memory", True, tensor={"shape": [256, 256], "box": [128, 128], "dtype": "uint8",
+                                                    "swizzle": {"mode": "128B"}},
+         kernel={"kind": "transpose", "stages": 8, "tiles_per_stage": 2},
+         fragments=("kernel = 328704 bytes of shared memory", "at most 232448 bytes", "fewer stages"),
+         field_name="kernel", id="uint8-8-stages-2-tiles"),
     spec("smem-offset-in-pattern", False, tensor={"smem_offset": 896}, id="896"),
     spec("smem-offset-in-pattern", True, tensor={"smem_offset": 1024},
          fragments=("tensors[0].smem_offset = 1024", "1024-byte pattern", "use 0"),
@@ -346,7 +355,7 @@ def test_every_rule_has_a_breaking_and_a_passing_case() -> None:
 def test_spec_only_rules_are_not_encode_rules() -> None:
     from tmagen.rules import ENCODE_RULES
 
-    spec_only = {"atomicity-needs-128B", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
+    spec_only = {"atomicity-needs-128B", "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
                  "start-coordinate-16-bytes"}
     assert {r.id for r in ENCODE_RULES} == set(RULES) - spec_only
     for c in CASES:

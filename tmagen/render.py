@@ -100,7 +100,71 @@ def map_view(m: MapSpec) -> MapView:
 
 
 PATTERN_ALIGN = 1024  # the longest swizzle period: buffers start on it, boxes at smem_offset past it
-INSPECT_THREADS, COPY_THREADS, TRANSPOSE_THREADS = 128, 32, 256
+INSPECT_THREADS, COPY_THREADS = 128, 32
+
+
+@dataclass(frozen=True)
+class TransposePlan:
+    """How the transpose kernel splits its tiles: micro-tiles of k rows x 16 bytes, one per thread."""
+
+    unit: int  # bytes of one transposed unit
+    k: int  # units per 16-byte chunk, and rows per micro-tile
+    micro_rows: int  # micro-tiles down a tile
+    tile_chunks: int  # micro-tiles across a tile (16-byte chunks per row)
+    threads_per_tile: int
+    tiles_per_stage: int
+    stages: int
+    in_stride: int
+    out_stride: int
+    mapping: str  # "natural" or "xor"
+
+    @property
+    def microtiles(self) -> int:
+        return self.micro_rows * self.tile_chunks
+
+    @property
+    def mapping_doc(self) -> str:
+        return ("a = m / chunks, c = m % chunks (16-byte units: the swizzle keeps the writes down a column "
+                "apart)" if self.mapping == "natural" else
+                "a = m % rows, c = (a ^ m / rows) % chunks (the XOR keeps each phase's lanes on distinct "
+                "chunks for reads and writes)")
+
+    def microtile(self, m: int) -> tuple[int, int]:
+        """(a, c) of thread m: rows k*a .. k*a+k-1, 16-byte chunk c (the kernel's formula)."""
+        if self.mapping == "xor":
+            a = m % self.micro_rows
+            return a, (a ^ (m // self.micro_rows)) % self.tile_chunks
+        return m // self.tile_chunks, m % self.tile_chunks
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def transpose_plan(spec: Spec) -> TransposePlan:
+    k = spec.kernel
+    if not isinstance(k, TransposeKernel):
+        raise TypeError(f"{spec.name} has a {k.kind} kernel, not a transpose")
+    maps = {m.role: m for m in kernel_maps(spec)}
+    src, dst = map_view(maps["src"]), map_view(maps["dst"])
+    unit = maps["src"].unit_bytes
+    per_chunk = 16 // unit
+    micro_rows = max(src.rows // per_chunk, 1)
+    chunks = max(src.row_bytes // 16, 1)
+    # With one unit per chunk the natural order reads along rows and writes down a column, which
+    # the swizzle spreads over the banks; with several, an XOR order does it for any swizzle.
+    xor = per_chunk > 1 and _power_of_two(chunks)
+    threads = _round_up(micro_rows * chunks, 32)
+    in_stride = _round_up(src.smem_offset + src.footprint, PATTERN_ALIGN)
+    out_stride = _round_up(dst.smem_offset + dst.footprint, PATTERN_ALIGN)
+    group = k.tiles_per_stage
+    if group is None:  # as many tiles as 256 threads take, while the buffers fit a block
+        limit = TARGETS[spec.target].smem_per_block_optin
+        group = max(1, min(8, 256 // threads))
+        while group > 1 and (k.stages * in_stride + 2 * out_stride) * group + PATTERN_ALIGN > limit:
+            group -= 1
+    return TransposePlan(unit, per_chunk, micro_rows, chunks, threads, group, k.stages, in_stride, out_stride,
+                         "xor" if xor else "natural")
 
 
 @dataclass(frozen=True)
@@ -115,6 +179,7 @@ class KernelView:
     stages: int = 1
     blocks_per_sm: int = 1
     persistent: bool = False  # takes a tiles argument and loops over tiles
+    plan: TransposePlan | None = None
 
 
 def _round_up(n: int, to: int) -> int:
@@ -132,10 +197,10 @@ def kernel_views(spec: Spec) -> list[KernelView]:
         stride = _round_up(src.smem_offset + src.footprint, PATTERN_ALIGN)
         return [KernelView(f"{spec.name}_copy", ("src", "dst"), COPY_THREADS, stride * k.stages + PATTERN_ALIGN,
                            stride, k.stages, k.blocks_per_sm, persistent=True)]
-    before_dst = _round_up(src.smem_offset + src.footprint, PATTERN_ALIGN)
-    return [KernelView(f"{spec.name}_transpose", ("src", "dst"), TRANSPOSE_THREADS,
-                       before_dst + dst.smem_offset + dst.footprint + PATTERN_ALIGN, before_dst, 1,
-                       k.blocks_per_sm, persistent=True)]
+    plan = transpose_plan(spec)
+    smem = (plan.stages * plan.in_stride + 2 * plan.out_stride) * plan.tiles_per_stage + PATTERN_ALIGN
+    return [KernelView(f"{spec.name}_transpose", ("src", "dst"), plan.threads_per_tile * plan.tiles_per_stage,
+                       smem, plan.in_stride, plan.stages, k.blocks_per_sm, persistent=True, plan=plan)]
 
 
 def _file_header(spec: Spec, spec_file: str, comment: str) -> str:

@@ -92,6 +92,7 @@ class TensorMapArgs:
     loads: bool = True
     start_coords: tuple[tuple[int, ...], ...] = ()  # innermost first, as the kernel issues them
     requested_swizzle: tuple[str, str] | None = None  # a spec's (mode, atomicity), before mapping
+    kernel_smem_bytes: int | None = None  # dynamic shared memory of the kernel using the map
 
     @property
     def elem_bytes(self) -> float:
@@ -151,6 +152,7 @@ class FieldNames:
         self.smem_offset = "smem_offset"
         self.coords = "coords"
         self.atomicity = "swizzle"
+        self.kernel = "kernel"
 
     def coord(self, k: int) -> str:
         """The innermost start coordinate of copy k."""
@@ -398,6 +400,15 @@ def _smem_in_pattern(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
                     f"use {a.smem_offset % limits.SMEM_PATTERN_BYTES}, its place in the pattern")
 
 
+@rule("kernel-fits-shared-memory", "the kernel's shared-memory buffers (all its stages) fit a block",
+      f"{CPG}: 227 KB per block on 9.0 and 10.0")
+def _kernel_fits(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.kernel_smem_bytes is not None and a.kernel_smem_bytes > a.target.smem_per_block_optin:
+        yield _fail("kernel-fits-shared-memory", n.kernel, f"{a.kernel_smem_bytes} bytes of shared memory",
+                    f"a block of {a.target.name} has at most {a.target.smem_per_block_optin} bytes",
+                    "use fewer stages (kernel.stages), fewer tiles per stage, or a smaller box")
+
+
 @rule("flip-8b-load-only", "128B_ATOM_32B_FLIP_8B is for loads only", PTX_TC)
 def _flip_load_only(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.swizzle is Swizzle.B128_ATOM_32B_FLIP_8B and a.stores:
@@ -419,7 +430,7 @@ def _start_coord(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 # ----------------------------------------------------------------------------- entry points
 ENCODE_RULES = [r for r in RULES.values() if r.id not in (
-    "atomicity-needs-128B", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
+    "atomicity-needs-128B", "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
     "start-coordinate-16-bytes")]
 
 

@@ -176,6 +176,9 @@ class TransposeKernel(_Model):
     """out = in.T (the last two dimensions), read out of swizzled shared memory without bank conflicts."""
 
     kind: Literal["transpose"]
+    stages: int = Field(3, ge=1, le=8, description="Stages of src tiles in flight per block.")
+    tiles_per_stage: int | None = Field(None, ge=1, le=8, description="Tiles each stage loads and the block "
+                                        "transposes at once (default: as many as 256 threads hold).")
     unit_bytes: int | None = Field(
         None, description="Bytes of one transposed unit, a multiple of the dtype's size (default: one element). "
         "The seed example transposes int4 (16-byte) units carried as int32.")
@@ -250,6 +253,10 @@ class Spec(_Model):
             if value % per:
                 raise _form_error(f"tensors[0].{fld}", f"= {value}, but it must hold whole {unit}-byte units: "
                                   f"use a multiple of {per}")
+        rows_per_block = 16 // unit
+        if t.box[-2] % rows_per_block:
+            raise _form_error("tensors[0].box[-2]", f"= {t.box[-2]}, but the transpose works on blocks of "
+                              f"{rows_per_block} rows x 16 bytes: use a multiple of {rows_per_block}")
         if t.rank == 3 and t.box[0] != 1:
             raise _form_error("tensors[0].box[0]", f"= {t.box[0]}, but a batched transpose moves one matrix per box: "
                               "use 1")
@@ -434,7 +441,15 @@ def tensor_map_args(spec: Spec, m: MapSpec) -> TensorMapArgs:
         l2_promotion=L2Promotion.parse(t.l2_promotion), oob_fill=OobFill.parse(t.oob_fill),
         target=limits.TARGETS[spec.target], smem_offset=t.smem_offset,
         stores=m.stores, loads=not m.stores, start_coords=coords,
-        requested_swizzle=(t.swizzle.mode, t.swizzle.atomicity))
+        requested_swizzle=(t.swizzle.mode, t.swizzle.atomicity), kernel_smem_bytes=_kernel_smem(spec, m))
+
+
+def _kernel_smem(spec: Spec, m: MapSpec) -> int:
+    """Dynamic shared memory of the kernel that uses map ``m`` (tmagen.render sizes the kernels)."""
+    from tmagen.render import kernel_views
+
+    views = kernel_views(spec)
+    return max((k.smem_bytes for k in views if m.role in k.maps), default=0)
 
 
 def check_spec(spec: Spec) -> list[Violation]:

@@ -26,60 +26,150 @@ struct transpose_int4_8x8_tiles {
 };
 
 // dst = src^T over the last two dimensions (batched over a leading one), in units of
-// 16 bytes. Each tile is loaded swizzled, transposed in shared memory through the
-// swizzled accessors (lanes walk down a column of src, which the swizzle spreads across banks, and
-// along a row of dst), then stored with TMA.
+// 16 bytes. Per stage a block loads 4 tile(s) with TMA into a ring of 3
+// stages; each tile is split into 64 micro-tiles of 1 rows x 16 bytes, one per thread,
+// read with 1 16-byte loads, transposed in registers and written with 1 16-byte stores into
+// one of two output buffers, which TMA stores while the next tile is transposed.
+// Thread -> micro-tile: a = m / chunks, c = m % chunks (16-byte units: the swizzle keeps the writes down a column apart) (chosen by tmagen; tmagen.banks predicts its conflicts).
 constexpr uint32_t transpose_int4_8x8_transpose_threads = 256;
-constexpr uint32_t transpose_int4_8x8_transpose_buffer_bytes = 1024;  // src buffer; dst starts after it
-constexpr uint32_t transpose_int4_8x8_transpose_smem_bytes = 3072;      // dynamic: both + 1024 of slack
-static_assert(transpose_int4_8x8_transpose_buffer_bytes % 1024 == 0 &&
-              transpose_int4_8x8_transpose_buffer_bytes >= transpose_int4_8x8::src_box::smem_offset + transpose_int4_8x8::src_box::footprint, "");
-static_assert(transpose_int4_8x8_transpose_smem_bytes >= transpose_int4_8x8_transpose_buffer_bytes + transpose_int4_8x8::dst_box::smem_offset +
-              transpose_int4_8x8::dst_box::footprint + 1024, "");
+constexpr uint32_t transpose_int4_8x8_transpose_stages = 3;
+constexpr uint32_t transpose_int4_8x8_transpose_tiles_per_stage = 4;
+constexpr uint32_t transpose_int4_8x8_transpose_in_stride = 1024;    // bytes between src tile buffers
+constexpr uint32_t transpose_int4_8x8_transpose_out_stride = 1024;  // bytes between dst tile buffers
+constexpr uint32_t transpose_int4_8x8_transpose_smem_bytes = 21504;  // dynamic: all buffers + 1024 of slack
+static_assert(transpose_int4_8x8_transpose_in_stride % 1024 == 0 &&
+              transpose_int4_8x8_transpose_in_stride >= transpose_int4_8x8::src_box::smem_offset + transpose_int4_8x8::src_box::footprint, "");
+static_assert(transpose_int4_8x8_transpose_out_stride % 1024 == 0 &&
+              transpose_int4_8x8_transpose_out_stride >= transpose_int4_8x8::dst_box::smem_offset + transpose_int4_8x8::dst_box::footprint, "");
+
+namespace transpose_int4_8x8 {
+
+// Transposes a block of K = 16 / Unit rows x 16 bytes held in registers: out[j] unit i = in[i] unit j.
+template <int Unit>
+__device__ __forceinline__ void transpose_registers(const uint4 (&in)[16 / Unit], uint4 (&out)[16 / Unit]) {
+  constexpr int K = 16 / Unit;
+  if constexpr (Unit == 16) {
+    out[0] = in[0];
+  } else if constexpr (Unit == 8) {
+    out[0] = make_uint4(in[0].x, in[0].y, in[1].x, in[1].y);
+    out[1] = make_uint4(in[0].z, in[0].w, in[1].z, in[1].w);
+  } else {
+    uint32_t w[K][4], v[K][4];
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      w[i][0] = in[i].x; w[i][1] = in[i].y; w[i][2] = in[i].z; w[i][3] = in[i].w;
+    }
+    if constexpr (Unit == 4) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[j][i] = w[i][j];
+    } else if constexpr (Unit == 2) {
+      // word q of output row j holds rows 2q and 2q+1 of column j: a 2x2 transpose of halves
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) v[j][q] = __byte_perm(w[2 * q][j / 2], w[2 * q + 1][j / 2], (j & 1) ? 0x7632 : 0x5410);
+    } else {
+      // Unit == 1: 4x4 byte transposes of the words at (rows 4r..4r+3, word q): 8 byte-permutes each
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint32_t a = __byte_perm(w[4 * r][q], w[4 * r + 1][q], 0x5140);
+          const uint32_t b = __byte_perm(w[4 * r + 2][q], w[4 * r + 3][q], 0x5140);
+          const uint32_t c = __byte_perm(w[4 * r][q], w[4 * r + 1][q], 0x7362);
+          const uint32_t d = __byte_perm(w[4 * r + 2][q], w[4 * r + 3][q], 0x7362);
+          v[4 * q + 0][r] = __byte_perm(a, b, 0x5410);
+          v[4 * q + 1][r] = __byte_perm(a, b, 0x7632);
+          v[4 * q + 2][r] = __byte_perm(c, d, 0x5410);
+          v[4 * q + 3][r] = __byte_perm(c, d, 0x7632);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < K; ++j) out[j] = make_uint4(v[j][0], v[j][1], v[j][2], v[j][3]);
+  }
+}
+
+}  // namespace transpose_int4_8x8
 
 extern "C" __global__ void __launch_bounds__(256) transpose_int4_8x8_transpose(
     const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst, transpose_int4_8x8_tiles tiles) {
   using src_box = transpose_int4_8x8::src_box;
   using dst_box = transpose_int4_8x8::dst_box;
   namespace tma = transpose_int4_8x8::tma;
-  constexpr uint32_t per_unit = src_box::unit_bytes / src_box::elem_bytes;  // elements per unit
+  constexpr uint32_t unit = 16, K = 16 / unit;
+  constexpr uint32_t per_unit = unit / src_box::elem_bytes;  // elements per unit
   constexpr uint32_t tile_rows = src_box::dim(src_box::rank - 2);
-  constexpr uint32_t tile_units = src_box::dim(src_box::rank - 1) / per_unit;
+  constexpr uint32_t tile_cols = src_box::dim(src_box::rank - 1);  // elements
+  constexpr uint32_t stages = transpose_int4_8x8_transpose_stages, group = transpose_int4_8x8_transpose_tiles_per_stage;
   extern __shared__ uint8_t smem_raw[];
-  __shared__ alignas(8) uint64_t loaded;
+  __shared__ alignas(8) uint64_t full[stages];
   uint8_t* pattern = transpose_int4_8x8::align_to_pattern(smem_raw);
   uint8_t* in = pattern + src_box::smem_offset;
-  uint8_t* out = pattern + transpose_int4_8x8_transpose_buffer_bytes + dst_box::smem_offset;
+  uint8_t* out = pattern + stages * group * transpose_int4_8x8_transpose_in_stride + dst_box::smem_offset;
+
+  // This thread's tile in the stage, and its micro-tile: rows K*a .. K*a+K-1, 16-byte chunk c.
+  const uint32_t slot = threadIdx.x / 64, m = threadIdx.x % 64;
+  const bool active = m < 64;
+  const uint32_t a = m / 8, c = m % 8;
+
+  const uint32_t groups = (tiles.total + group - 1) / group;
+  auto origin = [&](uint32_t t, int32_t& col, int32_t& row, int32_t& batch) {
+    col = static_cast<int32_t>((t % tiles.count[0]) * tile_cols);
+    row = static_cast<int32_t>((t / tiles.count[0] % tiles.count[1]) * tile_rows);
+    batch = static_cast<int32_t>(t / (tiles.count[0] * tiles.count[1]));
+  };
+  auto load = [&](uint32_t stage, uint32_t g) {
+    const uint32_t first = g * group, count = min(group, tiles.total - first);
+    tma::mbarrier_arrive_expect_tx(&full[stage], count * src_box::tx_bytes);
+    for (uint32_t j = 0; j < count; ++j) {
+      int32_t col, row, batch;
+      origin(first + j, col, row, batch);
+      tma::load_2d(in + (stage * group + j) * transpose_int4_8x8_transpose_in_stride, &src, &full[stage], col, row);
+    }
+  };
 
   if (threadIdx.x == 0) {
-    tma::mbarrier_init(&loaded, 1);
+    for (uint32_t st = 0; st < stages; ++st) tma::mbarrier_init(&full[st], 1);
     tma::fence_mbarrier_init();
+    for (uint32_t st = 0; st < stages && blockIdx.x + st * gridDim.x < groups; ++st) load(st, blockIdx.x + st * gridDim.x);
   }
-  __syncthreads();
 
-  uint32_t phase = 0;
-  for (uint32_t t = blockIdx.x; t < tiles.total; t += gridDim.x) {
-    // count[0] tiles across a src row, count[1] down its columns, count[2] batches.
-    const int32_t col = static_cast<int32_t>((t % tiles.count[0]) * src_box::dim(src_box::rank - 1));
-    const int32_t row = static_cast<int32_t>((t / tiles.count[0] % tiles.count[1]) * tile_rows);
-    if (threadIdx.x == 0) {
-      tma::mbarrier_arrive_expect_tx(&loaded, src_box::tx_bytes);
-      tma::load_2d(in, &src, &loaded, col, row);
-    }
-    tma::mbarrier_wait(&loaded, phase);
-    phase ^= 1u;
-    for (uint32_t i = threadIdx.x; i < tile_rows * tile_units; i += blockDim.x) {
-      const uint32_t r = i % tile_rows, u = i / tile_rows;
-      dst_box::at(out, u, r * per_unit) = src_box::at(in, r, u * per_unit);
-    }
-    tma::fence_proxy_async_shared();  // the transposed tile is visible to the copy engine
+  tma::PhaseBits phases;
+  for (uint32_t it = 0; blockIdx.x + it * gridDim.x < groups; ++it) {
+    const uint32_t g = blockIdx.x + it * gridDim.x, stage = it % stages, buffer = it % 2;
+    if (threadIdx.x == 0) tma::wait_group_read<1>();  // the store that last used this output buffer has read it
     __syncthreads();
-    if (threadIdx.x == 0) {
-      tma::store_2d(&dst, out, row * static_cast<int32_t>(per_unit), col / static_cast<int32_t>(per_unit));
-      tma::commit_group();
-      tma::wait_group_read<0>();  // out may be written again
+    phases.wait(full, stage);
+    const uint32_t t = g * group + slot;
+    if (active && t < tiles.total) {
+      uint8_t* src_tile = in + (stage * group + slot) * transpose_int4_8x8_transpose_in_stride;
+      uint8_t* dst_tile = out + (buffer * group + slot) * transpose_int4_8x8_transpose_out_stride;
+      const uint32_t src_base = tma::smem_address(src_tile), dst_base = tma::smem_address(dst_tile);
+      uint4 rows[K], cols[K];
+#pragma unroll
+      for (uint32_t i = 0; i < K; ++i)
+        rows[i] = *reinterpret_cast<const uint4*>(src_tile + src_box::offset_bytes(src_base, K * a + i, 16 * c));
+      transpose_int4_8x8::transpose_registers<unit>(rows, cols);
+#pragma unroll
+      for (uint32_t i = 0; i < K; ++i)
+        *reinterpret_cast<uint4*>(dst_tile + dst_box::offset_bytes(dst_base, K * c + i, 16 * a)) = cols[i];
     }
-    __syncthreads();  // in and out are free for the next tile
+    tma::fence_proxy_async_shared();  // the transposed tiles are visible to the copy engine
+    __syncthreads();                  // ... all of them, and the stage's src tiles are consumed
+    if (threadIdx.x == 0) {
+      const uint32_t first = g * group, count = min(group, tiles.total - first);
+      for (uint32_t j = 0; j < count; ++j) {
+        int32_t col, row, batch;
+        origin(first + j, col, row, batch);
+        tma::store_2d(&dst, out + (buffer * group + j) * transpose_int4_8x8_transpose_out_stride,
+                      row * static_cast<int32_t>(per_unit), col / static_cast<int32_t>(per_unit));
+      }
+      tma::commit_group();
+      const uint32_t next = g + stages * gridDim.x;
+      if (next < groups) load(stage, next);
+    }
   }
   if (threadIdx.x == 0) tma::wait_group<0>();
 }
