@@ -108,8 +108,10 @@ def torch_timings(shape: Sequence[int], dtype: str, runs: int = 20) -> list[Timi
     nbytes = x.numel() * x.element_size()
     out = []
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for name, fn in (("torch clone()", lambda: x.clone()),
-                     ("torch .transpose(-2,-1).contiguous()", lambda: x.transpose(-2, -1).contiguous())):
+    cases = [("torch clone()", lambda: x.clone())]
+    if len(shape) >= 2:
+        cases.append(("torch .transpose(-2,-1).contiguous()", lambda: x.transpose(-2, -1).contiguous()))
+    for name, fn in cases:
         for _ in range(3):
             fn()
         times = []
@@ -123,3 +125,99 @@ def torch_timings(shape: Sequence[int], dtype: str, runs: int = 20) -> list[Timi
     del x
     torch.cuda.empty_cache()
     return out
+
+
+# ----------------------------------------------------------------------------- the report
+TARGETS = {  # kind, dtype -> the ratio to cudaMemcpy the performance issue asks for
+    ("copy", None): 0.95, ("transpose", "float32"): 0.92, ("transpose", "bfloat16"): 0.90,
+    ("transpose", "float16"): 0.90, ("transpose", "uint8"): 0.85,
+}
+
+
+def _target(kind: str, dtype: str) -> float | None:
+    return TARGETS.get((kind, dtype), TARGETS.get((kind, None)))
+
+
+def markdown_report(data: dict[str, Any], plot_file: str = "benchmarks/bandwidth.svg") -> str:
+    recs = data["records"]
+    memcpy = next(r for r in recs if r["kind"] == "memcpy" and r["spec"] == "-")
+    lines = [
+        "# Benchmarks",
+        "",
+        "<!-- Written by `tmagen bench --report` from the JSON that benchmarks/run.py measured: do not edit. -->",
+        "",
+        f"GPU: {data['gpu']}, driver {data['driver']}, measured {data['date']}; each figure is the median of "
+        f"{data['runs']} timed launches (CUDA events) after warm-up, on random data in 1 GiB tensors (several times "
+        "the L2). Bandwidth counts bytes read plus bytes written; ratios are to `cudaMemcpyAsync` device to device "
+        f"of the same bytes on the same GPU in the same run ({memcpy['gbps']:.0f} GB/s at 1 GiB).",
+        "",
+        "| kernel | spec | dtype | shape | GB/s | ratio to memcpy | target | |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in recs:
+        if r["kind"] not in ("copy", "transpose"):
+            continue
+        target = _target(r["kind"], r["dtype"])
+        met = "" if target is None else ("met" if r["ratio"] >= target else "**missed**")
+        label = r["kind"] + (f" ({r['shape_kind']})" if r["kind"] == "transpose" else "")
+        lines.append(f"| {label} | `{r['spec']}` | {r['dtype']} | {'x'.join(map(str, r['shape']))} | "
+                     f"{r['gbps']:.0f} | {r['ratio']:.3f} | {target if target else ''} | {met} |")
+    square = {r["spec"]: r["ratio"] for r in recs if r.get("shape_kind") == "square"}
+    ragged = {r["spec"]: r["ratio"] for r in recs if r.get("shape_kind") == "ragged"}
+    lines += ["", "Ragged transposes (extents no multiple of the tile) against square ones: " + ", ".join(
+        f"`{k}` {ragged[k] / square[k]:.3f}" for k in square if k in ragged) + " (the target: within 5%).", ""]
+    torch_rows = [r for r in recs if r["kind"] == "torch"]
+    if torch_rows:
+        lines += ["PyTorch on the same GPU, same run, same tensors:", "",
+                  "| operation | dtype | shape | GB/s | ratio to memcpy |", "|---|---|---|---|---|"]
+        seen = set()
+        for r in torch_rows:
+            key = (r["name"], r["dtype"], tuple(r["shape"]))
+            if key in seen:
+                continue
+            seen.add(key)
+            lines.append(f"| {r['name']} | {r['dtype']} | {'x'.join(map(str, r['shape']))} | {r['gbps']:.0f} | "
+                         f"{r['ratio']:.3f} |")
+        lines.append("")
+    lines += [f"![bandwidth against size]({plot_file})", "",
+              "Bandwidth against size (the same kernels on shapes from 16 MiB to 2 GiB, memcpy of the same bytes).", ""]
+    return "\n".join(lines)
+
+
+def plot_svg(data: dict[str, Any]) -> str:
+    """Bandwidth against size, one line per kernel and one for memcpy, as a small hand-made SVG."""
+    recs = [r for r in data["records"] if "size_mib" in r]
+    series: dict[str, list[tuple[int, float]]] = {}
+    for r in recs:
+        name = "cudaMemcpyAsync" if r["kind"] == "memcpy" else r["spec"].removeprefix("bench_")
+        series.setdefault(name, []).append((r["size_mib"], r["gbps"]))
+    sizes = sorted({s for pts in series.values() for s, _ in pts})
+    top = max(g for pts in series.values() for _, g in pts) * 1.1
+    width, height, left, bottom = 640, 360, 60, 40
+    colours = ["#222", "#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1"]
+
+    def x(size: int) -> float:
+        return left + (sizes.index(size) / max(len(sizes) - 1, 1)) * (width - left - 150)
+
+    def y(gbps: float) -> float:
+        return height - bottom - gbps / top * (height - bottom - 20)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">',
+             '<style>text{font:11px sans-serif}</style>',
+             f'<line x1="{left}" y1="{height - bottom}" x2="{width - 150}" y2="{height - bottom}" stroke="#888"/>',
+             f'<line x1="{left}" y1="20" x2="{left}" y2="{height - bottom}" stroke="#888"/>']
+    for gb in range(0, int(top) + 1, 1000):
+        parts.append(f'<text x="{left - 8}" y="{y(gb) + 4:.0f}" text-anchor="end">{gb}</text>')
+    for size in sizes:
+        label = f"{size} MiB" if size < 1024 else f"{size // 1024} GiB"
+        parts.append(f'<text x="{x(size):.0f}" y="{height - bottom + 16}" text-anchor="middle">{label}</text>')
+    parts.append(f'<text x="14" y="{height / 2:.0f}" transform="rotate(-90 14 {height / 2:.0f})" '
+                 'text-anchor="middle">GB/s (read + written)</text>')
+    for i, (name, pts) in enumerate(sorted(series.items(), key=lambda kv: kv[0] != "cudaMemcpyAsync")):
+        pts = sorted(pts)
+        colour = colours[i % len(colours)]
+        path = " ".join(f"{x(s):.1f},{y(g):.1f}" for s, g in pts)
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
+        parts.append(f'<text x="{width - 140}" y="{30 + 16 * i}" fill="{colour}">{name}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"

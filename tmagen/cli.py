@@ -56,6 +56,16 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("spec", nargs="+")
     v.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: fresh)")
 
+    bn = sub.add_parser("bench", help="time a spec's kernel against cudaMemcpy on the GPU, or write the report",
+                        description="On a GPU: the kernel of each spec on its shape (1 GiB and more is meaningful) "
+                        "against cudaMemcpyAsync of the same bytes, median of --runs. With --report: BENCHMARKS.md "
+                        "and its plot from the JSON that benchmarks/run.py wrote.")
+    bn.add_argument("spec", nargs="*")
+    bn.add_argument("--runs", type=int, default=20)
+    bn.add_argument("--report", metavar="BENCH_JSON", help="write --markdown and --plot from this file")
+    bn.add_argument("--markdown", default="BENCHMARKS.md")
+    bn.add_argument("--plot", default="benchmarks/bandwidth.svg")
+
     s = sub.add_parser("schema", help="print the JSON Schema of specs")
     s.add_argument("--output", "-o", help="write to this file instead of standard output")
 
@@ -180,6 +190,41 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_DIFFERS if failed else EXIT_OK
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from tmagen import bench
+
+    if args.report:
+        from tmagen.spec import read_json
+
+        try:
+            text = open(args.report, encoding="utf-8").read()
+        except OSError as exc:
+            raise SpecError(args.report, [f"cannot read it: {exc.strerror}"]) from None
+        data = read_json(text, args.report)
+        _write_text(args.markdown, bench.markdown_report(data, args.plot))
+        _write_text(args.plot, bench.plot_svg(data))
+        print(f"wrote {args.markdown} and {args.plot}")
+        return EXIT_OK
+    from tmagen import build, runtime, toolchain
+
+    if not args.spec:
+        raise SpecError("bench", ["give one or more specs, or --report BENCH_JSON"])
+    reason = runtime.no_gpu_reason()
+    if reason:
+        print(f"tmagen bench: nothing run, {reason}", file=sys.stderr)
+        return EXIT_NO_GPU
+    rendered = [build.render_spec_file(path) for path in args.spec]
+    device = runtime.Device.open()
+    for r in rendered:
+        result = toolchain.compile_folder(r.spec, r.files, cubin_only=True)
+        shape = r.spec.tensors[0].shape
+        t = bench.kernel_timing(r.spec, result.cubin.read_bytes(), device, shape, args.runs)
+        limit = bench.memcpy_timing(t.bytes_moved // 2, args.runs)
+        print(f"{t.name}: {'x'.join(map(str, shape))} {t.dtype}: {t.median_ms:.3f} ms, {t.gbps:.0f} GB/s = "
+              f"{t.gbps / limit.gbps:.3f} of cudaMemcpyAsync ({limit.gbps:.0f} GB/s)")
+    return EXIT_OK
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     from tmagen.spec import schema
 
@@ -302,7 +347,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"build": _cmd_build, "verify": _cmd_verify, "check": _cmd_check, "schema": _cmd_schema, "diagnose": _cmd_diagnose,
+COMMANDS = {"build": _cmd_build, "verify": _cmd_verify, "bench": _cmd_bench, "check": _cmd_check, "schema": _cmd_schema, "diagnose": _cmd_diagnose,
             "explain": _cmd_explain, "rules": _cmd_rules, "docs": _cmd_docs}
 
 

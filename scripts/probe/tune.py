@@ -51,11 +51,35 @@ def transpose_specs() -> list[dict]:
     return out
 
 
+def rank1_specs() -> list[dict]:
+    out = []
+    for stages in (8, 16):
+        for bps in (8, 16, 32):
+            out.append({"name": f"c1_{stages}_{bps}", "tensors": [{"name": "d", "dtype": "float32", "shape": [1 << 28],
+                        "box": [256], "swizzle": {"mode": "none"}}],
+                        "kernel": {"kind": "copy", "stages": stages, "blocks_per_sm": bps}})
+    return out
+
+
+def f32_transpose_specs() -> list[dict]:
+    out = []
+    for rows, cols in ((64, 64), (128, 64), (64, 128)):
+        for stages in (2, 3, 4):
+            for bps in (1, 2):
+                out.append({"name": f"tf_{rows}x{cols}_{stages}_{bps}",
+                            "tensors": [{"name": "m", "dtype": "float32", "shape": [16384, 16384],
+                                         "box": [rows, cols], "swizzle": {"mode": "none"}}],
+                            "kernel": {"kind": "transpose", "tiles_per_stage": 1, "stages": stages,
+                                       "blocks_per_sm": bps}})
+    return out
+
+
 def main() -> None:
     out_dir = sys.argv[1]
     which = sys.argv[2:] or ["copy", "transpose"]
     os.makedirs(out_dir, exist_ok=True)
-    raw = (copy_specs() if "copy" in which else []) + (transpose_specs() if "transpose" in which else [])
+    raw = (copy_specs() if "copy" in which else []) + (transpose_specs() if "transpose" in which else []) \
+        + (rank1_specs() if "rank1" in which else []) + (f32_transpose_specs() if "f32" in which else [])
     specs = [parse_spec(s) for s in raw]
     specs = [s for s in specs if not check_spec(s)]
     tc = toolchain.find_toolchain()
