@@ -178,6 +178,7 @@ class KernelView:
     buffer_stride: int = 0  # copy: bytes between stage buffers; transpose: bytes before the dst buffer
     stages: int = 1
     blocks_per_sm: int = 1
+    boxes_per_stage: int = 1
     persistent: bool = False  # takes a tiles argument and loops over tiles
     plan: TransposePlan | None = None
 
@@ -195,12 +196,14 @@ def kernel_views(spec: Spec) -> list[KernelView]:
     src, dst = maps["src"], maps["dst"]
     if isinstance(k, CopyKernel):
         stride = _round_up(src.smem_offset + src.footprint, PATTERN_ALIGN)
-        return [KernelView(f"{spec.name}_copy", ("src", "dst"), COPY_THREADS, stride * k.stages + PATTERN_ALIGN,
-                           stride, k.stages, k.blocks_per_sm, persistent=True)]
+        return [KernelView(f"{spec.name}_copy", ("src", "dst"), COPY_THREADS,
+                           stride * k.boxes_per_stage * k.stages + PATTERN_ALIGN, stride, k.stages, k.blocks_per_sm,
+                           k.boxes_per_stage, persistent=True)]
     plan = transpose_plan(spec)
     smem = (plan.stages * plan.in_stride + 2 * plan.out_stride) * plan.tiles_per_stage + PATTERN_ALIGN
     return [KernelView(f"{spec.name}_transpose", ("src", "dst"), plan.threads_per_tile * plan.tiles_per_stage,
-                       smem, plan.in_stride, plan.stages, k.blocks_per_sm, persistent=True, plan=plan)]
+                       smem, plan.in_stride, plan.stages, k.blocks_per_sm, plan.tiles_per_stage, persistent=True,
+                       plan=plan)]
 
 
 def _file_header(spec: Spec, spec_file: str, comment: str) -> str:

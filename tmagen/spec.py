@@ -170,6 +170,8 @@ class CopyKernel(_Model):
                         "a buffer is refilled while the next one's store is in flight).")
     blocks_per_sm: int = Field(1, ge=1, le=32, description="Resident blocks per multiprocessor of the "
                                "persistent grid.")
+    boxes_per_stage: int = Field(1, ge=1, le=32, description="Boxes each stage loads and stores at once, under "
+                                 "one mbarrier: more bytes per round trip where boxes are small (rank 1).")
 
 
 class TransposeKernel(_Model):

@@ -25,22 +25,24 @@ struct copy_f32_3d_tiles {
   uint32_t total;
 };
 
-// dst = src through shared memory: one thread drives the copy engine, 4 boxes in
-// flight per block, on a persistent grid. Edge tiles need no care: TMA fills loads outside the
-// tensor with zeros and drops stores outside it.
+// dst = src through shared memory: one thread drives the copy engine, 4 stages of
+// 1 box(es) in flight per block, on a persistent grid. Edge tiles need no care: TMA fills
+// loads outside the tensor with zeros and drops stores outside it.
 constexpr uint32_t copy_f32_3d_copy_threads = 32;
 constexpr uint32_t copy_f32_3d_copy_stages = 4;
-constexpr uint32_t copy_f32_3d_copy_stage_bytes = 4096;  // each stage starts on a pattern boundary
+constexpr uint32_t copy_f32_3d_copy_boxes_per_stage = 1;
+constexpr uint32_t copy_f32_3d_copy_box_stride = 4096;  // each box starts on a pattern boundary
 constexpr uint32_t copy_f32_3d_copy_smem_bytes = 17408;     // dynamic: the stages + 1024 of slack
-static_assert(copy_f32_3d_copy_stage_bytes % 1024 == 0 &&
-              copy_f32_3d_copy_stage_bytes >= copy_f32_3d::src_box::smem_offset + copy_f32_3d::src_box::footprint, "");
-static_assert(copy_f32_3d_copy_smem_bytes >= copy_f32_3d_copy_stage_bytes * copy_f32_3d_copy_stages + 1024, "");
+static_assert(copy_f32_3d_copy_box_stride % 1024 == 0 &&
+              copy_f32_3d_copy_box_stride >= copy_f32_3d::src_box::smem_offset + copy_f32_3d::src_box::footprint, "");
+static_assert(copy_f32_3d_copy_smem_bytes >=
+              copy_f32_3d_copy_box_stride * copy_f32_3d_copy_boxes_per_stage * copy_f32_3d_copy_stages + 1024, "");
 
 extern "C" __global__ void __launch_bounds__(32, 1) copy_f32_3d_copy(
     const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst, copy_f32_3d_tiles tiles) {
   using box = copy_f32_3d::src_box;
   namespace tma = copy_f32_3d::tma;
-  constexpr uint32_t stages = copy_f32_3d_copy_stages;
+  constexpr uint32_t stages = copy_f32_3d_copy_stages, group = copy_f32_3d_copy_boxes_per_stage;
   extern __shared__ uint8_t smem_raw[];
   __shared__ alignas(8) uint64_t full[stages];
   if (threadIdx.x != 0) return;  // the copy engine moves every byte; one thread issues
@@ -56,28 +58,36 @@ extern "C" __global__ void __launch_bounds__(32, 1) copy_f32_3d_copy(
       t /= tiles.count[d];
     }
   };
-  auto load = [&](uint32_t stage, uint32_t t) {
-    int32_t c[3];
-    coords(t, c);
-    tma::mbarrier_arrive_expect_tx(&full[stage], box::tx_bytes);
-    tma::load_3d(buffers + stage * copy_f32_3d_copy_stage_bytes, &src, &full[stage], c[0], c[1], c[2]);
+  auto buffer = [&](uint32_t stage, uint32_t j) { return buffers + (stage * group + j) * copy_f32_3d_copy_box_stride; };
+  // Stage unit g holds tiles g*group .. g*group+group-1 (fewer at the end).
+  const uint32_t units = (tiles.total + group - 1) / group;
+  auto load = [&](uint32_t stage, uint32_t g) {
+    const uint32_t count = min(group, tiles.total - g * group);
+    tma::mbarrier_arrive_expect_tx(&full[stage], count * box::tx_bytes);
+    for (uint32_t j = 0; j < count; ++j) {
+      int32_t c[3];
+      coords(g * group + j, c);
+      tma::load_3d(buffer(stage, j), &src, &full[stage], c[0], c[1], c[2]);
+    }
   };
 
   const uint32_t first = blockIdx.x, step = gridDim.x;
-  for (uint32_t s = 0; s < stages && first + s * step < tiles.total; ++s) load(s, first + s * step);
+  for (uint32_t s = 0; s < stages && first + s * step < units; ++s) load(s, first + s * step);
 
   tma::PhaseBits phases;
-  for (uint32_t k = 0; first + k * step < tiles.total; ++k) {
-    const uint32_t stage = k % stages;
-    int32_t c[3];
-    coords(first + k * step, c);
+  for (uint32_t k = 0; first + k * step < units; ++k) {
+    const uint32_t stage = k % stages, g = first + k * step;
     phases.wait(full, stage);
-    tma::store_3d(&dst, buffers + stage * copy_f32_3d_copy_stage_bytes, c[0], c[1], c[2]);
+    for (uint32_t j = 0; j < min(group, tiles.total - g * group); ++j) {
+      int32_t c[3];
+      coords(g * group + j, c);
+      tma::store_3d(&dst, buffer(stage, j), c[0], c[1], c[2]);
+    }
     tma::commit_group();
-    // Refill the buffer of the previous store once it has been read, keeping one store in flight.
+    // Refill the buffers of the previous stage once its stores have read them, keeping one in flight.
     if (k >= 1) {
       const uint32_t next = first + (k - 1 + stages) * step;
-      if (next < tiles.total) {
+      if (next < units) {
         tma::wait_group_read<1>();
         load((k - 1) % stages, next);
       }

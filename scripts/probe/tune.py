@@ -53,11 +53,16 @@ def transpose_specs() -> list[dict]:
 
 def rank1_specs() -> list[dict]:
     out = []
-    for stages in (8, 16):
-        for bps in (8, 16, 32):
-            out.append({"name": f"c1_{stages}_{bps}", "tensors": [{"name": "d", "dtype": "float32", "shape": [1 << 28],
-                        "box": [256], "swizzle": {"mode": "none"}}],
-                        "kernel": {"kind": "copy", "stages": stages, "blocks_per_sm": bps}})
+    for dtype, es in (("float32", 4), ("uint8", 1)):
+        for boxes in (4, 8, 16, 32):
+            for stages in (2, 3, 4):
+                for bps in (2, 4, 8):
+                    if boxes * 256 * es * stages * bps > 200 * 1024 or boxes * 1024 * stages > 200 * 1024:
+                        continue
+                    out.append({"name": f"c1_{dtype}_{boxes}_{stages}_{bps}", "tensors": [{
+                        "name": "d", "dtype": dtype, "shape": [(1 << 30) // es], "box": [256],
+                        "swizzle": {"mode": "none"}}],
+                        "kernel": {"kind": "copy", "stages": stages, "blocks_per_sm": bps, "boxes_per_stage": boxes}})
     return out
 
 

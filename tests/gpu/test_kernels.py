@@ -25,6 +25,9 @@ def copy_spec(rank: int, es: int, swizzle: str) -> dict:
 
 COPIES = [copy_spec(rank, es, swz) for rank in range(1, 6) for es in DTYPES for swz in ("none", "64B", "128B")
           if not (rank == 1 and swz != "none")]
+# several boxes per stage, under one mbarrier, with partial stages at the end
+COPIES += [{**c, "name": c["name"] + "_x5", "kernel": {**c["kernel"], "boxes_per_stage": 5}}
+           for c in COPIES if c["name"] in ("copy_r1_4_none", "copy_r3_2_64b", "copy_r5_1_128b")]
 
 
 def test_copy_ranks_dtypes_swizzles_and_edges(device, compiler, report) -> None:
