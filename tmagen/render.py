@@ -117,7 +117,6 @@ class TransposePlan:
     in_stride: int
     out_stride: int
     mapping: str  # "natural" or "xor"
-    super_tile: int = 1
 
     @property
     def microtiles(self) -> int:
@@ -165,7 +164,7 @@ def transpose_plan(spec: Spec) -> TransposePlan:
         while group > 1 and (k.stages * in_stride + 2 * out_stride) * group + PATTERN_ALIGN > limit:
             group -= 1
     return TransposePlan(unit, per_chunk, micro_rows, chunks, threads, group, k.stages, in_stride, out_stride,
-                         "xor" if xor else "natural", k.super_tile)
+                         "xor" if xor else "natural")
 
 
 @dataclass(frozen=True)

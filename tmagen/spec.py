@@ -181,8 +181,6 @@ class TransposeKernel(_Model):
     stages: int = Field(3, ge=1, le=8, description="Stages of src tiles in flight per block.")
     tiles_per_stage: int | None = Field(None, ge=1, le=8, description="Tiles each stage loads and the block "
                                         "transposes at once (default: as many as 256 threads hold).")
-    super_tile: int = Field(1, ge=1, le=16, description="Walk the tiles in squares of this many tiles a side "
-                            "(1: row after row).")
     unit_bytes: int | None = Field(
         None, description="Bytes of one transposed unit, a multiple of the dtype's size (default: one element). "
         "The seed example transposes int4 (16-byte) units carried as int32.")

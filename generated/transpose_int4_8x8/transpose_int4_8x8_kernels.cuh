@@ -114,32 +114,20 @@ extern "C" __global__ void __launch_bounds__(256) transpose_int4_8x8_transpose(
   const bool active = m < 64;
   const uint32_t a = m / 8, c = m % 8;
 
-  // Slots walk the tiles in squares of S x S (S = 1), so that the blocks at work together read
-  // and write short runs of neighbouring rows on both sides; squares that hang over the edge leave
-  // their outside slots empty.
-  constexpr uint32_t S = 1;
-  const uint32_t across = (tiles.count[0] + S - 1) / S * S, down = (tiles.count[1] + S - 1) / S * S;
-  const uint32_t slots = across * down * tiles.count[2];
-  const uint32_t groups = (slots + group - 1) / group;
-  auto origin = [&](uint32_t v, int32_t& col, int32_t& row, int32_t& batch) -> bool {
-    if (v >= slots) return false;
-    batch = static_cast<int32_t>(v / (across * down));
-    v %= across * down;
-    const uint32_t square = v / (S * S), inside = v % (S * S);
-    const uint32_t tile_col = square % (across / S) * S + inside % S, tile_row = square / (across / S) * S + inside / S;
-    col = static_cast<int32_t>(tile_col * tile_cols);
-    row = static_cast<int32_t>(tile_row * tile_rows);
-    return tile_col < tiles.count[0] && tile_row < tiles.count[1];
+  const uint32_t groups = (tiles.total + group - 1) / group;
+  auto origin = [&](uint32_t t, int32_t& col, int32_t& row, int32_t& batch) {
+    col = static_cast<int32_t>((t % tiles.count[0]) * tile_cols);
+    row = static_cast<int32_t>((t / tiles.count[0] % tiles.count[1]) * tile_rows);
+    batch = static_cast<int32_t>(t / (tiles.count[0] * tiles.count[1]));
   };
   auto load = [&](uint32_t stage, uint32_t g) {
-    int32_t col[group], row[group], batch[group];
-    bool valid[group];
-    uint32_t count = 0;
-    for (uint32_t j = 0; j < group; ++j) count += (valid[j] = origin(g * group + j, col[j], row[j], batch[j]));
+    const uint32_t first = g * group, count = min(group, tiles.total - first);
     tma::mbarrier_arrive_expect_tx(&full[stage], count * src_box::tx_bytes);
-    for (uint32_t j = 0; j < group; ++j)
-      if (valid[j])
-        tma::load_2d(in + (stage * group + j) * transpose_int4_8x8_transpose_in_stride, &src, &full[stage], col[j], row[j]);
+    for (uint32_t j = 0; j < count; ++j) {
+      int32_t col, row, batch;
+      origin(first + j, col, row, batch);
+      tma::load_2d(in + (stage * group + j) * transpose_int4_8x8_transpose_in_stride, &src, &full[stage], col, row);
+    }
   };
 
   if (threadIdx.x == 0) {
@@ -154,8 +142,8 @@ extern "C" __global__ void __launch_bounds__(256) transpose_int4_8x8_transpose(
     if (threadIdx.x == 0) tma::wait_group_read<1>();  // the store that last used this output buffer has read it
     __syncthreads();
     phases.wait(full, stage);
-    int32_t my_col, my_row, my_batch;
-    if (active && origin(g * group + slot, my_col, my_row, my_batch)) {
+    const uint32_t t = g * group + slot;
+    if (active && t < tiles.total) {
       uint8_t* src_tile = in + (stage * group + slot) * transpose_int4_8x8_transpose_in_stride;
       uint8_t* dst_tile = out + (buffer * group + slot) * transpose_int4_8x8_transpose_out_stride;
       const uint32_t src_base = tma::smem_address(src_tile), dst_base = tma::smem_address(dst_tile);
@@ -171,11 +159,12 @@ extern "C" __global__ void __launch_bounds__(256) transpose_int4_8x8_transpose(
     tma::fence_proxy_async_shared();  // the transposed tiles are visible to the copy engine
     __syncthreads();                  // ... all of them, and the stage's src tiles are consumed
     if (threadIdx.x == 0) {
-      for (uint32_t j = 0; j < group; ++j) {
+      const uint32_t first = g * group, count = min(group, tiles.total - first);
+      for (uint32_t j = 0; j < count; ++j) {
         int32_t col, row, batch;
-        if (origin(g * group + j, col, row, batch))
-          tma::store_2d(&dst, out + (buffer * group + j) * transpose_int4_8x8_transpose_out_stride,
-                        row * static_cast<int32_t>(per_unit), col / static_cast<int32_t>(per_unit));
+        origin(first + j, col, row, batch);
+        tma::store_2d(&dst, out + (buffer * group + j) * transpose_int4_8x8_transpose_out_stride,
+                      row * static_cast<int32_t>(per_unit), col / static_cast<int32_t>(per_unit));
       }
       tma::commit_group();
       const uint32_t next = g + stages * gridDim.x;

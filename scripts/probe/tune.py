@@ -79,28 +79,12 @@ def f32_transpose_specs() -> list[dict]:
     return out
 
 
-def super_specs() -> list[dict]:
-    out = []
-    for dtype, es, box, stages, bps in (("float32", 4, [64, 64], 3, 1), ("bfloat16", 2, [128, 128], 2, 3),
-                                         ("uint8", 1, [256, 128], 2, 1)):
-        for sq in (1, 2, 4, 8):
-            out.append({"name": f"sq_{dtype}_{sq}", "tensors": [{"name": "m", "dtype": dtype,
-                        "shape": [16384, 65536 // es], "box": box, "swizzle": {"mode": "none"}}],
-                        "kernel": {"kind": "transpose", "tiles_per_stage": 1, "stages": stages, "blocks_per_sm": bps,
-                                   "super_tile": sq}})
-    return out
-
-
-RAGGED = {"float32": [16352, 16352], "bfloat16": [16320, 32704], "uint8": [16256, 65408]}
-
-
 def main() -> None:
     out_dir = sys.argv[1]
     which = sys.argv[2:] or ["copy", "transpose"]
     os.makedirs(out_dir, exist_ok=True)
     raw = (copy_specs() if "copy" in which else []) + (transpose_specs() if "transpose" in which else []) \
-        + (rank1_specs() if "rank1" in which else []) + (f32_transpose_specs() if "f32" in which else []) \
-        + (super_specs() if "super" in which else [])
+        + (rank1_specs() if "rank1" in which else []) + (f32_transpose_specs() if "f32" in which else [])
     specs = [parse_spec(s) for s in raw]
     specs = [s for s in specs if not check_spec(s)]
     tc = toolchain.find_toolchain()
@@ -119,9 +103,6 @@ def main() -> None:
             continue
         rows.append((s.name, t.gbps, t.gbps / limit.gbps))
         print(f"{s.name:28s} {t.gbps:7.0f} GB/s  {t.gbps / limit.gbps:.3f}", flush=True)
-        if s.name.startswith("sq_"):
-            r = bench.kernel_timing(s, cubins[s.name], device, RAGGED[s.tensors[0].dtype], runs=10)
-            print(f"{s.name + ' ragged':28s} {r.gbps:7.0f} GB/s  {r.gbps / limit.gbps:.3f}", flush=True)
     rows.sort(key=lambda r: -r[1])
     print("best:", rows[:8])
     with open(os.path.join(out_dir, "tune.json"), "w") as f:
