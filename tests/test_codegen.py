@@ -17,7 +17,7 @@ import pytest
 from tmagen import build, toolchain
 from tmagen.cli import main
 from tmagen.render import render
-from tmagen.spec import kernel_maps, load_checked_spec, parse_spec
+from tmagen.spec import kernel_maps, parse_spec
 from tmagen.swizzle import smem_offsets
 
 from conftest import REPO, pythonpath_with_repo

@@ -10,16 +10,13 @@ fragments the message must contain: the field, the offending value and the fix's
 from __future__ import annotations
 
 import copy
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
-from tmagen.dtypes import DTYPES
-from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
-from tmagen.limits import TARGETS
-from tmagen.rules import RULES, FieldNames, TensorMapArgs, Violation, check_encode_tiled, run_rules
-from tmagen.spec import SpecFieldNames, check_spec, parse_spec
+from tmagen.enums import Swizzle
+from tmagen.rules import RULES, Violation, check_encode_tiled
+from tmagen.spec import check_spec, parse_spec
 
 ADDR = 0x7F0000000000  # 4096-aligned, so every alignment rule passes
 

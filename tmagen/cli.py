@@ -156,13 +156,21 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return status
 
 
+def _gpu_here(command: str) -> bool:
+    """True where kernels can run; otherwise says why, in one line."""
+    from tmagen import runtime
+
+    reason = runtime.no_gpu_reason()
+    if reason:
+        print(f"tmagen {command}: nothing run, {reason}", file=sys.stderr)
+    return reason is None
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from tmagen import build, runtime, toolchain, verify
     from tmagen.limits import TARGETS
 
-    reason = runtime.no_gpu_reason()
-    if reason:
-        print(f"tmagen verify: nothing run, {reason}", file=sys.stderr)
+    if not _gpu_here("verify"):
         return EXIT_NO_GPU
     rendered = [build.render_spec_file(path) for path in args.spec]
     device = runtime.Device.open()
@@ -209,9 +217,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     if not args.spec:
         raise SpecError("bench", ["give one or more specs, or --report BENCH_JSON"])
-    reason = runtime.no_gpu_reason()
-    if reason:
-        print(f"tmagen bench: nothing run, {reason}", file=sys.stderr)
+    if not _gpu_here("bench"):
         return EXIT_NO_GPU
     rendered = [build.render_spec_file(path) for path in args.spec]
     device = runtime.Device.open()

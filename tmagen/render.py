@@ -193,8 +193,8 @@ def kernel_views(spec: Spec) -> list[KernelView]:
     if isinstance(k, InspectKernel):
         return [KernelView(f"{spec.name}_inspect_{m.name}", (m.name,), INSPECT_THREADS,
                            m.smem_offset + m.footprint + PATTERN_ALIGN) for m in maps.values()]
-    src, dst = maps["src"], maps["dst"]
     if isinstance(k, CopyKernel):
+        src = maps["src"]
         stride = _round_up(src.smem_offset + src.footprint, PATTERN_ALIGN)
         return [KernelView(f"{spec.name}_copy", ("src", "dst"), COPY_THREADS,
                            stride * k.boxes_per_stage * k.stages + PATTERN_ALIGN, stride, k.stages, k.blocks_per_sm,

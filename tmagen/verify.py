@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from tmagen import runtime
+from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.render import KernelView, kernel_views
 from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, kernel_maps
 from tmagen.swizzle import BoxLayout, PATTERNS
@@ -63,9 +64,8 @@ def encode(m: MapSpec, address: int, shape: Sequence[int]) -> runtime.TensorMap:
     return runtime.encode_tiled(
         dtype=t.dt.driver, rank=t.rank, global_address=address, global_dim=list(shape[::-1]),
         global_strides=strides, box_dim=t.box[::-1], element_strides=t.element_strides_or_default[::-1],
-        interleave={"none": 0, "16B": 1, "32B": 2}[t.interleave], swizzle=int(t.swizzle.driver),
-        l2_promotion={"none": 0, "64B": 1, "128B": 2, "256B": 3}[t.l2_promotion],
-        oob_fill={"zero": 0, "nan": 1}[t.oob_fill])
+        interleave=int(Interleave.parse(t.interleave)), swizzle=int(t.swizzle.driver),
+        l2_promotion=int(L2Promotion.parse(t.l2_promotion)), oob_fill=int(OobFill.parse(t.oob_fill)))
 
 
 def random_bytes(rng: np.random.Generator, shape: Sequence[int], elem_bytes: int) -> np.ndarray:
@@ -154,34 +154,14 @@ class Verifier:
         return Outcome(view.symbol, tuple(shape), t.dtype, bad.size == 0, detail, ms)
 
     def copy(self, shape: Sequence[int] | None = None, timed: bool = False) -> Outcome:
-        src_map, dst_map = self.maps["src"], self.maps["dst"]
-        t = src_map.tensor
-        view = self.views[f"{self.spec.name}_copy"]
+        t = self.maps["src"].tensor
         shape = list(shape or t.shape)
-        es = t.dt.nbytes
-        host = random_bytes(self.rng, shape, es)
-        with runtime.Buffer.from_array(host) as src, runtime.Buffer(host.nbytes) as dst:
-            dst.fill(OUT_POISON)
-            tl = tiles(shape, t.box)
-            params = [encode(src_map, src.ptr, shape), encode(dst_map, dst.ptr, shape), tl]
-            kernel = self._kernel(view)
-            grid = max(1, min(tl.total, self.device.multiprocessors * view.blocks_per_sm))
-
-            def launch() -> None:
-                kernel.launch(grid, view.threads, params)
-
-            launch()
-            self.device.synchronize()
-            got = dst.download().reshape(host.shape)
-            ms = self._time(launch) if timed else None
-        bad = int(np.count_nonzero(np.any(got != host, axis=-1)))
-        detail = "every element" if bad == 0 else f"{bad} of {host.size // es} elements differ"
-        return Outcome(view.symbol, tuple(shape), t.dtype, bad == 0, detail, ms)
+        host = random_bytes(self.rng, shape, t.dt.nbytes)
+        return self._persistent("copy", host, shape, host, "element", timed)
 
     def transpose(self, shape: Sequence[int] | None = None, timed: bool = False) -> Outcome:
-        src_map, dst_map = self.maps["src"], self.maps["dst"]
+        src_map = self.maps["src"]
         t = src_map.tensor
-        view = self.views[f"{self.spec.name}_transpose"]
         shape = list(shape or t.shape)
         es, unit = t.dt.nbytes, src_map.unit_bytes
         per = unit // es
@@ -189,7 +169,16 @@ class Verifier:
         rows, cols = shape[-2], shape[-1] // per
         units = host.reshape(*shape[:-2], rows, cols, unit)
         expected = np.ascontiguousarray(np.swapaxes(units, -2, -3))  # (..., cols, rows, unit)
-        dst_shape = [*shape[:-2], cols, rows * per]
+        return self._persistent("transpose", host, [*shape[:-2], cols, rows * per], expected, "unit", timed)
+
+    def _persistent(self, kind: str, host: np.ndarray, dst_shape: list[int], expected: np.ndarray, what: str,
+                    timed: bool) -> Outcome:
+        """Runs the copy or transpose kernel from ``host`` into a poisoned output of ``dst_shape`` and
+        compares it with ``expected`` (last axis: the bytes of one element or unit)."""
+        src_map, dst_map = self.maps["src"], self.maps["dst"]
+        t = src_map.tensor
+        view = self.views[f"{self.spec.name}_{kind}"]
+        shape = list(host.shape[:-1])
         with runtime.Buffer.from_array(host) as src, runtime.Buffer(host.nbytes) as dst:
             dst.fill(OUT_POISON)
             tl = tiles(shape, t.box)
@@ -205,7 +194,8 @@ class Verifier:
             got = dst.download().reshape(expected.shape)
             ms = self._time(launch) if timed else None
         bad = int(np.count_nonzero(np.any(got != expected, axis=-1)))
-        detail = "every unit" if bad == 0 else f"{bad} of {expected.size // unit} units differ"
+        count = expected.size // expected.shape[-1]
+        detail = f"every {what}" if bad == 0 else f"{bad} of {count} {what}s differ"
         return Outcome(view.symbol, tuple(shape), t.dtype, bad == 0, detail, ms)
 
     def close(self) -> None:

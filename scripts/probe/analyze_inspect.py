@@ -12,7 +12,7 @@ def swz(a, mode):
 def predict(m, pitch_rule):
     es, w, off = m["esize"], m["inner_bytes"], m["offset"]
     span = {0: 0, 1: 32, 2: 64, 3: 128}[m["swizzle"]]
-    box = m["box"]; coords = m["coords"]; strides = m["strides"]; rank = len(box)
+    box = m["box"]; coords = m["coords"]; strides = m["strides"]
     pitch = pitch_rule(w, span)
     img = np.full(dumps.shape[1], POISON, np.uint32)
     # outer box positions, innermost-first box dims[1:]
