@@ -265,6 +265,7 @@ class Spec(_Model):
         if t.element_strides is not None and any(e != 1 for e in t.element_strides):
             raise _form_error("tensors[0].element_strides", "must be all 1 for a transpose")
 
+
 class MapSpec(_Model):
     """One tensor map a kernel uses: its role in the kernel, and the tensor it describes."""
 
@@ -280,8 +281,7 @@ def kernel_maps(spec: Spec) -> list[MapSpec]:
     """The tensor maps the spec's kernel uses, in kernel-parameter order."""
     k = spec.kernel
     if isinstance(k, InspectKernel):
-        return [MapSpec(role=t.name, tensor=t, index=i, unit_bytes=t.dt.nbytes if not t.dt.packed else 1)
-                for i, t in enumerate(spec.tensors)]
+        return [MapSpec(role=t.name, tensor=t, index=i, unit_bytes=t.dt.nbytes) for i, t in enumerate(spec.tensors)]
     t = spec.tensors[0]
     if isinstance(k, CopyKernel):
         return [MapSpec(role="src", tensor=t, index=0, unit_bytes=t.dt.nbytes),
@@ -293,7 +293,7 @@ def kernel_maps(spec: Spec) -> list[MapSpec]:
     out = t.model_copy(update={
         "shape": [*t.shape[:-2], cols, rows * per_unit],
         "box": [*t.box[:-2], box_cols, box_rows * per_unit],
-        "strides": None, "element_strides": None, "smem_offset": t.smem_offset})
+        "strides": None, "element_strides": None})
     return [MapSpec(role="src", tensor=t, index=0, unit_bytes=unit),
             MapSpec(role="dst", tensor=out, index=0, derived=True, stores=True, unit_bytes=unit)]
 
