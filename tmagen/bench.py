@@ -16,8 +16,8 @@ import numpy as np
 
 from tmagen import runtime
 from tmagen.render import kernel_views
-from tmagen.spec import CopyKernel, Spec, TransposeKernel, kernel_maps
-from tmagen.verify import encode, tiles
+from tmagen.spec import CopyKernel, Spec, TransposeKernel
+from tmagen.verify import launch_arguments
 
 GIB = 1 << 30
 
@@ -69,16 +69,9 @@ def kernel_timing(spec: Spec, cubin: bytes, device: runtime.Device, shape: Seque
     k = spec.kernel
     if not isinstance(k, (CopyKernel, TransposeKernel)):
         raise ValueError(f"bench times copy and transpose kernels, not {k.kind}")
-    maps = {m.role: m for m in kernel_maps(spec)}
-    t = maps["src"].tensor
-    es = t.dt.nbytes
+    t = spec.tensors[0]
     shape = list(shape)
-    nbytes = int(np.prod(shape)) * es
-    if isinstance(k, TransposeKernel):
-        per = maps["src"].unit_bytes // es
-        dst_shape = [*shape[:-2], shape[-1] // per, shape[-2] * per]
-    else:
-        dst_shape = shape
+    nbytes = int(np.prod(shape)) * t.dt.nbytes
     view = kernel_views(spec)[0]
     module = runtime.Module(cubin)
     try:
@@ -86,9 +79,7 @@ def kernel_timing(spec: Spec, cubin: bytes, device: runtime.Device, shape: Seque
         rng = np.random.default_rng(seed)
         with runtime.Buffer(nbytes) as src, runtime.Buffer(nbytes) as dst:
             src.upload(rng.integers(0, 256, size=nbytes, dtype=np.uint8))
-            tl = tiles(shape, t.box)
-            params = [encode(maps["src"], src.ptr, shape), encode(maps["dst"], dst.ptr, dst_shape), tl]
-            grid = max(1, min(tl.total, device.multiprocessors * view.blocks_per_sm))
+            grid, params = launch_arguments(spec, view, device, src.ptr, dst.ptr, shape)
             ms, spread = median_ms(lambda: kernel.launch(grid, view.threads, params), runs)
     finally:
         module.unload()
@@ -106,23 +97,13 @@ def torch_timings(shape: Sequence[int], dtype: str, runs: int = 20) -> list[Timi
                    "int64": torch.int64, "uint16": torch.int16, "uint32": torch.int32, "uint64": torch.int64}[dtype]
     x = torch.randint(0, 100, tuple(shape), device="cuda").to(torch_dtype)
     nbytes = x.numel() * x.element_size()
-    out = []
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    cases = [("torch clone()", lambda: x.clone())]
+    # PyTorch launches on the legacy default stream, which runtime.Timer's events bracket.
+    cases = [("torch clone()", x.clone)]
     if len(shape) >= 2:
-        cases.append(("torch .transpose(-2,-1).contiguous()", lambda: x.transpose(-2, -1).contiguous()))
-    for name, fn in cases:
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(runs):
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        out.append(Timing(name, tuple(shape), dtype, 2 * nbytes, statistics.median(times), max(times) - min(times)))
-    del x
+        cases.append(("torch .transpose(-2,-1).contiguous()", x.transpose(-2, -1).contiguous))
+    out = [Timing(name, tuple(shape), dtype, 2 * nbytes, *median_ms(fn, runs)) for name, fn in cases]
+    cases.clear()
+    x = None  # noqa: F841 - the tensor goes before the cache is emptied
     torch.cuda.empty_cache()
     return out
 

@@ -16,7 +16,7 @@ import numpy as np
 from tmagen import runtime
 from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.render import KernelView, kernel_views
-from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, kernel_maps
+from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, TransposeKernel, kernel_maps
 from tmagen.swizzle import BoxLayout, PATTERNS
 
 OUT_POISON = 0xA5  # output buffers before a launch
@@ -66,6 +66,23 @@ def encode(m: MapSpec, address: int, shape: Sequence[int]) -> runtime.TensorMap:
         global_strides=strides, box_dim=t.box[::-1], element_strides=t.element_strides_or_default[::-1],
         interleave=int(Interleave.parse(t.interleave)), swizzle=int(t.swizzle.driver),
         l2_promotion=int(L2Promotion.parse(t.l2_promotion)), oob_fill=int(OobFill.parse(t.oob_fill)))
+
+
+def launch_arguments(spec: Spec, view: KernelView, device: runtime.Device, src_ptr: int, dst_ptr: int,
+                     shape: Sequence[int]) -> tuple[int, list]:
+    """Grid size and parameters of the copy or transpose kernel from a contiguous tensor of ``shape``
+    at ``src_ptr`` into a contiguous output at ``dst_ptr`` (for a transpose, the last two dimensions
+    turned, in units)."""
+    maps = {m.role: m for m in kernel_maps(spec)}
+    src = maps["src"]
+    shape = list(shape)
+    dst_shape = shape
+    if isinstance(spec.kernel, TransposeKernel):
+        per = src.unit_bytes // src.tensor.dt.nbytes
+        dst_shape = [*shape[:-2], shape[-1] // per, shape[-2] * per]
+    tl = tiles(shape, src.tensor.box)
+    params = [encode(src, src_ptr, shape), encode(maps["dst"], dst_ptr, dst_shape), tl]
+    return max(1, min(tl.total, device.multiprocessors * view.blocks_per_sm)), params
 
 
 def random_bytes(rng: np.random.Generator, shape: Sequence[int], elem_bytes: int) -> np.ndarray:
@@ -157,7 +174,7 @@ class Verifier:
         t = self.maps["src"].tensor
         shape = list(shape or t.shape)
         host = random_bytes(self.rng, shape, t.dt.nbytes)
-        return self._persistent("copy", host, shape, host, "element", timed)
+        return self._persistent("copy", host, host, "element", timed)
 
     def transpose(self, shape: Sequence[int] | None = None, timed: bool = False) -> Outcome:
         src_map = self.maps["src"]
@@ -169,22 +186,18 @@ class Verifier:
         rows, cols = shape[-2], shape[-1] // per
         units = host.reshape(*shape[:-2], rows, cols, unit)
         expected = np.ascontiguousarray(np.swapaxes(units, -2, -3))  # (..., cols, rows, unit)
-        return self._persistent("transpose", host, [*shape[:-2], cols, rows * per], expected, "unit", timed)
+        return self._persistent("transpose", host, expected, "unit", timed)
 
-    def _persistent(self, kind: str, host: np.ndarray, dst_shape: list[int], expected: np.ndarray, what: str,
-                    timed: bool) -> Outcome:
-        """Runs the copy or transpose kernel from ``host`` into a poisoned output of ``dst_shape`` and
-        compares it with ``expected`` (last axis: the bytes of one element or unit)."""
-        src_map, dst_map = self.maps["src"], self.maps["dst"]
-        t = src_map.tensor
+    def _persistent(self, kind: str, host: np.ndarray, expected: np.ndarray, what: str, timed: bool) -> Outcome:
+        """Runs the copy or transpose kernel from ``host`` into a poisoned output and compares it with
+        ``expected`` (last axis: the bytes of one element or unit)."""
+        t = self.maps["src"].tensor
         view = self.views[f"{self.spec.name}_{kind}"]
         shape = list(host.shape[:-1])
         with runtime.Buffer.from_array(host) as src, runtime.Buffer(host.nbytes) as dst:
             dst.fill(OUT_POISON)
-            tl = tiles(shape, t.box)
-            params = [encode(src_map, src.ptr, shape), encode(dst_map, dst.ptr, dst_shape), tl]
+            grid, params = launch_arguments(self.spec, view, self.device, src.ptr, dst.ptr, shape)
             kernel = self._kernel(view)
-            grid = max(1, min(tl.total, self.device.multiprocessors * view.blocks_per_sm))
 
             def launch() -> None:
                 kernel.launch(grid, view.threads, params)
