@@ -253,7 +253,7 @@ def test_transpose_plan_moves_every_unit_once(dtype: str, unit: int, box: list[i
     """Runs the kernel's algorithm in numpy: TMA's placement of a src tile (the model), each thread's
     k 16-byte reads, the register transpose, its k 16-byte writes, and TMA's reading of the dst tile
     back: the result must be the transposed tile, every unit written once."""
-    from tmagen.render import transpose_plan
+    from tmagen.spec import transpose_plan
     from tmagen.swizzle import BoxLayout, pattern
 
     spec = parse_spec({"name": "t", "tensors": [{"name": "m", "dtype": dtype, "shape": [b * 2 for b in box],

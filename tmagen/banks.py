@@ -95,8 +95,9 @@ def kernel_conflicts(spec: "Spec", shape: Sequence[int] | None = None) -> dict[s
     """
     import math
 
-    from tmagen.render import PATTERN_ALIGN, map_view, transpose_plan
-    from tmagen.spec import TransposeKernel, kernel_maps
+    from tmagen.plan import PATTERN_ALIGN
+    from tmagen.render import map_view
+    from tmagen.spec import TransposeKernel, kernel_maps, transpose_plan
     from tmagen.verify import tiles
 
     if not isinstance(spec.kernel, TransposeKernel):

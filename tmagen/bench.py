@@ -15,8 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tmagen import runtime
-from tmagen.render import kernel_views
-from tmagen.spec import CopyKernel, Spec, TransposeKernel
+from tmagen.spec import CopyKernel, Spec, TransposeKernel, kernel_plans
 from tmagen.verify import launch_arguments
 
 GIB = 1 << 30
@@ -72,7 +71,7 @@ def kernel_timing(spec: Spec, cubin: bytes, device: runtime.Device, shape: Seque
     t = spec.tensors[0]
     shape = list(shape)
     nbytes = int(np.prod(shape)) * t.dt.nbytes
-    view = kernel_views(spec)[0]
+    view = kernel_plans(spec)[0]
     module = runtime.Module(cubin)
     try:
         kernel = module.function(view.symbol, view.smem_bytes)

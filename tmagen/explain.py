@@ -44,8 +44,8 @@ def all_pattern_tables() -> str:
 # ----------------------------------------------------------------------------- a spec, in words
 def explain_spec(spec: "Spec") -> str:
     """The tensor maps of a spec as the host code will build them, and where their boxes land."""
-    from tmagen.render import kernel_views, map_view
-    from tmagen.spec import kernel_maps
+    from tmagen.render import map_view
+    from tmagen.spec import kernel_maps, kernel_plans
 
     out = [f"spec {spec.name}: {spec.kernel.kind} kernel for {spec.target}"]
     for m in kernel_maps(spec):
@@ -71,7 +71,7 @@ def explain_spec(spec: "Spec") -> str:
             "  16-byte chunks per 128-byte line (logical row.chunk at each bank group):",
             *("  " + line for line in box_chunk_table(t.box, t.dt.nbytes, t.swizzle.driver, v.smem_offset).splitlines()),
         ]
-    for k in kernel_views(spec):
+    for k in kernel_plans(spec):
         out.append(f"\nkernel {k.symbol}: {k.threads} threads, {k.smem_bytes} bytes of dynamic shared memory")
     return "\n".join(out)
 

@@ -18,7 +18,7 @@ import jinja2
 from tmagen import __version__
 from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.limits import TARGETS
-from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, TransposeKernel, kernel_maps
+from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, TransposeKernel, kernel_maps, kernel_plans
 from tmagen.swizzle import PATTERNS
 
 _HERE = Path(__file__).resolve().parent
@@ -99,113 +99,6 @@ def map_view(m: MapSpec) -> MapView:
         footprint=rows * pitch, tx_bytes=rows * row_bytes, smem_offset=t.smem_offset)
 
 
-PATTERN_ALIGN = 1024  # the longest swizzle period: buffers start on it, boxes at smem_offset past it
-INSPECT_THREADS, COPY_THREADS = 128, 32
-
-
-@dataclass(frozen=True)
-class TransposePlan:
-    """How the transpose kernel splits its tiles: micro-tiles of k rows x 16 bytes, one per thread."""
-
-    unit: int  # bytes of one transposed unit
-    k: int  # units per 16-byte chunk, and rows per micro-tile
-    micro_rows: int  # micro-tiles down a tile
-    tile_chunks: int  # micro-tiles across a tile (16-byte chunks per row)
-    threads_per_tile: int
-    tiles_per_stage: int
-    stages: int
-    in_stride: int
-    out_stride: int
-    mapping: str  # "natural" or "xor"
-
-    @property
-    def microtiles(self) -> int:
-        return self.micro_rows * self.tile_chunks
-
-    @property
-    def mapping_doc(self) -> str:
-        return ("a = m / chunks, c = m % chunks (16-byte units: the swizzle keeps the writes down a column "
-                "apart)" if self.mapping == "natural" else
-                "a = m % rows, c = (a ^ m / rows) % chunks (the XOR keeps each phase's lanes on distinct "
-                "chunks for reads and writes)")
-
-    def microtile(self, m: int) -> tuple[int, int]:
-        """(a, c) of thread m: rows k*a .. k*a+k-1, 16-byte chunk c (the kernel's formula)."""
-        if self.mapping == "xor":
-            a = m % self.micro_rows
-            return a, (a ^ (m // self.micro_rows)) % self.tile_chunks
-        return m // self.tile_chunks, m % self.tile_chunks
-
-
-def _power_of_two(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-def transpose_plan(spec: Spec) -> TransposePlan:
-    k = spec.kernel
-    if not isinstance(k, TransposeKernel):
-        raise TypeError(f"{spec.name} has a {k.kind} kernel, not a transpose")
-    maps = {m.role: m for m in kernel_maps(spec)}
-    src, dst = map_view(maps["src"]), map_view(maps["dst"])
-    unit = maps["src"].unit_bytes
-    per_chunk = 16 // unit
-    micro_rows = max(src.rows // per_chunk, 1)
-    chunks = max(src.row_bytes // 16, 1)
-    # With one unit per chunk the natural order reads along rows and writes down a column, which
-    # the swizzle spreads over the banks; with several, an XOR order does it for any swizzle.
-    xor = per_chunk > 1 and _power_of_two(chunks)
-    threads = _round_up(micro_rows * chunks, 32)
-    in_stride = _round_up(src.smem_offset + src.footprint, PATTERN_ALIGN)
-    out_stride = _round_up(dst.smem_offset + dst.footprint, PATTERN_ALIGN)
-    group = k.tiles_per_stage
-    if group is None:  # as many tiles as 256 threads take, while the buffers fit a block
-        limit = TARGETS[spec.target].smem_per_block_optin
-        group = max(1, min(8, 256 // threads))
-        while group > 1 and (k.stages * in_stride + 2 * out_stride) * group + PATTERN_ALIGN > limit:
-            group -= 1
-    return TransposePlan(unit, per_chunk, micro_rows, chunks, threads, group, k.stages, in_stride, out_stride,
-                         "xor" if xor else "natural")
-
-
-@dataclass(frozen=True)
-class KernelView:
-    """One extern "C" kernel: its symbol, the maps it takes in order, and how to launch it."""
-
-    symbol: str
-    maps: tuple[str, ...]
-    threads: int
-    smem_bytes: int  # dynamic shared memory, including the slack to reach a 1024-byte boundary
-    buffer_stride: int = 0  # copy: bytes between stage buffers; transpose: bytes before the dst buffer
-    stages: int = 1
-    blocks_per_sm: int = 1
-    boxes_per_stage: int = 1
-    persistent: bool = False  # takes a tiles argument and loops over tiles
-    plan: TransposePlan | None = None
-
-
-def _round_up(n: int, to: int) -> int:
-    return -(-n // to) * to
-
-
-def kernel_views(spec: Spec) -> list[KernelView]:
-    maps = {m.name: m for m in (map_view(x) for x in kernel_maps(spec))}
-    k = spec.kernel
-    if isinstance(k, InspectKernel):
-        return [KernelView(f"{spec.name}_inspect_{m.name}", (m.name,), INSPECT_THREADS,
-                           m.smem_offset + m.footprint + PATTERN_ALIGN) for m in maps.values()]
-    if isinstance(k, CopyKernel):
-        src = maps["src"]
-        stride = _round_up(src.smem_offset + src.footprint, PATTERN_ALIGN)
-        return [KernelView(f"{spec.name}_copy", ("src", "dst"), COPY_THREADS,
-                           stride * k.boxes_per_stage * k.stages + PATTERN_ALIGN, stride, k.stages, k.blocks_per_sm,
-                           k.boxes_per_stage, persistent=True)]
-    plan = transpose_plan(spec)
-    smem = (plan.stages * plan.in_stride + 2 * plan.out_stride) * plan.tiles_per_stage + PATTERN_ALIGN
-    return [KernelView(f"{spec.name}_transpose", ("src", "dst"), plan.threads_per_tile * plan.tiles_per_stage,
-                       smem, plan.in_stride, plan.stages, k.blocks_per_sm, plan.tiles_per_stage, persistent=True,
-                       plan=plan)]
-
-
 def _file_header(spec: Spec, spec_file: str, comment: str) -> str:
     return (f"{comment} Generated by tmagen {__version__} from {spec_file} (spec \"{spec.name}\"): do not edit.\n"
             f"{comment} Regenerate with: tmagen build {spec_file}\n")
@@ -218,7 +111,7 @@ def context(spec: Spec, spec_file: str) -> dict[str, object]:
     return {
         "spec": spec, "name": spec.name, "guard": f"TMAGEN_{spec.name.upper()}",
         "kind": kernel.kind, "kernel": kernel, "maps": maps, "map": {m.name: m for m in maps},
-        "launch": {k.symbol: k for k in kernel_views(spec)},
+        "launch": {k.symbol: k for k in kernel_plans(spec)},
         "target": target, "arch_number": target.name.removeprefix("sm_"),
         "runs_on_hopper": target.runs_here,
         "smem_limit": target.smem_per_block_optin,

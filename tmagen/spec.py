@@ -16,11 +16,12 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from tmagen import limits
+from tmagen import limits, plan
 from tmagen.dtypes import DTYPES, DType
 from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
-from tmagen.errors import RuleError, SpecError
+from tmagen.errors import ModelError, RuleError, SpecError
 from tmagen.rules import FieldNames, TensorMapArgs, Violation, run_rules
+from tmagen.swizzle import PATTERNS, BoxLayout
 
 CPP_KEYWORDS = frozenset("""
 alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
@@ -447,11 +448,44 @@ def tensor_map_args(spec: Spec, m: MapSpec) -> TensorMapArgs:
 
 
 def _kernel_smem(spec: Spec, m: MapSpec) -> int:
-    """Dynamic shared memory of the kernel that uses map ``m`` (tmagen.render sizes the kernels)."""
-    from tmagen.render import kernel_views
+    """Dynamic shared memory of the kernel that uses map ``m``; 0 while a box cannot be laid out at
+    all (the rules that it breaks are reported instead)."""
+    try:
+        return max((k.smem_bytes for k in kernel_plans(spec) if m.role in k.maps), default=0)
+    except ModelError:
+        return 0
 
-    views = kernel_views(spec)
-    return max((k.smem_bytes for k in views if m.role in k.maps), default=0)
+
+def box_layout(m: MapSpec) -> BoxLayout:
+    """Where TMA puts the box of map ``m`` in shared memory, from its smem_offset on."""
+    t = m.tensor
+    return BoxLayout(tuple(t.box), t.dt.nbytes, PATTERNS[t.swizzle.driver], t.smem_offset)
+
+
+def transpose_plan(spec: Spec) -> plan.TransposePlan:
+    k = spec.kernel
+    if not isinstance(k, TransposeKernel):
+        raise TypeError(f"{spec.name} has a {k.kind} kernel, not a transpose")
+    maps = {m.role: m for m in kernel_maps(spec)}
+    unit = maps["src"].unit_bytes
+
+    def as_rows(m: MapSpec) -> BoxLayout:  # the transpose sees each box as rows of bytes
+        layout = box_layout(m)
+        return BoxLayout((layout.rows, layout.inner_bytes), 1, layout.pattern, layout.base_address)
+
+    return plan.transpose_plan(as_rows(maps["src"]), as_rows(maps["dst"]), unit, k.stages, k.tiles_per_stage,
+                               limits.TARGETS[spec.target].smem_per_block_optin)
+
+
+def kernel_plans(spec: Spec) -> list[plan.KernelPlan]:
+    """The kernels the spec generates, with their threads and shared memory (tmagen.plan)."""
+    k = spec.kernel
+    maps = kernel_maps(spec)
+    if isinstance(k, InspectKernel):
+        return plan.inspect_kernels(spec.name, {m.role: box_layout(m) for m in maps})
+    if isinstance(k, CopyKernel):
+        return [plan.copy_kernel(spec.name, box_layout(maps[0]), k.stages, k.boxes_per_stage, k.blocks_per_sm)]
+    return [plan.transpose_kernel(spec.name, transpose_plan(spec), k.blocks_per_sm)]
 
 
 def check_spec(spec: Spec) -> list[Violation]:
@@ -475,4 +509,4 @@ def load_checked_spec(path: str | Path) -> Spec:
 
 __all__ = ["Spec", "TensorSpec", "SwizzleSpec", "InspectKernel", "CopyKernel", "TransposeKernel",
            "MapSpec", "load_spec", "parse_spec", "check_spec", "load_checked_spec", "schema",
-           "tensor_map_args", "kernel_maps"]
+           "tensor_map_args", "kernel_maps", "kernel_plans", "transpose_plan", "box_layout"]

@@ -15,8 +15,8 @@ import numpy as np
 
 from tmagen import runtime
 from tmagen.enums import Interleave, L2Promotion, OobFill
-from tmagen.render import KernelView, kernel_views
-from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, TransposeKernel, kernel_maps
+from tmagen.plan import KernelPlan
+from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, TransposeKernel, kernel_maps, kernel_plans
 from tmagen.swizzle import BoxLayout, PATTERNS
 
 OUT_POISON = 0xA5  # output buffers before a launch
@@ -68,7 +68,7 @@ def encode(m: MapSpec, address: int, shape: Sequence[int]) -> runtime.TensorMap:
         l2_promotion=int(L2Promotion.parse(t.l2_promotion)), oob_fill=int(OobFill.parse(t.oob_fill)))
 
 
-def launch_arguments(spec: Spec, view: KernelView, device: runtime.Device, src_ptr: int, dst_ptr: int,
+def launch_arguments(spec: Spec, view: KernelPlan, device: runtime.Device, src_ptr: int, dst_ptr: int,
                      shape: Sequence[int]) -> tuple[int, list]:
     """Grid size and parameters of the copy or transpose kernel from a contiguous tensor of ``shape``
     at ``src_ptr`` into a contiguous output at ``dst_ptr`` (for a transpose, the last two dimensions
@@ -113,7 +113,7 @@ class Verifier:
         self.device = device
         self.rng = np.random.default_rng(seed)
         self.module = runtime.Module(cubin)
-        self.views = {k.symbol: k for k in kernel_views(spec)}
+        self.views = {k.symbol: k for k in kernel_plans(spec)}
         self.maps = {m.role: m for m in kernel_maps(spec)}
 
     def run_all(self, timed: bool = True) -> list[Outcome]:
@@ -124,7 +124,7 @@ class Verifier:
             return [self.copy(timed=timed)]
         return [self.transpose(timed=timed)]
 
-    def _kernel(self, view: KernelView) -> runtime.Kernel:
+    def _kernel(self, view: KernelPlan) -> runtime.Kernel:
         return self.module.function(view.symbol, view.smem_bytes)
 
     def _time(self, launch: "callable") -> float:  # type: ignore[valid-type]

@@ -1,0 +1,133 @@
+"""How each kernel kind uses a block: threads, shared-memory buffers, tiles per stage, registers.
+
+One module below both `tmagen.spec` (whose rules need a kernel's shared-memory budget) and
+`tmagen.render` (whose templates print the same numbers), so that the two cannot disagree and
+neither imports the other. It reads box layouts (`tmagen.swizzle.BoxLayout`, at the box's
+``smem_offset``) and a kernel's knobs, never a spec.
+
+Shared memory of every kernel is one dynamic buffer, rounded up at run time to the 1024-byte
+boundary on which every swizzle pattern repeats (hence ``PATTERN_ALIGN`` of slack in each
+size); each box then starts ``smem_offset`` bytes past a boundary of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tmagen.swizzle import BoxLayout
+
+PATTERN_ALIGN = 1024  # the longest swizzle period: buffers start on it, boxes at smem_offset past it
+INSPECT_THREADS = 128
+COPY_THREADS = 32  # one thread issues; the copy engine moves every byte
+TRANSPOSE_THREADS_PER_STAGE = 256  # the transpose fills a stage with as many tiles as this many threads take
+MAX_TRANSPOSE_TILES_PER_STAGE = 8
+
+
+def round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def box_stride(layout: BoxLayout) -> int:
+    """Bytes between consecutive boxes of one buffer, so that each keeps its phase of the pattern."""
+    return round_up(layout.base_address + layout.footprint, PATTERN_ALIGN)
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+@dataclass(frozen=True)
+class TransposePlan:
+    """How the transpose kernel splits its tiles: micro-tiles of k rows x 16 bytes, one per thread."""
+
+    unit: int  # bytes of one transposed unit
+    k: int  # units per 16-byte chunk, and rows per micro-tile
+    micro_rows: int  # micro-tiles down a tile
+    tile_chunks: int  # micro-tiles across a tile (16-byte chunks per row)
+    threads_per_tile: int
+    tiles_per_stage: int
+    stages: int
+    in_stride: int
+    out_stride: int
+    mapping: str  # "natural" or "xor"
+
+    @property
+    def microtiles(self) -> int:
+        return self.micro_rows * self.tile_chunks
+
+    @property
+    def smem_bytes(self) -> int:
+        """A ring of src stages and two dst buffers per tile slot, plus the alignment slack."""
+        return (self.stages * self.in_stride + 2 * self.out_stride) * self.tiles_per_stage + PATTERN_ALIGN
+
+    @property
+    def mapping_doc(self) -> str:
+        return ("a = m / chunks, c = m % chunks (16-byte units: the swizzle keeps the writes down a column "
+                "apart)" if self.mapping == "natural" else
+                "a = m % rows, c = (a ^ m / rows) % chunks (the XOR keeps each phase's lanes on distinct "
+                "chunks for reads and writes)")
+
+    def microtile(self, m: int) -> tuple[int, int]:
+        """(a, c) of thread m: rows k*a .. k*a+k-1, 16-byte chunk c (the kernel's formula)."""
+        if self.mapping == "xor":
+            a = m % self.micro_rows
+            return a, (a ^ (m // self.micro_rows)) % self.tile_chunks
+        return m // self.tile_chunks, m % self.tile_chunks
+
+
+def transpose_plan(src: BoxLayout, dst: BoxLayout, unit: int, stages: int, tiles_per_stage: int | None,
+                   smem_limit: int) -> TransposePlan:
+    """The plan of a transpose from boxes laid out as ``src`` into boxes laid out as ``dst``, both
+    seen as rows of bytes; ``tiles_per_stage`` None: as many tiles as 256 threads take, while the
+    buffers fit ``smem_limit``."""
+    per_chunk = 16 // unit
+    row_bytes = src.inner_bytes
+    micro_rows = max(src.rows // per_chunk, 1)
+    chunks = max(row_bytes // 16, 1)
+    # With one unit per chunk the natural order reads along rows and writes down a column, which
+    # the swizzle spreads over the banks; with several, an XOR order does it for any swizzle.
+    xor = per_chunk > 1 and _power_of_two(chunks)
+    threads = round_up(micro_rows * chunks, 32)
+    in_stride, out_stride = box_stride(src), box_stride(dst)
+    group = tiles_per_stage
+    if group is None:
+        group = max(1, min(MAX_TRANSPOSE_TILES_PER_STAGE, TRANSPOSE_THREADS_PER_STAGE // threads))
+        while group > 1 and (stages * in_stride + 2 * out_stride) * group + PATTERN_ALIGN > smem_limit:
+            group -= 1
+    return TransposePlan(unit, per_chunk, micro_rows, chunks, threads, group, stages, in_stride, out_stride,
+                         "xor" if xor else "natural")
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """One extern "C" kernel: its symbol, the maps it takes in order, and how to launch it."""
+
+    symbol: str
+    maps: tuple[str, ...]
+    threads: int
+    smem_bytes: int  # dynamic shared memory, including the slack to reach a 1024-byte boundary
+    buffer_stride: int = 0  # copy: bytes between stage buffers; transpose: bytes before the dst buffer
+    stages: int = 1
+    blocks_per_sm: int = 1
+    boxes_per_stage: int = 1
+    persistent: bool = False  # takes a tiles argument and loops over tiles
+    transpose: TransposePlan | None = None
+
+
+def inspect_kernels(spec_name: str, layouts: dict[str, BoxLayout]) -> list[KernelPlan]:
+    """One kernel per map: a box window at the map's smem_offset, plus the alignment slack."""
+    return [KernelPlan(f"{spec_name}_inspect_{role}", (role,), INSPECT_THREADS,
+                       layout.base_address + layout.footprint + PATTERN_ALIGN) for role, layout in layouts.items()]
+
+
+def copy_kernel(spec_name: str, src: BoxLayout, stages: int, boxes_per_stage: int, blocks_per_sm: int) -> KernelPlan:
+    stride = box_stride(src)
+    return KernelPlan(f"{spec_name}_copy", ("src", "dst"), COPY_THREADS,
+                      stride * boxes_per_stage * stages + PATTERN_ALIGN, stride, stages, blocks_per_sm,
+                      boxes_per_stage, persistent=True)
+
+
+def transpose_kernel(spec_name: str, plan: TransposePlan, blocks_per_sm: int) -> KernelPlan:
+    return KernelPlan(f"{spec_name}_transpose", ("src", "dst"), plan.threads_per_tile * plan.tiles_per_stage,
+                      plan.smem_bytes, plan.in_stride, plan.stages, blocks_per_sm, plan.tiles_per_stage,
+                      persistent=True, transpose=plan)
