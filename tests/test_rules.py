@@ -313,6 +313,44 @@ CASES = [
          fragments=("kernel.coords[-1] = 24", "24 uint8 = 24 bytes", "multiple of 16"), id="u8-24"),
     spec("start-coordinate-16-bytes", False, tensor={"dtype": "uint8", "box": [8, 64]},
          kernel={"kind": "inspect", "coords": [0, 32]}, id="u8-32"),
+    # --- the wgmma operand rules (spec only: a tensor marked "mma")
+    spec("mma-dtype", True, tensor={"box": [8, 16], "mma": {"operand": "a"}},
+         fragments=("tensors[0].dtype = float32", "bfloat16 and float16"), field_name="tensors[0].dtype", id="f32"),
+    spec("mma-dtype", False, tensor={"dtype": "bfloat16", "box": [8, 32], "mma": {"operand": "a"}}, id="bf16"),
+    spec("mma-plain-layout", True, tensor={"dtype": "bfloat16", "box": [8, 32], "element_strides": [2, 1],
+                                           "mma": {"operand": "b"}},
+         fragments=("tensors[0].element_strides[0] = 2", "gaps"), field_name="tensors[0].element_strides[0]",
+         id="strided"),
+    spec("mma-plain-layout", False, tensor={"dtype": "bfloat16", "box": [8, 32], "element_strides": [1, 1],
+                                            "mma": {"operand": "b"}}, id="unit-strides"),
+    spec("mma-core-matrix-width", True, tensor={"dtype": "bfloat16", "box": [8, 16], "swizzle": {"mode": "none"},
+                                                "mma": {"operand": "a"}},
+         fragments=("tensors[0].box[-1] = 16 bfloat16 = 32 bytes", "16 packed bytes", "box[-1] = 8"),
+         field_name="tensors[0].box[-1]", id="none-32B"),
+    spec("mma-core-matrix-width", True, tensor={"dtype": "bfloat16", "box": [16, 16],
+                                                "mma": {"operand": "a", "major": "mn"}},
+         fragments=("32 bytes", "64 bytes of M/N wide", "box[-1] = 32"), id="mn-narrow"),
+    spec("mma-core-matrix-width", False, tensor={"dtype": "bfloat16", "box": [8, 8], "swizzle": {"mode": "none"},
+                                                 "mma": {"operand": "a"}}, id="none-16B"),
+    spec("mma-instruction-k", True, tensor={"dtype": "bfloat16", "box": [8, 8], "mma": {"operand": "a"}},
+         fragments=("16 bytes", "steps of 32 bytes", "multiple of 16 elements"), field_name="tensors[0].box[-1]",
+         id="k-major-16B"),
+    spec("mma-instruction-k", True, tensor={"dtype": "bfloat16", "box": [8, 32], "mma": {"operand": "b", "major": "mn"}},
+         fragments=("8 rows of K", "16 rows of K"), field_name="tensors[0].box[0]", id="mn-8-rows"),
+    spec("mma-instruction-k", False, tensor={"dtype": "bfloat16", "box": [16, 32], "mma": {"operand": "b", "major": "mn"}},
+         id="mn-16-rows"),
+    spec("mma-core-matrix-rows", True, tensor={"dtype": "bfloat16", "box": [4, 32], "mma": {"operand": "a"}},
+         fragments=("4 rows of M/N", "multiple of 8 rows"), field_name="tensors[0].box[0]", id="4-rows"),
+    spec("mma-core-matrix-rows", False, tensor={"dtype": "bfloat16", "box": [24, 32], "mma": {"operand": "a"}},
+         id="24-rows"),
+    spec("mma-k-major-boxes-contiguous", True, tensor={"dtype": "bfloat16", "box": [8, 32],
+                                                       "mma": {"operand": "a", "mn_boxes": 2}},
+         fragments=("mn_boxes: 2", "512 bytes", "gaps"), field_name="tensors[0].mma", id="512-byte-boxes"),
+    spec("mma-k-major-boxes-contiguous", True, tensor={"dtype": "bfloat16", "box": [16, 32], "smem_offset": 128,
+                                                       "mma": {"operand": "a", "mn_boxes": 2}},
+         fragments=("smem_offset 128",), id="offset"),
+    spec("mma-k-major-boxes-contiguous", False, tensor={"dtype": "bfloat16", "box": [16, 32],
+                                                        "mma": {"operand": "a", "mn_boxes": 2}}, id="1024-byte-boxes"),
 ]
 
 
@@ -353,7 +391,7 @@ def test_spec_only_rules_are_not_encode_rules() -> None:
     from tmagen.rules import ENCODE_RULES
 
     spec_only = {"atomicity-needs-128B", "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
-                 "start-coordinate-16-bytes"}
+                 "start-coordinate-16-bytes"} | {r for r in RULES if r.startswith("mma-")}
     assert {r.id for r in ENCODE_RULES} == set(RULES) - spec_only
     for c in CASES:
         assert (c.via == "spec") == (c.rule in spec_only), c

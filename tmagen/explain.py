@@ -44,6 +44,7 @@ def all_pattern_tables() -> str:
 # ----------------------------------------------------------------------------- a spec, in words
 def explain_spec(spec: "Spec") -> str:
     """The tensor maps of a spec as the host code will build them, and where their boxes land."""
+    from tmagen.mma import explain_tile
     from tmagen.render import map_view
     from tmagen.spec import kernel_maps, kernel_plans
 
@@ -71,6 +72,8 @@ def explain_spec(spec: "Spec") -> str:
             "  16-byte chunks per 128-byte line (logical row.chunk at each bank group):",
             *("  " + line for line in box_chunk_table(t.box, t.dt.nbytes, t.swizzle.driver, v.smem_offset).splitlines()),
         ]
+        if v.mma is not None:
+            out += explain_tile(v.mma, v.mma_operand)
     for k in kernel_plans(spec):
         out.append(f"\nkernel {k.symbol}: {k.threads} threads, {k.smem_bytes} bytes of dynamic shared memory")
     return "\n".join(out)

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from tmagen.swizzle import BoxLayout
+
+if TYPE_CHECKING:
+    from tmagen.mma import OperandTile
 
 PATTERN_ALIGN = 1024  # the longest swizzle period: buffers start on it, boxes at smem_offset past it
 INSPECT_THREADS = 128
@@ -112,6 +117,7 @@ class KernelPlan:
     boxes_per_stage: int = 1
     persistent: bool = False  # takes a tiles argument and loops over tiles
     transpose: TransposePlan | None = None
+    matmul: "MatmulPlan | None" = None
 
 
 def inspect_kernels(spec_name: str, layouts: dict[str, BoxLayout]) -> list[KernelPlan]:
@@ -131,3 +137,74 @@ def transpose_kernel(spec_name: str, plan: TransposePlan, blocks_per_sm: int) ->
     return KernelPlan(f"{spec_name}_transpose", ("src", "dst"), plan.threads_per_tile * plan.tiles_per_stage,
                       plan.smem_bytes, plan.in_stride, plan.stages, blocks_per_sm, plan.tiles_per_stage,
                       persistent=True, transpose=plan)
+
+
+# ----------------------------------------------------------------------------- matmul
+REGISTERS_PER_SM = 65536
+PRODUCER_REGISTERS = 40  # the producer warpgroup only issues copies: setmaxnreg gives the rest away
+MAX_CONSUMER_REGISTERS = 240
+REGISTERS_BESIDE_ACCUMULATORS = 48  # addresses, descriptors, loop state and the epilogue's temporaries
+C_STAGING_BUFFERS = 2  # per consumer: one being filled while TMA stores the other
+
+
+@dataclass(frozen=True)
+class MatmulPlan:
+    """The blocks of the matmul: one producer warpgroup, ``consumers`` warpgroups of 64-row wgmmas."""
+
+    bm: int
+    bn: int
+    bk: int
+    consumers: int
+    stages: int
+    raster_group: int
+    a_stage_bytes: int  # the A boxes of one stage, box stride apart
+    b_stage_bytes: int
+    c_stride: int  # bytes between the epilogue's C staging buffers
+    accumulators: int  # fp32 registers of accumulators per consumer thread
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+    @property
+    def rows_per_consumer(self) -> int:
+        return self.bm // self.consumers
+
+    @property
+    def m_blocks(self) -> int:
+        """64-row wgmmas each consumer issues per K step."""
+        return self.rows_per_consumer // 64
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.a_stage_bytes + self.b_stage_bytes
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * self.stage_bytes + self.consumers * C_STAGING_BUFFERS * self.c_stride + PATTERN_ALIGN
+
+    @property
+    def consumer_registers(self) -> int:
+        return consumer_registers(self.consumers)
+
+
+def consumer_registers(consumers: int) -> int:
+    """What setmaxnreg gives each consumer thread: the rest of the register file, in steps of 8."""
+    free = (REGISTERS_PER_SM - 128 * PRODUCER_REGISTERS) // (128 * consumers)
+    return min(MAX_CONSUMER_REGISTERS, free // 8 * 8)
+
+
+def accumulators(bm: int, bn: int, consumers: int) -> int:
+    """fp32 accumulator registers per consumer thread: its rows x BN over 128 threads."""
+    return bm // consumers * bn // 128
+
+
+def matmul_kernel(spec_name: str, a: "OperandTile", b: "OperandTile", c: BoxLayout, tile: tuple[int, ...],
+                  consumers: int, stages: int, raster_group: int) -> KernelPlan:
+    bm, bn, bk = tile
+    plan = MatmulPlan(bm, bn, bk, consumers, stages, raster_group,
+                      a_stage_bytes=a.stride * a.mn_boxes * (bk // a.k_per_box),
+                      b_stage_bytes=b.stride * b.mn_boxes * (bk // b.k_per_box),
+                      c_stride=box_stride(c), accumulators=accumulators(bm, bn, consumers))
+    return KernelPlan(f"{spec_name}_matmul", ("a", "b", "c"), plan.threads, plan.smem_bytes, plan.stage_bytes, stages,
+                      persistent=True, matmul=plan)

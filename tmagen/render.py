@@ -15,10 +15,12 @@ from pathlib import Path
 
 import jinja2
 
-from tmagen import __version__
+from tmagen import __version__, plan
 from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.limits import TARGETS
-from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, TransposeKernel, kernel_maps, kernel_plans
+from tmagen.mma import BASE_OFFSET_FROM_ADDRESS, OperandTile
+from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, kernel_maps, kernel_plans,
+                         operand_tile)
 from tmagen.swizzle import PATTERNS
 
 _HERE = Path(__file__).resolve().parent
@@ -40,6 +42,7 @@ class MapView:
     """One CUtensorMap the generated code builds and one box layout in shared memory."""
 
     name: str  # C identifier: the role of the map in the kernel (src, dst, ...)
+    dtype_name: str  # tmagen's name of the element type
     cpp_type: str  # element type
     unit_type: str  # type the kernel reads and writes shared memory with
     dtype_enum: str
@@ -67,6 +70,13 @@ class MapView:
     footprint: int
     tx_bytes: int
     smem_offset: int
+    mma: OperandTile | None = None  # a wgmma reads the box: its descriptors go in the header
+    mma_operand: str = ""
+
+    @property
+    def pattern_lines(self) -> int:
+        """128-byte lines in one period of the pattern: what the descriptor's base offset counts."""
+        return max(self.period // 128, 1)
 
     @property
     def buffer_align(self) -> int:
@@ -88,7 +98,7 @@ def map_view(m: MapSpec) -> MapView:
     row_bytes = t.box[-1] * es
     pitch = pat.row_pitch(row_bytes)
     return MapView(
-        name=m.role, cpp_type=t.dt.cpp, unit_type=_unit_type(m.unit_bytes),
+        name=m.role, dtype_name=t.dtype, cpp_type=t.dt.cpp, unit_type=_unit_type(m.unit_bytes),
         dtype_enum=f"CU_TENSOR_MAP_DATA_TYPE_{t.dt.driver_name}", elem_bytes=es, unit_bytes=m.unit_bytes,
         rank=t.rank, shape=tuple(t.shape), box=tuple(t.box), box_driver=tuple(t.box[::-1]),
         element_strides_driver=tuple(t.element_strides_or_default[::-1]),
@@ -96,7 +106,8 @@ def map_view(m: MapSpec) -> MapView:
         l2_promotion=L2Promotion.parse(t.l2_promotion).driver_name, oob_fill=OobFill.parse(t.oob_fill).driver_name,
         alignment=max(t.alignment, 16), swizzle_bits=pat.bits, swizzle_base=pat.base, swizzle_shift=pat.shift,
         flip_8b=pat.flip_8b, span=pat.span, period=pat.period, rows=rows, row_bytes=row_bytes, row_pitch=pitch,
-        footprint=rows * pitch, tx_bytes=rows * row_bytes, smem_offset=t.smem_offset)
+        footprint=rows * pitch, tx_bytes=rows * row_bytes, smem_offset=t.smem_offset,
+        mma=operand_tile(m), mma_operand=m.mma.operand if m.mma else "")
 
 
 def _file_header(spec: Spec, spec_file: str, comment: str) -> str:
@@ -104,10 +115,21 @@ def _file_header(spec: Spec, spec_file: str, comment: str) -> str:
             f"{comment} Regenerate with: tmagen build {spec_file}\n")
 
 
+def _wgmma(maps: list[MapView]) -> tuple[int, str]:
+    """N of the wgmma instruction the header offers (the B tile's N), and the PTX operand type;
+    (0, "") where the spec has no A and B operand boxes."""
+    by_operand = {m.mma_operand: m for m in maps if m.mma}
+    if not {"a", "b"} <= by_operand.keys():
+        return 0, ""
+    b = by_operand["b"]
+    return b.mma.mn if b.mma else 0, {"bfloat16": "bf16", "float16": "f16"}[b.dtype_name]
+
+
 def context(spec: Spec, spec_file: str) -> dict[str, object]:
     target = TARGETS[spec.target]
     kernel = spec.kernel
     maps = [map_view(m) for m in kernel_maps(spec)]
+    wgmma_n, mma_ptx_type = _wgmma(maps)
     return {
         "spec": spec, "name": spec.name, "guard": f"TMAGEN_{spec.name.upper()}",
         "kind": kernel.kind, "kernel": kernel, "maps": maps, "map": {m.name: m for m in maps},
@@ -115,8 +137,11 @@ def context(spec: Spec, spec_file: str) -> dict[str, object]:
         "target": target, "arch_number": target.name.removeprefix("sm_"),
         "runs_on_hopper": target.runs_here,
         "smem_limit": target.smem_per_block_optin,
+        "base_offset_from_address": BASE_OFFSET_FROM_ADDRESS,
+        "wgmma_n": wgmma_n, "mma_ptx_type": mma_ptx_type,
         "is_inspect": isinstance(kernel, InspectKernel), "is_copy": isinstance(kernel, CopyKernel),
-        "is_transpose": isinstance(kernel, TransposeKernel),
+        "is_transpose": isinstance(kernel, TransposeKernel), "is_matmul": isinstance(kernel, MatmulKernel),
+        "plan_consts": plan,
         "cpp_header": _file_header(spec, spec_file, "//"), "cmake_header": _file_header(spec, spec_file, "#"),
     }
 

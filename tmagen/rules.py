@@ -12,6 +12,7 @@ Sources, as cited in messages:
   CPG   CUDA Programming Guide: TMA swizzle section, compute-capability tables
   HW    measured by tmagen on an H200 (sm_90, driver 580.159, CUDA 13.0), 2026-11-21;
         the raw observations are in tests/data/hw_h200 and are replayed by the tests
+  MMA   PTX ISA 9.7.15.5.1, wgmma shared-memory matrix layouts and descriptor (tmagen.mma)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ PTX_SWZ = "PTX ISA 5.5.7, Swizzling Modes"
 PTX_TC = "PTX ISA 9.7.9.27, restrictions on cp.async.bulk.tensor"
 CPG = "CUDA Programming Guide, TMA swizzle and compute-capability tables"
 HW = "measured on an H200 (sm_90, driver 580.159), see tests/data/hw_h200"
+MMA = "PTX ISA 9.7.15.5.1, wgmma shared-memory matrix layouts and descriptor"
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class TensorMapArgs:
     start_coords: tuple[tuple[int, ...], ...] = ()  # innermost first, as the kernel issues them
     requested_swizzle: tuple[str, str] | None = None  # a spec's (mode, atomicity), before mapping
     kernel_smem_bytes: int | None = None  # dynamic shared memory of the kernel using the map
+    mma: "MmaUse | None" = None  # the box is a tensor-core operand
 
     @property
     def elem_bytes(self) -> float:
@@ -125,6 +128,15 @@ class TensorMapArgs:
         return math.prod(per[1:]) * PATTERNS[self.swizzle].row_pitch(inner)
 
 
+@dataclass(frozen=True)
+class MmaUse:
+    """A box that a wgmma reads as operand A or B, K-major or MN-major (tmagen.mma)."""
+
+    operand: str  # "a" or "b"
+    major: str  # "k" or "mn"
+    mn_boxes: int = 1  # boxes side by side along M/N in one operand tile
+
+
 class FieldNames:
     """How messages name fields: the driver's names, innermost first."""
 
@@ -153,6 +165,7 @@ class FieldNames:
         self.coords = "coords"
         self.atomicity = "swizzle"
         self.kernel = "kernel"
+        self.mma = "mma"
 
     def coord(self, k: int) -> str:
         """The innermost start coordinate of copy k."""
@@ -428,8 +441,91 @@ def _start_coord(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
                         f"start the innermost coordinate at a multiple of {per}")
 
 
+# --- rules of a box that the tensor cores read (wgmma)
+MMA_DTYPES = ("bfloat16", "float16")
+
+
+def _mma_rows(a: TensorMapArgs) -> int:
+    return math.prod(a.box_dim[1:]) if a.box_dim else 0
+
+
+@rule("mma-dtype", "a wgmma operand box holds bfloat16 or float16", MMA)
+def _mma_dtype(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.mma and a.dtype.name not in MMA_DTYPES:
+        yield _fail("mma-dtype", n.dtype, n.dtype_name(a.dtype),
+                    f"tmagen builds wgmma descriptors for {' and '.join(MMA_DTYPES)} operands (fp8 and tf32 are "
+                    "K-major only and not generated yet)", "use bfloat16 or float16, or drop the mma marking")
+
+
+@rule("mma-plain-layout", "a wgmma operand box has no interleave and element strides of 1", MMA)
+def _mma_plain(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if not a.mma:
+        return
+    if a.interleave is not Interleave.NONE:
+        yield _fail("mma-plain-layout", n.interleave, n.enum(a.interleave),
+                    "the tensor cores read rows of a plain (non-interleaved) box", f"use {n.enum(Interleave.NONE)}")
+    for i, e in enumerate(a.element_strides):
+        if e != 1:
+            yield _fail("mma-plain-layout", n.estride(i), e, "a strided box leaves gaps the tensor cores would read",
+                        "use element strides of 1")
+
+
+@rule("mma-core-matrix-width",
+      "a wgmma operand box without swizzle is 16 bytes wide; an MN-major swizzled one is one span wide", MMA)
+def _mma_width(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if not a.mma or not a.box_dim:
+        return
+    span = PATTERNS[a.swizzle].span
+    inner = a.inner_box_bytes
+    if not span and inner != 16:
+        yield _fail("mma-core-matrix-width", n.box(0), f"{a.box_dim[0]} {a.dtype.name} = {_bytes(inner)} bytes",
+                    "without a swizzle a core matrix is 8 rows of 16 packed bytes, so a box must be one 16-byte "
+                    "column of them", f"use {n.box(0)} = {_bytes(16 / a.elem_bytes)} and several boxes, or a swizzle")
+    elif span and a.mma.major == "mn" and inner != span:
+        yield _fail("mma-core-matrix-width", n.box(0), f"{a.box_dim[0]} {a.dtype.name} = {_bytes(inner)} bytes",
+                    f"an MN-major {a.swizzle.spec_name} atom is {span} bytes of M/N wide, and a narrower box leaves "
+                    "a gap in it", f"use {n.box(0)} = {_bytes(span / a.elem_bytes)}")
+
+
+@rule("mma-instruction-k", "a wgmma operand box holds whole K steps of one instruction (32 bytes of K)", MMA)
+def _mma_k(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if not a.mma or not a.box_dim:
+        return
+    k_elems = 32 / a.elem_bytes
+    if a.mma.major == "k" and PATTERNS[a.swizzle].span and a.inner_box_bytes % 32:
+        yield _fail("mma-instruction-k", n.box(0), f"{a.box_dim[0]} {a.dtype.name} = {_bytes(a.inner_box_bytes)} bytes",
+                    "one wgmma reads K in steps of 32 bytes, which must not straddle two boxes",
+                    f"use a multiple of {_bytes(k_elems)} elements")
+    if a.mma.major == "mn" and _mma_rows(a) % k_elems:
+        yield _fail("mma-instruction-k", n.box(1), f"{_mma_rows(a)} rows of K",
+                    f"one wgmma reads {_bytes(k_elems)} rows of K, which must not straddle two boxes",
+                    f"use a multiple of {_bytes(k_elems)} rows")
+
+
+@rule("mma-core-matrix-rows", "a K-major wgmma operand box has whole core matrices of 8 rows", MMA)
+def _mma_rows_rule(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.mma and a.mma.major == "k" and a.box_dim and _mma_rows(a) % 8:
+        yield _fail("mma-core-matrix-rows", n.box(1), f"{_mma_rows(a)} rows of M/N",
+                    "the tensor cores read M/N in core matrices of 8 rows", "use a multiple of 8 rows")
+
+
+
+@rule("mma-k-major-boxes-contiguous",
+      "K-major wgmma operand boxes side by side along M/N continue each other's rows (no gap between boxes)", MMA)
+def _mma_contiguous(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if not a.mma or a.mma.major != "k" or a.mma.mn_boxes == 1 or not a.box_dim:
+        return
+    gap = (-(a.smem_footprint + (a.smem_offset or 0))) % limits.SMEM_PATTERN_BYTES
+    if gap or a.smem_offset:
+        yield _fail("mma-k-major-boxes-contiguous", n.mma, f"{{mn_boxes: {a.mma.mn_boxes}}} with boxes of "
+                    f"{a.smem_footprint} bytes at smem_offset {a.smem_offset or 0}",
+                    "the descriptor steps 8 rows at a time (SBO) across the boxes, and boxes that do not fill whole "
+                    "1024-byte patterns from offset 0 leave gaps between them",
+                    "use one box along M/N (more rows per box), or boxes of a multiple of 8 rows at smem_offset 0")
+
+
 # ----------------------------------------------------------------------------- entry points
-ENCODE_RULES = [r for r in RULES.values() if r.id not in (
+ENCODE_RULES = [r for r in RULES.values() if not r.id.startswith("mma-") and r.id not in (
     "atomicity-needs-128B", "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
     "start-coordinate-16-bytes")]
 

@@ -20,7 +20,8 @@ from tmagen import limits, plan
 from tmagen.dtypes import DTYPES, DType
 from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
 from tmagen.errors import ModelError, RuleError, SpecError
-from tmagen.rules import FieldNames, TensorMapArgs, Violation, run_rules
+from tmagen.rules import FieldNames, MmaUse, TensorMapArgs, Violation, run_rules
+from tmagen.mma import OperandTile
 from tmagen.swizzle import PATTERNS, BoxLayout
 
 CPP_KEYWORDS = frozenset("""
@@ -77,6 +78,17 @@ class SwizzleSpec(_Model):
         return {"none": Swizzle.NONE, "32B": Swizzle.B32, "64B": Swizzle.B64}[self.mode]
 
 
+class MmaSpec(_Model):
+    """Marks a tensor's box as a tensor-core operand: the device header then builds its wgmma
+    (and, for sm_100a, tcgen05) shared-memory matrix descriptors (tmagen.mma)."""
+
+    operand: Literal["a", "b"] = Field(description="The wgmma operand the box feeds: a (M x K) or b (N x K).")
+    major: Literal["k", "mn"] = Field("k", description="Which dimension is contiguous in the tensor: k (A [M,K], "
+                                      "B [N,K]) or mn (A [K,M], B [K,N]; 16-bit types only).")
+    mn_boxes: int = Field(1, ge=1, le=64, description="Boxes of this map side by side along M (a) or N (b) in one "
+                          "operand tile, each starting a pattern-aligned stride after the previous one.")
+
+
 class TensorSpec(_Model):
     """One tensor in global memory and the TMA box that moves it."""
 
@@ -108,6 +120,7 @@ class TensorSpec(_Model):
     smem_offset: int = Field(
         0, description="Where the box lands in shared memory: bytes past a 1024-byte boundary, a multiple of "
         "128 below 1024. Non-zero starts the swizzle pattern in its middle (the PTX base offset).")
+    mma: MmaSpec | None = Field(None, description="The box is a wgmma operand: emit its matrix descriptors.")
 
     @field_validator("name")
     @classmethod
@@ -189,7 +202,29 @@ class TransposeKernel(_Model):
                                "persistent grid.")
 
 
-Kernel = Annotated[Union[InspectKernel, CopyKernel, TransposeKernel], Field(discriminator="kind")]
+class MatmulKernel(_Model):
+    """C = A x B^T on the tensor cores (wgmma): A [M, K], B [N, K] (K-major) or [K, N] (MN-major),
+    bfloat16 or float16 in, fp32 accumulation, C [M, N] bfloat16, float16 or float32 out. TMA feeds a
+    ring of stages from one producer warpgroup; consumer warpgroups multiply; a persistent grid walks
+    the tiles of C, and the epilogue stores through shared memory with TMA."""
+
+    kind: Literal["matmul"]
+    a: str = Field("a", description="The tensor holding A [M, K] (K contiguous).")
+    b: str = Field("b", description="The tensor holding B: [N, K] with b_major k, [K, N] with b_major mn.")
+    c: str = Field("c", description="The tensor receiving C [M, N].")
+    b_major: Literal["k", "mn"] = Field("k", description="k: B is [N, K] (C = A B^T, both operands K-major); "
+                                        "mn: B is [K, N] (C = A B).")
+    tile: list[Annotated[int, Field(ge=8)]] = Field(
+        [128, 256, 64], min_length=3, max_length=3,
+        description="The tile of C a block computes and the K it takes per stage: [BM, BN, BK].")
+    consumers: int = Field(2, ge=1, le=4, description="Consumer warpgroups; each multiplies BM / consumers rows "
+                           "(a multiple of 64) of the tile.")
+    stages: int = Field(4, ge=2, le=8, description="Stages of A and B tiles in flight per block.")
+    raster_group: int = Field(8, ge=1, le=64, description="Tile rows walked together, column by column, so that "
+                              "the blocks running at once share A and B in L2.")
+
+
+Kernel = Annotated[Union[InspectKernel, CopyKernel, TransposeKernel, MatmulKernel], Field(discriminator="kind")]
 
 
 class Spec(_Model):
@@ -222,7 +257,9 @@ class Spec(_Model):
             if t.dt.packed:
                 raise _form_error(f"tensors[{i}].dtype", f"= {t.dtype!r}: tmagen checks tensor maps of the packed "
                                   "sub-byte types (tmagen diagnose) but generates no kernels for them yet")
-        if self.kernel.kind != "inspect" and len(self.tensors) != 1:
+        if isinstance(self.kernel, MatmulKernel):
+            self._check_matmul(self.kernel)
+        elif self.kernel.kind != "inspect" and len(self.tensors) != 1:
             raise _form_error("tensors", f"has {len(self.tensors)} entries, but a {self.kernel.kind} kernel moves "
                               "one tensor")
         if isinstance(self.kernel, TransposeKernel):
@@ -241,6 +278,69 @@ class Spec(_Model):
                 raise _form_error("kernel.coords", f"has {len(coords)} entries but tensor {t.name!r} has {t.rank} "
                                   "dimensions: give one coordinate per dimension")
         return self
+
+    def _check_matmul(self, k: "MatmulKernel") -> None:
+        names = {t.name: i for i, t in enumerate(self.tensors)}
+        for fld in ("a", "b", "c"):
+            if getattr(k, fld) not in names:
+                raise _form_error(f"kernel.{fld}", f"= {getattr(k, fld)!r}, but no tensor has this name: name one of "
+                                  f"{sorted(names)}")
+        if len({k.a, k.b, k.c}) != 3 or len(self.tensors) != 3:
+            raise _form_error("tensors", "must be the three tensors A, B and C of the matmul, each named once by "
+                              "kernel.a, kernel.b and kernel.c")
+        a, b, c = (self.tensors[names[n]] for n in (k.a, k.b, k.c))
+        ia, ib, ic = (names[n] for n in (k.a, k.b, k.c))
+        for i, t in ((ia, a), (ib, b), (ic, c)):
+            if t.rank != 2:
+                raise _form_error(f"tensors[{i}].shape", f"has {t.rank} dimensions, but a matmul operand is a matrix")
+            if t.mma is not None:
+                raise _form_error(f"tensors[{i}].mma", "is set, but the matmul kernel decides how it reads its "
+                                  "operands: remove it")
+        if a.dtype not in ("bfloat16", "float16"):
+            raise _form_error(f"tensors[{ia}].dtype", f"= {a.dtype!r}, but the matmul takes bfloat16 or float16 A and B")
+        if b.dtype != a.dtype:
+            raise _form_error(f"tensors[{ib}].dtype", f"= {b.dtype!r}, but B must have A's type ({a.dtype!r})")
+        if c.dtype not in ("bfloat16", "float16", "float32"):
+            raise _form_error(f"tensors[{ic}].dtype", f"= {c.dtype!r}, but C is bfloat16, float16 or float32")
+        m, kk = a.shape
+        n, kb = (b.shape if k.b_major == "k" else b.shape[::-1])
+        if kb != kk:
+            raise _form_error(f"tensors[{ib}].shape", f"= {b.shape}, but A is {a.shape}: B needs K = {kk} "
+                              + ("([N, K] with b_major k)" if k.b_major == "k" else "([K, N] with b_major mn)"))
+        if c.shape != [m, n]:
+            raise _form_error(f"tensors[{ic}].shape", f"= {c.shape}, but C of A {a.shape} and B {b.shape} is [{m}, {n}]")
+        bm, bn, bk = k.tile
+        rows = bm // k.consumers
+        if bm % k.consumers or rows % 64:
+            raise _form_error("kernel.tile[0]", f"= {bm}, but each of the {k.consumers} consumer warpgroups takes a "
+                              "multiple of 64 rows (the wgmma M): use a multiple of " + str(64 * k.consumers))
+        if bn % 8 or bn > 256:
+            raise _form_error("kernel.tile[1]", f"= {bn}, but the wgmma N is a multiple of 8 up to 256")
+        if bk % 16:
+            raise _form_error("kernel.tile[2]", f"= {bk}, but the wgmma K of 16-bit types is 16: use a multiple of 16")
+        need = plan.accumulators(bm, bn, k.consumers) + plan.REGISTERS_BESIDE_ACCUMULATORS
+        have = plan.consumer_registers(k.consumers)
+        if need > have:
+            raise _form_error("kernel.tile", f"= {k.tile} with {k.consumers} consumer warpgroup(s) needs about {need} "
+                              f"registers per consumer thread ({plan.accumulators(bm, bn, k.consumers)} accumulators), "
+                              f"but {have} are left to each: use a smaller tile, or more consumers")
+        a_box, b_box, c_box = a.box, b.box, c.box
+        b_mn, b_k = (b_box[0], b_box[1]) if k.b_major == "k" else (b_box[1], b_box[0])
+        for i, fld, value, whole, what in ((ia, "box[0]", a_box[0], bm, "BM"), (ia, "box[1]", a_box[1], bk, "BK"),
+                                           (ib, "box[0]" if k.b_major == "k" else "box[1]", b_mn, bn, "BN"),
+                                           (ib, "box[1]" if k.b_major == "k" else "box[0]", b_k, bk, "BK")):
+            if whole % value:
+                raise _form_error(f"tensors[{i}].{fld}", f"= {value}, but the tile's {what} = {whole} must be a whole "
+                                  f"number of boxes: use a divisor of {whole}")
+        if a_box[0] % 64:
+            raise _form_error(f"tensors[{ia}].box[0]", f"= {a_box[0]}, but each wgmma reads 64 rows of A from one box: "
+                              "use a multiple of 64")
+        if k.b_major == "k" and b_box[0] != bn:
+            raise _form_error(f"tensors[{ib}].box[0]", f"= {b_box[0]}, but each wgmma reads all BN = {bn} rows of a "
+                              f"K-major B from one box: use {bn}")
+        if c_box[0] != 64 or bn % c_box[1]:
+            raise _form_error(f"tensors[{ic}].box", f"= {c_box}, but the epilogue stores 64-row pieces of the "
+                              f"{bm} x {bn} tile: use [64, n] with n dividing {bn}")
 
     @staticmethod
     def _check_transpose(kernel: "TransposeKernel", t: TensorSpec) -> None:
@@ -276,13 +376,24 @@ class MapSpec(_Model):
     derived: bool = False  # built by tmagen from that tensor (the transpose's output)
     stores: bool = False
     unit_bytes: int
+    mma: MmaSpec | None = None  # the kernel (or the spec) reads the box with the tensor cores
 
 
 def kernel_maps(spec: Spec) -> list[MapSpec]:
     """The tensor maps the spec's kernel uses, in kernel-parameter order."""
     k = spec.kernel
     if isinstance(k, InspectKernel):
-        return [MapSpec(role=t.name, tensor=t, index=i, unit_bytes=t.dt.nbytes) for i, t in enumerate(spec.tensors)]
+        return [MapSpec(role=t.name, tensor=t, index=i, unit_bytes=t.dt.nbytes, mma=t.mma)
+                for i, t in enumerate(spec.tensors)]
+    if isinstance(k, MatmulKernel):
+        index = {t.name: i for i, t in enumerate(spec.tensors)}
+        a, b, c = (spec.tensors[index[n]] for n in (k.a, k.b, k.c))
+        b_mn = b.box[0] if k.b_major == "k" else b.box[1]
+        return [MapSpec(role="a", tensor=a, index=index[k.a], unit_bytes=a.dt.nbytes,
+                        mma=MmaSpec(operand="a", major="k", mn_boxes=k.tile[0] // a.box[0])),
+                MapSpec(role="b", tensor=b, index=index[k.b], unit_bytes=b.dt.nbytes,
+                        mma=MmaSpec(operand="b", major=k.b_major, mn_boxes=k.tile[1] // b_mn)),
+                MapSpec(role="c", tensor=c, index=index[k.c], stores=True, unit_bytes=c.dt.nbytes)]
     t = spec.tensors[0]
     if isinstance(k, CopyKernel):
         return [MapSpec(role="src", tensor=t, index=0, unit_bytes=t.dt.nbytes),
@@ -305,7 +416,7 @@ def _loc(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("inspect", "copy", "transpose") and out.endswith("kernel"):
+        elif part in ("inspect", "copy", "transpose", "matmul") and out.endswith("kernel"):
             continue  # pydantic's discriminator step
         else:
             out += ("." if out else "") + str(part)
@@ -323,7 +434,7 @@ def _problems(exc: ValidationError) -> list[str]:
             out.append(f"{path} {ctx['message']}")
             continue
         if err["type"] == "union_tag_not_found":
-            out.append(f"{where}.kind is missing: give one of 'inspect', 'copy', 'transpose'")
+            out.append(f"{where}.kind is missing: give one of 'inspect', 'copy', 'transpose', 'matmul'")
             continue
         if err["type"] == "union_tag_invalid":
             tags = err.get("ctx", {}).get("expected_tags", "")
@@ -396,6 +507,7 @@ class SpecFieldNames(FieldNames):
         self.target = "target"
         self.coords = "kernel.coords"
         self.atomicity = f"{prefix}.swizzle.atomicity"
+        self.mma = f"{prefix}.mma"
 
     def coord(self, k: int) -> str:
         return f"{self.coords}[-1]"
@@ -444,7 +556,8 @@ def tensor_map_args(spec: Spec, m: MapSpec) -> TensorMapArgs:
         l2_promotion=L2Promotion.parse(t.l2_promotion), oob_fill=OobFill.parse(t.oob_fill),
         target=limits.TARGETS[spec.target], smem_offset=t.smem_offset,
         stores=m.stores, loads=not m.stores, start_coords=coords,
-        requested_swizzle=(t.swizzle.mode, t.swizzle.atomicity), kernel_smem_bytes=_kernel_smem(spec, m))
+        requested_swizzle=(t.swizzle.mode, t.swizzle.atomicity), kernel_smem_bytes=_kernel_smem(spec, m),
+        mma=MmaUse(m.mma.operand, m.mma.major, m.mma.mn_boxes) if m.mma else None)
 
 
 def _kernel_smem(spec: Spec, m: MapSpec) -> int:
@@ -460,6 +573,14 @@ def box_layout(m: MapSpec) -> BoxLayout:
     """Where TMA puts the box of map ``m`` in shared memory, from its smem_offset on."""
     t = m.tensor
     return BoxLayout(tuple(t.box), t.dt.nbytes, PATTERNS[t.swizzle.driver], t.smem_offset)
+
+
+def operand_tile(m: MapSpec) -> OperandTile | None:
+    """The tensor-core operand tile of map ``m``, if a wgmma reads it."""
+    if m.mma is None:
+        return None
+    layout = box_layout(m)
+    return OperandTile(layout, m.mma.major, m.mma.mn_boxes, plan.box_stride(layout))
 
 
 def transpose_plan(spec: Spec) -> plan.TransposePlan:
@@ -485,6 +606,10 @@ def kernel_plans(spec: Spec) -> list[plan.KernelPlan]:
         return plan.inspect_kernels(spec.name, {m.role: box_layout(m) for m in maps})
     if isinstance(k, CopyKernel):
         return [plan.copy_kernel(spec.name, box_layout(maps[0]), k.stages, k.boxes_per_stage, k.blocks_per_sm)]
+    if isinstance(k, MatmulKernel):
+        a, b, c = maps
+        return [plan.matmul_kernel(spec.name, operand_tile(a), operand_tile(b), box_layout(c),  # type: ignore[arg-type]
+                                   tuple(k.tile), k.consumers, k.stages, k.raster_group)]
     return [plan.transpose_kernel(spec.name, transpose_plan(spec), k.blocks_per_sm)]
 
 
@@ -507,6 +632,7 @@ def load_checked_spec(path: str | Path) -> Spec:
     return spec
 
 
-__all__ = ["Spec", "TensorSpec", "SwizzleSpec", "InspectKernel", "CopyKernel", "TransposeKernel",
+__all__ = ["Spec", "TensorSpec", "SwizzleSpec", "MmaSpec", "operand_tile", "InspectKernel", "CopyKernel",
+           "TransposeKernel", "MatmulKernel",
            "MapSpec", "load_spec", "parse_spec", "check_spec", "load_checked_spec", "schema",
            "tensor_map_args", "kernel_maps", "kernel_plans", "transpose_plan", "box_layout"]

@@ -183,6 +183,38 @@ def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | Non
     return CompileResult(folder, *products, kernels, sass, cached=False, commands=commands)
 
 
+def compile_cubin(name: str, files: dict[str, str], source: str, target: str,
+                  toolchain: Toolchain | None = None) -> tuple[Path, list[KernelResources]]:
+    """Compiles ``files[source]`` (which may include the other ``files``) to a cubin for ``target``
+    ("sm_90a", "sm_100a"), or returns the cached one: for test and probe kernels of one's own around
+    generated headers. Returns the cubin and ptxas's report of its kernels."""
+    tc = toolchain or find_toolchain()
+    flags = ["-std=c++17", "-O3", f"-gencode={TARGETS[target].gencode}", "-Xptxas", "-v", "-cubin"]
+    key = hashlib.sha256(json.dumps({"files": files, "source": source, "flags": flags, "nvcc": tc.version},
+                                    sort_keys=True).encode()).hexdigest()[:24]
+    folder = cache_root() / f"{name}-{key}"
+    cubin, report = folder / f"{name}.cubin", folder / "report.json"
+    if cubin.is_file() and report.is_file():
+        return cubin, [KernelResources(**k) for k in json.loads(report.read_text())["kernels"]]
+    staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_ensure(cache_root())))
+    try:
+        for rel, text in files.items():
+            (staging / rel).write_text(text, encoding="utf-8")
+        cmd = [str(tc.nvcc), *flags, "-o", str(staging / cubin.name), str(staging / source)]
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise ToolchainError(f"nvcc failed compiling {source}:\n" + (run.stderr or run.stdout).strip())
+        kernels = parse_ptxas_report(run.stderr + run.stdout)
+        (staging / "report.json").write_text(json.dumps({"kernels": [asdict(k) for k in kernels]}, indent=2))
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(staging, folder)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return cubin, kernels
+
+
 def _ensure(p: Path) -> Path:
     p.mkdir(parents=True, exist_ok=True)
     return p

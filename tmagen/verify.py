@@ -16,7 +16,7 @@ import numpy as np
 from tmagen import runtime
 from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.plan import KernelPlan
-from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, TransposeKernel, kernel_maps, kernel_plans
+from tmagen.spec import CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, kernel_maps, kernel_plans
 from tmagen.swizzle import BoxLayout, PATTERNS
 
 OUT_POISON = 0xA5  # output buffers before a launch
@@ -122,6 +122,8 @@ class Verifier:
             return [self.inspect(role, timed=timed) for role in self.maps]
         if isinstance(k, CopyKernel):
             return [self.copy(timed=timed)]
+        if isinstance(k, MatmulKernel):
+            return [self.matmul(timed=timed)]
         return [self.transpose(timed=timed)]
 
     def _kernel(self, view: KernelPlan) -> runtime.Kernel:
@@ -211,8 +213,85 @@ class Verifier:
         detail = f"every {what}" if bad == 0 else f"{bad} of {count} {what}s differ"
         return Outcome(view.symbol, tuple(shape), t.dtype, bad == 0, detail, ms)
 
+    def matmul(self, mnk: Sequence[int] | None = None, timed: bool = False) -> Outcome:
+        """C = A x B on random normal data against float64, each element within `matmul_tolerance`."""
+        k = self.spec.kernel
+        assert isinstance(k, MatmulKernel)
+        a_t, c_t = self.maps["a"].tensor, self.maps["c"].tensor
+        m, n, kk = mnk or (a_t.shape[0], c_t.shape[1], a_t.shape[1])
+        a = self.rng.standard_normal((m, kk)).astype(np.float32)
+        b = self.rng.standard_normal((n, kk)).astype(np.float32)
+        a_bits, a = to_16bit(a, a_t.dtype)
+        b_bits, b = to_16bit(b, a_t.dtype)
+        b_global = b_bits if k.b_major == "k" else np.ascontiguousarray(b_bits.T)
+        view = self.views[f"{self.spec.name}_matmul"]
+        out_bytes = c_t.dt.nbytes
+        with runtime.Buffer.from_array(a_bits) as da, runtime.Buffer.from_array(b_global) as db, \
+                runtime.Buffer(m * n * out_bytes) as dc:
+            dc.fill(OUT_POISON)
+            grid, params = matmul_arguments(self.spec, self.device, da.ptr, db.ptr, dc.ptr, m, n, kk)
+            kernel = self._kernel(view)
+
+            def launch() -> None:
+                kernel.launch(grid, view.threads, params)
+
+            launch()
+            self.device.synchronize()
+            got = from_device(dc.download(_uint(out_bytes), (m, n)), c_t.dtype)
+            ms = self._time(launch) if timed else None
+        reference = a.astype(np.float64) @ b.astype(np.float64).T
+        tolerance, rule = matmul_tolerance(np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64).T,
+                                           reference, kk, c_t.dtype)
+        bad = int(np.count_nonzero(~(np.abs(got - reference) <= tolerance)))  # NaN counts as bad
+        detail = f"every element within {rule}" if bad == 0 else f"{bad} of {m * n} elements outside {rule}"
+        return Outcome(view.symbol, (m, n, kk), f"{a_t.dtype}->{c_t.dtype}", bad == 0, detail, ms)
+
     def close(self) -> None:
         self.module.unload()
+
+
+UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 2.0 ** -24}
+
+
+def matmul_tolerance(abs_product: np.ndarray, reference: np.ndarray, k: int, out_dtype: str) -> tuple[np.ndarray, str]:
+    """How far a matmul element may be from the float64 product of the same 16-bit inputs: the
+    rounding of C to its type, plus K fp32 additions of at most one unit in the last place each
+    (2^-23 of |A|.|B|: the tensor cores' fp32 accumulation is not required to round to nearest)."""
+    u = UNIT_ROUNDOFF[out_dtype]
+    rule = f"|C - AB| <= 2^{int(np.log2(u))}|AB| + {k}*2^-23*(|A||B|)"
+    return u * np.abs(reference) + k * 2.0 ** -23 * abs_product, rule
+
+
+def to_16bit(values: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """(bit patterns, the values they hold as float32) of float32 ``values`` rounded to bfloat16 or
+    float16, to nearest even."""
+    if dtype == "float16":
+        h = values.astype(np.float16)
+        return h.view(np.uint16), h.astype(np.float32)
+    bits = values.astype(np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return rounded, (rounded.astype(np.uint32) << 16).view(np.float32)
+
+
+def from_device(bits: np.ndarray, dtype: str) -> np.ndarray:
+    """Device bit patterns of ``dtype`` as float64."""
+    if dtype == "bfloat16":
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return bits.view({"float16": np.float16, "float32": np.float32}[dtype]).astype(np.float64)
+
+
+def matmul_arguments(spec: Spec, device: runtime.Device, a_ptr: int, b_ptr: int, c_ptr: int, m: int, n: int,
+                     k: int) -> tuple[int, list]:
+    """Grid size and parameters of the matmul kernel for contiguous A [m, k], B and C [m, n]."""
+    kernel = spec.kernel
+    assert isinstance(kernel, MatmulKernel)
+    maps = {x.role: x for x in kernel_maps(spec)}
+    b_shape = (n, k) if kernel.b_major == "k" else (k, n)
+    bm, bn, _ = kernel.tile
+    tiles_total = math.ceil(m / bm) * math.ceil(n / bn)
+    params = [encode(maps["a"], a_ptr, (m, k)), encode(maps["b"], b_ptr, b_shape), encode(maps["c"], c_ptr, (m, n)),
+              ctypes.c_uint32(m), ctypes.c_uint32(n), ctypes.c_uint32(k)]
+    return max(1, min(tiles_total, device.multiprocessors)), params
 
 
 def _uint(nbytes: int) -> np.dtype:

@@ -102,6 +102,11 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_
                :: "r"(smem_address(bar)), "r"(bytes) : "memory");
 }
 
+// One arrival, expecting no bytes (a consumer handing its buffers back).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_address(bar)) : "memory");
+}
+
 // Waits until the phase with parity `phase` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t phase) {
   asm volatile(

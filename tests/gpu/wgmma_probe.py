@@ -1,0 +1,175 @@
+"""A probe of tmagen's wgmma descriptors on the silicon: for one combination of swizzle, operand
+major-ness, 16-bit type and shared-memory offset, TMA loads A (64 x 128) and B (128 x 128) into
+the boxes of a generated header, eight wgmma.mma_async steps (m64n128k16) read them through the
+header's descriptors, and the product is compared with numpy. Small integers make every product
+and sum exact in fp32, so the comparison is bit for bit: a wrong descriptor cannot pass.
+
+K = 128 makes every K-major operand cross at least one box along K and every MN-major one cross
+8-row groups; N = 128 makes MN-major B span several atoms along N (LBO), and A MN-major with a
+32B or 64B swizzle several atoms along M.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+M, N, K = 64, 128, 128
+K_ROWS_PER_BOX = 64  # MN-major boxes: rows of K per box
+SWIZZLES = ("none", "32B", "64B", "128B")
+MAJORS = ("k", "mn")
+DTYPES = ("bfloat16", "float16")
+OFFSETS = tuple(range(0, 1024, 128))
+# What the probe puts in the descriptors' base-offset bits: tmagen's, or the PTX ISA's (start >> 7) % lines.
+BASE_MODES = {"tmagen": 0, "ptx_formula": 1}
+
+
+@dataclass(frozen=True)
+class Combo:
+    swizzle: str
+    a_major: str
+    b_major: str
+    dtype: str
+    smem_offset: int
+
+    @property
+    def name(self) -> str:
+        return (f"wgmma_{self.swizzle.lower()}_a{self.a_major}_b{self.b_major}_{self.dtype[:4]}"
+                f"_o{self.smem_offset}")
+
+
+def combos() -> list[Combo]:
+    return [Combo(*c) for c in itertools.product(SWIZZLES, MAJORS, MAJORS, DTYPES, OFFSETS)]
+
+
+def _atom(swizzle: str) -> int:
+    """Elements of 16-bit data across one box: a span, or one 16-byte core-matrix column."""
+    return {"none": 16, "32B": 32, "64B": 64, "128B": 128}[swizzle] // 2
+
+
+def _operand(name: str, operand: str, major: str, mn: int, c: Combo) -> dict:
+    atom = _atom(c.swizzle)
+    if major == "k":  # [MN, K], K contiguous: one box of all MN rows per K atom
+        shape, box, mn_boxes = [mn, K], [mn, atom], 1
+    else:  # [K, MN], MN contiguous: boxes one atom wide, 64 rows of K
+        shape, box, mn_boxes = [K, mn], [K_ROWS_PER_BOX, atom], mn // atom
+    return {"name": name, "dtype": c.dtype, "shape": shape, "box": box, "swizzle": {"mode": c.swizzle},
+            "smem_offset": c.smem_offset, "mma": {"operand": operand, "major": major, "mn_boxes": mn_boxes}}
+
+
+def spec_for(c: Combo) -> dict:
+    return {"name": c.name, "tensors": [_operand("a", "a", c.a_major, M, c), _operand("b", "b", c.b_major, N, c)],
+            "kernel": {"kind": "inspect"}}
+
+
+def _coords(major: str) -> str:
+    """The box's start coordinates, innermost first, from its place (kb along K, mb along M/N)."""
+    return ("kb * W::k_per_box, mb * W::mn_per_box" if major == "k" else "mb * W::mn_per_box, kb * W::k_per_box")
+
+
+def kernel_source(c: Combo) -> str:
+    ta, tb = int(c.a_major == "mn"), int(c.b_major == "mn")
+    loads = []
+    for operand, major in (("A", c.a_major), ("B", c.b_major)):
+        loads.append(f"""
+    {{
+      using W = {operand}::wgmma;
+      for (uint32_t kb = 0; kb < K / W::k_per_box; ++kb)
+        for (uint32_t mb = 0; mb < W::mn_boxes; ++mb)
+          g::tma::load_2d({operand.lower()}_tile + (kb * W::mn_boxes + mb) * W::box_stride, &{operand.lower()}_map, &loaded,
+                          {_coords(major)});
+    }}""")
+    return f"""
+extern "C" __global__ void __launch_bounds__(128, 1) probe_{c.name}(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, float* out, uint32_t base_mode) {{
+  namespace g = {c.name};
+  using A = g::a_box;
+  using B = g::b_box;
+  constexpr uint32_t K = {K};
+  constexpr uint32_t a_boxes = A::wgmma::mn_boxes * (K / A::wgmma::k_per_box);
+  constexpr uint32_t b_boxes = B::wgmma::mn_boxes * (K / B::wgmma::k_per_box);
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ alignas(8) uint64_t loaded;
+  uint8_t* base = smem_raw + ((1024u - (g::tma::smem_address(smem_raw) & 1023u)) & 1023u);
+  uint8_t* a_tile = base + A::smem_offset;
+  uint8_t* b_tile = base + a_boxes * A::wgmma::box_stride + B::smem_offset;
+  if (threadIdx.x == 0) {{
+    g::tma::mbarrier_init(&loaded, 1);
+    g::tma::fence_mbarrier_init();
+    g::tma::mbarrier_arrive_expect_tx(&loaded, a_boxes * A::tx_bytes + b_boxes * B::tx_bytes);{''.join(loads)}
+  }}
+  __syncthreads();
+  g::tma::mbarrier_wait(&loaded, 0);
+  float d[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+  g::wgmma::fence_operands(d);
+  g::wgmma::fence();
+#pragma unroll
+  for (uint32_t kk = 0; kk < K / 16; ++kk) {{
+    uint64_t da = A::wgmma::descriptor(a_tile, 0, 16 * kk), db = B::wgmma::descriptor(b_tile, 0, 16 * kk);
+    if (base_mode == 1) {{
+      da = (da & ~(uint64_t(7) << 49)) | uint64_t(((da & 0x3FFFu) << 4 >> 7) % A::wgmma::pattern_lines) << 49;
+      db = (db & ~(uint64_t(7) << 49)) | uint64_t(((db & 0x3FFFu) << 4 >> 7) % B::wgmma::pattern_lines) << 49;
+    }}
+    g::wgmma::mma_m64n128k16<{ta}, {tb}>(d, da, db, kk > 0 ? 1u : 0u);
+  }}
+  g::wgmma::commit_group();
+  g::wgmma::wait_group<0>();
+  g::wgmma::fence_operands(d);
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {{
+    const uint32_t row = 16 * warp + lane / 4 + 8 * (i / 2 % 2), col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    out[row * {N} + col] = d[i];
+  }}
+}}
+"""
+
+
+def batch_source(batch: list[Combo]) -> str:
+    includes = "".join(f'#include "{c.name}.cuh"\n' for c in batch)
+    return includes + "".join(kernel_source(c) for c in batch)
+
+
+def smem_bytes(c: Combo, tiles: dict) -> int:
+    return tiles["a"].stride * tiles["a"].mn_boxes * (K // tiles["a"].k_per_box) + \
+        tiles["b"].stride * tiles["b"].mn_boxes * (K // tiles["b"].k_per_box) + 1024
+
+
+def to_device_bits(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Small integers as bfloat16 or float16 bit patterns (exact)."""
+    if dtype == "float16":
+        return values.astype(np.float16).view(np.uint16)
+    return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def run(combo: Combo, spec, kernel, device, rng: np.random.Generator, base_mode: int) -> tuple[bool, int]:
+    """Runs the probe once; (exact match, mismatching elements)."""
+    from tmagen import runtime
+    from tmagen.spec import kernel_maps, operand_tile
+    from tmagen.verify import encode
+
+    a = rng.integers(-4, 5, size=(M, K)).astype(np.float32)
+    b = rng.integers(-4, 5, size=(N, K)).astype(np.float32)
+    a_global = a if combo.a_major == "k" else np.ascontiguousarray(a.T)
+    b_global = b if combo.b_major == "k" else np.ascontiguousarray(b.T)
+    maps = {m.role: m for m in kernel_maps(spec)}
+    expected = a @ b.T
+    with runtime.Buffer.from_array(to_device_bits(a_global, combo.dtype)) as da, \
+            runtime.Buffer.from_array(to_device_bits(b_global, combo.dtype)) as db, \
+            runtime.Buffer(M * N * 4) as out:
+        out.fill(0xA5)
+        params = [encode(maps["a"], da.ptr, a_global.shape), encode(maps["b"], db.ptr, b_global.shape),
+                  ctypes.c_uint64(out.ptr), ctypes.c_uint32(base_mode)]
+        kernel.launch(1, 128, params)
+        device.synchronize()
+        got = out.download(np.float32, (M, N))
+    bad = int(np.count_nonzero(got != expected))
+    return bad == 0, bad
+
+
+__all__ = ["Combo", "combos", "spec_for", "batch_source", "smem_bytes", "run", "BASE_MODES"]

@@ -1,0 +1,189 @@
+"""The wgmma/tcgen05 descriptor model (tmagen.mma), its C++ twin in the generated header, the
+GPU's verdict on it replayed, and the matmul kernel kind's spec checks and plan."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tmagen import mma, plan
+from tmagen.errors import SpecError
+from tmagen.render import render
+from tmagen.spec import check_spec, kernel_maps, kernel_plans, operand_tile, parse_spec
+
+from conftest import HW_DATA, REPO
+
+sys.path.insert(0, str(REPO / "tests" / "gpu"))
+import wgmma_probe  # noqa: E402  (the GPU probe's spec generator, pure Python)
+
+
+def test_fields_encode_and_decode() -> None:
+    f = mma.DescriptorFields(start_address=0x12340, lbo=16, sbo=1024, base_offset=0, layout_type=1)
+    desc = f.wgmma()
+    assert desc & 0x3FFF == 0x1234 and desc >> 16 & 0x3FFF == 1 and desc >> 32 & 0x3FFF == 64
+    assert desc >> 62 == 1 and desc >> 49 & 7 == 0
+    assert mma.decode_wgmma(desc) == f
+    t = f.tcgen05()  # version bits 46-48 = 1, layout in 61-63 (128B is 2 there)
+    assert t >> 46 & 7 == 1 and t >> 61 == 1
+
+
+def _tile(combo: wgmma_probe.Combo, role: str) -> mma.OperandTile:
+    spec = parse_spec(wgmma_probe.spec_for(combo))
+    tile = operand_tile({m.role: m for m in kernel_maps(spec)}[role])
+    assert tile is not None
+    return tile
+
+
+@pytest.mark.parametrize("swizzle, major, lbo, sbo", [
+    ("128B", "k", 16, 1024), ("64B", "k", 16, 512), ("32B", "k", 16, 256),
+    ("none", "k", 16 * 64 * 1, 128),  # LBO: the next box along K, 64 rows x 16 bytes later
+    ("128B", "mn", 8192, 1024), ("64B", "mn", 4096, 512), ("32B", "mn", 2048, 256),
+    ("none", "mn", 128, 1024),  # SBO: the next 16-byte column of M, one 64-row box later
+])
+def test_lbo_and_sbo_of_each_layout(swizzle: str, major: str, lbo: int, sbo: int) -> None:
+    tile = _tile(wgmma_probe.Combo(swizzle, major, "k", "bfloat16", 0), "a")
+    assert (tile.lbo, tile.sbo) == (lbo, sbo)
+
+
+def test_k_advances_inside_a_span_and_jumps_between_boxes() -> None:
+    k_major = _tile(wgmma_probe.Combo("128B", "k", "k", "bfloat16", 0), "a")  # boxes of 64 x 64
+    assert [k_major.offset(0, k) for k in (0, 16, 32, 48, 64)] == [0, 32, 64, 96, k_major.stride]
+    assert k_major.offset(8, 0) == 8 * 128
+    mn_major = _tile(wgmma_probe.Combo("32B", "k", "mn", "bfloat16", 0), "b")  # boxes of 64 K-rows x 16
+    assert mn_major.offset(0, 16) == 16 * 32 and mn_major.offset(16, 0) == mn_major.stride
+    assert mn_major.offset(0, 64) == mn_major.mn_boxes * mn_major.stride
+
+
+def test_base_offset_is_zero_wherever_the_tile_starts() -> None:
+    """Measured on an H200: the tensor core swizzles absolute addresses and wants 0 (tmagen.mma)."""
+    assert mma.BASE_OFFSET_FROM_ADDRESS is False
+    for offset in range(0, 1024, 128):
+        tile = _tile(wgmma_probe.Combo("128B", "mn", "mn", "float16", offset), "b")
+        f = tile.fields(8192 + offset, 0, 16)
+        assert f.base_offset == 0 and f.wgmma() >> 49 & 7 == 0
+        assert tile.ptx_base_offset(8192 + offset) == offset // 128
+
+
+def test_the_gpu_verdict_is_replayed() -> None:
+    """Every combination the H200 ran: tmagen's LBO/SBO then are tmagen's LBO/SBO now, and a base
+    offset of 0 (what tmagen writes) gave the exact product in each; the PTX formula did not."""
+    data = json.loads((HW_DATA / "wgmma_descriptors.json").read_text())
+    rows = data["rows"]
+    assert len(rows) == 256 and {r["swizzle"] for r in rows} == {"none", "32B", "64B", "128B"}
+    for r in rows:
+        combo = wgmma_probe.Combo(r["swizzle"], r["a_major"], r["b_major"], r["dtype"], r["smem_offset"])
+        for role in ("a", "b"):
+            tile = _tile(combo, role)
+            assert (tile.lbo, tile.sbo) == (r["lbo"][role], r["sbo"][role]), (combo, role)
+        assert r["base_offset_0"], combo
+    formula_wrong = [r for r in rows if not r["ptx_formula"]]
+    assert len(formula_wrong) == 122
+    assert all(r["smem_offset"] // 128 % {"32B": 2, "64B": 4, "128B": 8}[r["swizzle"]] for r in formula_wrong)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ to compile the header for the host")
+def test_generated_descriptors_agree_with_the_model_on_the_host(tmp_path: Path) -> None:
+    """The header's wgmma::offset and encode, compiled by g++ as plain C++, equal tmagen.mma for
+    every probe combination at several (mn, k)."""
+    combos = [c for c in wgmma_probe.combos() if c.dtype == "bfloat16"]
+    program, expected = ["#include <cstdio>"], []
+    points = [(0, 0), (0, 16), (8, 48), (64, 64), (0, 112)]
+    for c in combos:
+        spec = parse_spec(wgmma_probe.spec_for(c))
+        (tmp_path / f"{c.name}.cuh").write_text(render(spec, f"{c.name}.json")[f"{c.name}.cuh"])
+        program.append(f'#include "{c.name}.cuh"')
+    program.append("int main() {")
+    for c in combos:
+        spec = parse_spec(wgmma_probe.spec_for(c))
+        maps = {m.role: m for m in kernel_maps(spec)}
+        for role in ("a", "b"):
+            tile = operand_tile(maps[role])
+            assert tile is not None
+            for mn, k in points:
+                if mn >= tile.mn:
+                    continue
+                address = 16384 + c.smem_offset
+                program.append(f'  std::printf("%llu\\n", (unsigned long long){c.name}::{role}_box::wgmma::encode('
+                               f'{address}u + {c.name}::{role}_box::wgmma::offset({mn}, {k})));')
+                expected.append(tile.wgmma_descriptor(address, mn, k))
+    program += ["  return 0;", "}"]
+    (tmp_path / "main.cpp").write_text("\n".join(program) + "\n")
+    subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(tmp_path / "desc"), str(tmp_path / "main.cpp")],
+                   check=True, cwd=tmp_path)
+    got = [int(x) for x in subprocess.run([str(tmp_path / "desc")], capture_output=True, text=True,
+                                          check=True).stdout.split()]
+    assert len(expected) > 500 and got == expected
+
+
+# --- the matmul kernel kind --------------------------------------------------------------------
+SPEC = json.loads((REPO / "specs" / "matmul_bf16_tn.json").read_text())
+
+
+def _with(**changes: object) -> dict:
+    data = copy.deepcopy(SPEC)
+    for path, value in changes.items():
+        node = data
+        *parts, last = path.split("__")
+        for p in parts:
+            node = node[int(p)] if p.isdigit() else node[p]
+        node[int(last) if last.isdigit() else last] = value
+    return data
+
+
+def test_the_example_matmul_plans_its_stages_and_registers() -> None:
+    spec = parse_spec(SPEC)
+    assert check_spec(spec) == []
+    (k,) = kernel_plans(spec)
+    p = k.matmul
+    assert p is not None and k.threads == 384
+    assert p.a_stage_bytes == 128 * 128 and p.b_stage_bytes == 256 * 128
+    assert p.accumulators == 128 and p.consumer_registers == 232 and p.m_blocks == 1
+    assert k.smem_bytes == 4 * 49152 + 2 * 2 * 8192 + 1024 <= 232448
+
+
+@pytest.mark.parametrize("changes, fragments", [
+    ({"kernel__a": "x"}, ("kernel.a = 'x'", "no tensor has this name")),
+    ({"tensors__0__dtype": "float32"}, ("tensors[0].dtype = 'float32'", "bfloat16 or float16")),
+    ({"tensors__1__dtype": "float16"}, ("tensors[1].dtype = 'float16'", "A's type")),
+    ({"tensors__1__shape": [4096, 2048]}, ("tensors[1].shape", "K = 4096")),
+    ({"tensors__2__shape": [4096, 2048]}, ("tensors[2].shape", "[4096, 4096]")),
+    ({"kernel__tile": [96, 256, 64]}, ("kernel.tile[0] = 96", "multiple of 128")),
+    ({"kernel__tile": [128, 264, 64]}, ("kernel.tile[1] = 264", "up to 256")),
+    ({"kernel__tile": [128, 256, 40]}, ("kernel.tile[2] = 40", "multiple of 16")),
+    ({"kernel__tile": [256, 256, 64]}, ("kernel.tile", "registers", "more consumers")),
+    ({"tensors__0__box": [96, 64]}, ("tensors[0].box[0] = 96", "divisor of 128")),
+    ({"tensors__1__box": [128, 64]}, ("tensors[1].box[0] = 128", "use 256")),
+    ({"tensors__2__box": [32, 64]}, ("tensors[2].box", "[64, n]")),
+    ({"tensors__0__mma": {"operand": "a"}}, ("tensors[0].mma", "remove it")),
+])
+def test_matmul_spec_errors_name_the_field_and_the_fix(changes: dict, fragments: tuple) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(_with(**changes))
+    text = str(err.value)
+    for fragment in fragments:
+        assert fragment in text, text
+
+
+def test_matmul_stages_beyond_shared_memory_break_the_kernel_rule() -> None:
+    spec = parse_spec(_with(kernel__stages=5))
+    assert {v.rule for v in check_spec(spec)} == {"kernel-fits-shared-memory"}
+
+
+def test_mn_major_b_takes_atoms_along_n() -> None:
+    spec = parse_spec(_with(kernel__b_major="mn", tensors__1__box=[64, 64]))
+    assert check_spec(spec) == []
+    b = operand_tile({m.role: m for m in kernel_maps(spec)}["b"])
+    assert b is not None and b.major == "mn" and b.mn_boxes == 4 and b.lbo == b.stride == 8192
+    header = render(spec, "x.json")[f"{spec.name}.cuh"]
+    assert "mma_m64n256k16" in header and "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in header
+
+
+def test_register_budget_follows_setmaxnreg() -> None:
+    assert plan.consumer_registers(1) == 240 and plan.consumer_registers(2) == 232
+    assert plan.consumer_registers(3) == 152 and plan.consumer_registers(4) == 112
