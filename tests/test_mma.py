@@ -151,8 +151,8 @@ def test_the_example_matmul_plans_its_stages_and_registers() -> None:
     ({"kernel__a": "x"}, ("kernel.a = 'x'", "no tensor has this name")),
     ({"tensors__0__dtype": "float32"}, ("tensors[0].dtype = 'float32'", "bfloat16 or float16")),
     ({"tensors__1__dtype": "float16"}, ("tensors[1].dtype = 'float16'", "A's type")),
-    ({"tensors__1__shape": [4096, 2048]}, ("tensors[1].shape", "K = 4096")),
-    ({"tensors__2__shape": [4096, 2048]}, ("tensors[2].shape", "[4096, 4096]")),
+    ({"tensors__1__shape": [1000, 256]}, ("tensors[1].shape", "K = 520")),
+    ({"tensors__2__shape": [1000, 992]}, ("tensors[2].shape", "[1000, 1000]")),
     ({"kernel__tile": [96, 256, 64]}, ("kernel.tile[0] = 96", "multiple of 128")),
     ({"kernel__tile": [128, 264, 64]}, ("kernel.tile[1] = 264", "up to 256")),
     ({"kernel__tile": [128, 256, 40]}, ("kernel.tile[2] = 40", "multiple of 16")),
@@ -176,7 +176,7 @@ def test_matmul_stages_beyond_shared_memory_break_the_kernel_rule() -> None:
 
 
 def test_mn_major_b_takes_atoms_along_n() -> None:
-    spec = parse_spec(_with(kernel__b_major="mn", tensors__1__box=[64, 64]))
+    spec = parse_spec(_with(kernel__b_major="mn", tensors__1__box=[64, 64], tensors__1__shape=[520, 1000]))
     assert check_spec(spec) == []
     b = operand_tile({m.role: m for m in kernel_maps(spec)}["b"])
     assert b is not None and b.major == "mn" and b.mn_boxes == 4 and b.lbo == b.stride == 8192

@@ -457,6 +457,21 @@ def _mma_dtype(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
                     "K-major only and not generated yet)", "use bfloat16 or float16, or drop the mma marking")
 
 
+@rule("mma-layout-for-target", "the box's swizzle is a shared-memory layout of the target's tensor cores "
+      "(wgmma on sm_90a: none, 32B, 64B, 128B; tcgen05 on sm_100a also 128B with 32-byte atoms)",
+      f"{MMA}; PTX ISA 9.7.16.4.1, tcgen05 shared-memory descriptor")
+def _mma_layout(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if not a.mma:
+        return
+    pattern = PATTERNS[a.swizzle]
+    hopper = a.target.name == "sm_90a"
+    code = pattern.wgmma_layout_type if hopper else pattern.tcgen05_layout_type
+    if code is None:
+        yield _fail("mma-layout-for-target", n.swizzle, n.enum(a.swizzle),
+                    f"the {'wgmma' if hopper else 'tcgen05'} descriptor of {a.target.name} has no such layout",
+                    "use 128B" + ("" if hopper else " or 128B with 32B atomicity"))
+
+
 @rule("mma-plain-layout", "a wgmma operand box has no interleave and element strides of 1", MMA)
 def _mma_plain(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if not a.mma:

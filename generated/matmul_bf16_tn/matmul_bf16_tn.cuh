@@ -79,7 +79,6 @@ struct a_box {
     static constexpr uint32_t lbo = 16;
     static constexpr uint32_t sbo = 1024;
     static constexpr uint64_t layout_type = 1;  // bits 62-63: CU_TENSOR_MAP_SWIZZLE_128B
-    static constexpr uint32_t pattern_lines = 8;  // the base offset counts 128-byte lines of one period
 
     // Bytes from the tile's first box to element (mn, k), before the swizzle.
     TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t mn, uint32_t k) {
@@ -87,6 +86,8 @@ struct a_box {
              + (mn % mn_per_box) * row_pitch + (k % k_per_box) * elem_bytes;
     }
     // The descriptor of an operand whose first core matrix is at shared address `start` (pre-swizzle).
+    // The base offset (bits 49-51) stays 0 wherever the tile starts: the tensor core swizzles absolute
+    // addresses, as TMA does (measured on an H200; the PTX ISA's formula is wrong there).
     TMAGEN_MATMUL_BF16_TN_HD static constexpr uint64_t encode(uint32_t start) {
       return uint64_t((start & 0x3FFFFu) >> 4) | uint64_t(lbo >> 4) << 16 | uint64_t(sbo >> 4) << 32
              | layout_type << 62;
@@ -158,7 +159,6 @@ struct b_box {
     static constexpr uint32_t lbo = 16;
     static constexpr uint32_t sbo = 1024;
     static constexpr uint64_t layout_type = 1;  // bits 62-63: CU_TENSOR_MAP_SWIZZLE_128B
-    static constexpr uint32_t pattern_lines = 8;  // the base offset counts 128-byte lines of one period
 
     // Bytes from the tile's first box to element (mn, k), before the swizzle.
     TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t mn, uint32_t k) {
@@ -166,6 +166,8 @@ struct b_box {
              + (mn % mn_per_box) * row_pitch + (k % k_per_box) * elem_bytes;
     }
     // The descriptor of an operand whose first core matrix is at shared address `start` (pre-swizzle).
+    // The base offset (bits 49-51) stays 0 wherever the tile starts: the tensor core swizzles absolute
+    // addresses, as TMA does (measured on an H200; the PTX ISA's formula is wrong there).
     TMAGEN_MATMUL_BF16_TN_HD static constexpr uint64_t encode(uint32_t start) {
       return uint64_t((start & 0x3FFFFu) >> 4) | uint64_t(lbo >> 4) << 16 | uint64_t(sbo >> 4) << 32
              | layout_type << 62;

@@ -112,8 +112,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe_{c.name}(
   for (uint32_t kk = 0; kk < K / 16; ++kk) {{
     uint64_t da = A::wgmma::descriptor(a_tile, 0, 16 * kk), db = B::wgmma::descriptor(b_tile, 0, 16 * kk);
     if (base_mode == 1) {{
-      da = (da & ~(uint64_t(7) << 49)) | uint64_t(((da & 0x3FFFu) << 4 >> 7) % A::wgmma::pattern_lines) << 49;
-      db = (db & ~(uint64_t(7) << 49)) | uint64_t(((db & 0x3FFFu) << 4 >> 7) % B::wgmma::pattern_lines) << 49;
+      da = (da & ~(uint64_t(7) << 49)) | uint64_t(((da & 0x3FFFu) << 4 >> 7) % (A::period / 128)) << 49;
+      db = (db & ~(uint64_t(7) << 49)) | uint64_t(((db & 0x3FFFu) << 4 >> 7) % (B::period / 128)) << 49;
     }}
     g::wgmma::mma_m64n128k16<{ta}, {tb}>(d, da, db, kk > 0 ? 1u : 0u);
   }}
