@@ -53,7 +53,7 @@ matmul_bf16_tn_status matmul_bf16_tn_encode_c(matmul_bf16_tn_tensor_map* out, co
 
 /* C = A x B^T: A is M x K, B is N x K, C is M x N, all row-major with leading
    dimensions lda, ldb, ldc in elements (0: contiguous; each a multiple of 16 bytes, as TMA needs),
-   __nv_bfloat16 in, fp32 accumulation, __nv_bfloat16 out. K = 0 sets C to zeros. */
+   __nv_bfloat16 in, fp32 accumulation, __nv_bfloat16 out; M, N, K below 2^31. K = 0 sets C to zeros. */
 matmul_bf16_tn_status matmul_bf16_tn_matmul_launch(const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K,
     int64_t lda, int64_t ldb, int64_t ldc, void* stream);
 

@@ -208,6 +208,11 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch(const void* 
                                             int64_t lda, int64_t ldb, int64_t ldc, void* stream) {
   if (M == 0 || N == 0) return ok();
   if (c == nullptr) return fail(matmul_f16_nn_f32_bad_argument, "matmul: C is required");
+  if (M >= (1ull << 31) || N >= (1ull << 31) || K >= (1ull << 31)) {  // TMA coordinates are signed 32-bit
+    return fail(matmul_f16_nn_f32_bad_shape, "matmul: M = %llu, N = %llu, K = %llu, but each must be below 2^31: TMA addresses "
+                "tiles with signed 32-bit coordinates (split the product)", (unsigned long long)M, (unsigned long long)N,
+                (unsigned long long)K);
+  }
   const int64_t c_strides[2] = {ldc ? ldc : static_cast<int64_t>(N), 1};
   if (K == 0) {  // an empty sum: TMA cannot describe an extent of 0
     const size_t row_bytes = N * 4, pitch = static_cast<size_t>(c_strides[0]) * 4;

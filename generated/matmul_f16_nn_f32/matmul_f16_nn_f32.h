@@ -53,7 +53,7 @@ matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_c(matmul_f16_nn_f32_tensor_map
 
 /* C = A x B: A is M x K, B is K x N, C is M x N, all row-major with leading
    dimensions lda, ldb, ldc in elements (0: contiguous; each a multiple of 16 bytes, as TMA needs),
-   __half in, fp32 accumulation, float out. K = 0 sets C to zeros. */
+   __half in, fp32 accumulation, float out; M, N, K below 2^31. K = 0 sets C to zeros. */
 matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch(const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K,
     int64_t lda, int64_t ldb, int64_t ldc, void* stream);
 
