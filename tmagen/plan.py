@@ -181,11 +181,20 @@ class MatmulPlan:
 
     @property
     def smem_bytes(self) -> int:
-        return self.stages * self.stage_bytes + self.consumers * C_STAGING_BUFFERS * self.c_stride + PATTERN_ALIGN
+        return self.stages * self.stage_bytes + self.consumers * self.c_buffers * self.c_stride + PATTERN_ALIGN
 
     @property
     def consumer_registers(self) -> int:
         return consumer_registers(self.consumers)
+
+    @property
+    def producer_registers(self) -> int:
+        return PRODUCER_REGISTERS
+
+    @property
+    def c_buffers(self) -> int:
+        """C staging buffers per consumer."""
+        return C_STAGING_BUFFERS
 
 
 def consumer_registers(consumers: int) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jinja2
 
-from tmagen import __version__, plan
+from tmagen import __version__
 from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.limits import TARGETS
 from tmagen.mma import BASE_OFFSET_FROM_ADDRESS, OperandTile
@@ -141,7 +141,6 @@ def context(spec: Spec, spec_file: str) -> dict[str, object]:
         "wgmma_n": wgmma_n, "mma_ptx_type": mma_ptx_type,
         "is_inspect": isinstance(kernel, InspectKernel), "is_copy": isinstance(kernel, CopyKernel),
         "is_transpose": isinstance(kernel, TransposeKernel), "is_matmul": isinstance(kernel, MatmulKernel),
-        "plan_consts": plan,
         "cpp_header": _file_header(spec, spec_file, "//"), "cmake_header": _file_header(spec, spec_file, "#"),
     }
 

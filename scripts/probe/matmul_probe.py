@@ -91,7 +91,7 @@ def main() -> None:
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
         ref = a @ b.T
-        cands = {"cublas": lambda: torch.matmul(a, b.T)}
+        cands = {"cublas": lambda a=a, b=b: torch.matmul(a, b.T)}
         outs = {}
         for s in timed:
             plan = kernel_plans(s)[0]
@@ -124,7 +124,8 @@ def main() -> None:
             report["timings"].append({"shape": [m, n, k], "name": name, "median_ms": med, "tflops": tf,
                                       "ratio_to_cublas": base / med, "spread_ms": float(np.max(ts) - np.min(ts))})
             print(f"{m}x{n}x{k} {name:24s} {med:8.3f} ms {tf:7.1f} TFLOP/s  {base / med:.3f} of cuBLAS", flush=True)
-        del a, b, ref, outs, cands
+        outs.clear()
+        cands.clear()
         torch.cuda.empty_cache()
     (out / "matmul_probe.json").write_text(json.dumps(report, indent=1, default=str))
 

@@ -150,7 +150,7 @@ def to_device_bits(values: np.ndarray, dtype: str) -> np.ndarray:
 def run(combo: Combo, spec, kernel, device, rng: np.random.Generator, base_mode: int) -> tuple[bool, int]:
     """Runs the probe once; (exact match, mismatching elements)."""
     from tmagen import runtime
-    from tmagen.spec import kernel_maps, operand_tile
+    from tmagen.spec import kernel_maps
     from tmagen.verify import encode
 
     a = rng.integers(-4, 5, size=(M, K)).astype(np.float32)
