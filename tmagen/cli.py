@@ -144,14 +144,18 @@ def _cmd_build(args: argparse.Namespace) -> int:
             for k in result.kernels:
                 print(f"  {k.name}: {k.registers} registers, {k.shared_bytes} bytes static shared memory, "
                       f"{k.stack_frame_bytes} bytes stack, {k.spill_store_bytes}/{k.spill_load_bytes} bytes spilled")
-            if result.sass_tma is None:
-                print("  SASS not checked: no cuobjdump here")
-            else:
-                print("  SASS: " + ", ".join(f"{op} {'present' if seen else 'ABSENT'}" for op, seen in result.sass_tma.items()))
-            spills = toolchain.spill_violations(r.spec, result)
-            for line in spills:
+            sass = toolchain.sass_check(r.spec, result)
+            if sass is None:
+                print("  SASS not checked: no cuobjdump here (pip install 'tmagen[toolchain]' brings it)")
+            elif not sass:
+                print("  no kernel: the device header and the encode API compiled, no SASS to check")
+            for symbol, seen in (sass or {}).items():
+                print(f"  SASS of {symbol}: " + ", ".join(f"{op} {'present' if present else 'ABSENT'}"
+                                                          for op, present in seen.items()))
+            problems = toolchain.spill_violations(r.spec, result) + toolchain.sass_violations(r.spec, result)
+            for line in problems:
                 print(f"  error: {line}", file=sys.stderr)
-            if spills:
+            if problems:
                 status = EXIT_DIFFERS
     return status
 
