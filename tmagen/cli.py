@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from tmagen.spec import load_checked_spec
+    from tmagen.spec import kernel_kind, load_checked_spec
 
     status = EXIT_OK
     for path in args.spec:
@@ -119,7 +119,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             status = max(status, exc.exit_status)
             continue
         print(f"{path}: {spec.name} is valid for {spec.target} ({len(spec.tensors)} tensor"
-              f"{'s' if len(spec.tensors) != 1 else ''}, kernel {spec.kernel.kind})")
+              f"{'s' if len(spec.tensors) != 1 else ''}, {kernel_kind(spec)})")
     return status
 
 
@@ -186,12 +186,14 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if not TARGETS[r.spec.target].runs_here:
             rows.append((r.spec.name, "-", "-", f"skipped: {r.spec.target} cannot run on this GPU", "-"))
             continue
-        result = toolchain.compile_folder(r.spec, r.files)
-        checker = verify.Verifier(r.spec, result.cubin.read_bytes(), device, seed=args.seed)
+        spec, files = verify.proof(r.spec, r.files, r.spec_file)
+        result = toolchain.compile_folder(spec, files)
+        checker = verify.Verifier(spec, result.cubin.read_bytes(), device, seed=args.seed)
+        whose = "" if r.spec.kernel is not None else " (tmagen's, the spec has no kernel)"
         try:
             for o in checker.run_all():
                 failed |= not o.ok
-                rows.append((o.kernel, "x".join(map(str, o.shape)), o.dtype, f"{o.result}: {o.detail}",
+                rows.append((o.kernel + whose, "x".join(map(str, o.shape)), o.dtype, f"{o.result}: {o.detail}",
                              f"{o.ms:.3f} ms" if o.ms is not None else "-"))
         finally:
             checker.close()

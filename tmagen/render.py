@@ -15,10 +15,11 @@ from pathlib import Path
 
 import jinja2
 
-from tmagen import __version__
+from tmagen import __version__, plan
+from tmagen.dtypes import CUDA_TYPE_HEADERS, RAW_TYPES
 from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.limits import TARGETS
-from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, TransposeKernel, kernel_maps, kernel_plans
+from tmagen.spec import CopyKernel, InspectKernel, MapSpec, Spec, TransposeKernel, box_layout, kernel_maps, kernel_plans
 from tmagen.swizzle import PATTERNS
 
 _HERE = Path(__file__).resolve().parent
@@ -40,7 +41,8 @@ class MapView:
     """One CUtensorMap the generated code builds and one box layout in shared memory."""
 
     name: str  # C identifier: the role of the map in the kernel (src, dst, ...)
-    cpp_type: str  # element type
+    cpp_type: str  # the element's CUDA type, what at() gives
+    raw_type: str  # the unsigned integer of the element's size, what raw_at() gives
     unit_type: str  # type the kernel reads and writes shared memory with
     dtype_enum: str
     elem_bytes: int
@@ -67,15 +69,12 @@ class MapView:
     footprint: int
     tx_bytes: int
     smem_offset: int
+    buffer_stride: int  # from the box's pattern boundary to the first boundary after the box
 
     @property
     def buffer_align(self) -> int:
         """The alignment whose boundary smem_offset counts from: 1024, the longest period."""
         return 1024
-
-
-def _unit_type(nbytes: int) -> str:
-    return {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "uint4"}[nbytes]
 
 
 def map_view(m: MapSpec) -> MapView:
@@ -88,7 +87,7 @@ def map_view(m: MapSpec) -> MapView:
     row_bytes = t.box[-1] * es
     pitch = pat.row_pitch(row_bytes)
     return MapView(
-        name=m.role, cpp_type=t.dt.cpp, unit_type=_unit_type(m.unit_bytes),
+        name=m.role, cpp_type=t.cpp_type, raw_type=RAW_TYPES[es], unit_type=RAW_TYPES[m.unit_bytes],
         dtype_enum=f"CU_TENSOR_MAP_DATA_TYPE_{t.dt.driver_name}", elem_bytes=es, unit_bytes=m.unit_bytes,
         rank=t.rank, shape=tuple(t.shape), box=tuple(t.box), box_driver=tuple(t.box[::-1]),
         element_strides_driver=tuple(t.element_strides_or_default[::-1]),
@@ -96,7 +95,8 @@ def map_view(m: MapSpec) -> MapView:
         l2_promotion=L2Promotion.parse(t.l2_promotion).driver_name, oob_fill=OobFill.parse(t.oob_fill).driver_name,
         alignment=max(t.alignment, 16), swizzle_bits=pat.bits, swizzle_base=pat.base, swizzle_shift=pat.shift,
         flip_8b=pat.flip_8b, span=pat.span, period=pat.period, rows=rows, row_bytes=row_bytes, row_pitch=pitch,
-        footprint=rows * pitch, tx_bytes=rows * row_bytes, smem_offset=t.smem_offset)
+        footprint=rows * pitch, tx_bytes=rows * row_bytes, smem_offset=t.smem_offset,
+        buffer_stride=plan.box_stride(box_layout(m)))
 
 
 def _file_header(spec: Spec, spec_file: str, comment: str) -> str:
@@ -110,7 +110,9 @@ def context(spec: Spec, spec_file: str) -> dict[str, object]:
     maps = [map_view(m) for m in kernel_maps(spec)]
     return {
         "spec": spec, "name": spec.name, "guard": f"TMAGEN_{spec.name.upper()}",
-        "kind": kernel.kind, "kernel": kernel, "maps": maps, "map": {m.name: m for m in maps},
+        "kind": kernel.kind if kernel else None, "kernel": kernel, "has_kernel": kernel is not None,
+        "maps": maps, "map": {m.name: m for m in maps},
+        "cuda_headers": sorted({CUDA_TYPE_HEADERS[m.cpp_type] for m in maps if m.cpp_type in CUDA_TYPE_HEADERS}),
         "launch": {k.symbol: k for k in kernel_plans(spec)},
         "target": target, "arch_number": target.name.removeprefix("sm_"),
         "runs_on_hopper": target.runs_here,
@@ -128,6 +130,9 @@ TEMPLATES = {  # output file (``{name}`` is the spec's name) -> template
     "{name}.cu": "host.cu.j2",
     "CMakeLists.txt": "CMakeLists.txt.j2",
 }
+# A spec without a kernel gets no kernels file at all rather than an empty one: an
+# `#include "NAME_kernels.cuh"` then fails where it is written instead of bringing nothing.
+KERNEL_FILES = frozenset({"{name}_kernels.cuh"})
 
 
 def render(spec: Spec, spec_file: str) -> dict[str, str]:
@@ -135,7 +140,8 @@ def render(spec: Spec, spec_file: str) -> dict[str, str]:
     the user would pass it to ``tmagen build`` (relative, so the output names no machine)."""
     env = environment()
     ctx = context(spec, spec_file)
-    files = {out.format(name=spec.name): env.get_template(tpl).render(ctx) for out, tpl in TEMPLATES.items()}
+    files = {out.format(name=spec.name): env.get_template(tpl).render(ctx) for out, tpl in TEMPLATES.items()
+             if spec.kernel is not None or out not in KERNEL_FILES}
     manifest = {
         "tmagen_version": __version__,
         "spec_file": spec_file,
