@@ -17,7 +17,7 @@ import pytest
 from tmagen import build, toolchain
 from tmagen.cli import main
 from tmagen.render import render
-from tmagen.spec import kernel_maps, kernel_plans, parse_spec
+from tmagen.spec import kernel_plans, parse_spec
 from tmagen.swizzle import smem_offsets
 
 from conftest import REPO, pythonpath_with_repo
@@ -237,6 +237,9 @@ def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="no cmake")
 def test_a_cmake_project_vendors_a_generated_folder(tmp_path: Path) -> None:
+    """tests/vendor_project builds with CMake: plain C++ calling a generated C API, and a kernel of the
+    project's own on the primitives and typed accessors of a spec without a kernel, whose SASS loads
+    with TMA and multiplies floats (tests/gpu/test_user_kernel.py runs it)."""
     tc = _toolchain_or_skip()
     build_dir = tmp_path / "build"
     subprocess.run(["cmake", "-S", str(REPO / "tests" / "vendor_project"), "-B", str(build_dir),
@@ -247,6 +250,12 @@ def test_a_cmake_project_vendors_a_generated_folder(tmp_path: Path) -> None:
     run = subprocess.run([str(build_dir / "vendor_example")], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "8 bytes past a 16-byte boundary" in run.stdout
+    sass = toolchain.sass_opcodes(tc, build_dir / "libweighted_row_sums.so")
+    if IN_CI:
+        assert sass is not None
+    if sass is not None:
+        kernels = [ops for name, ops in sass.items() if "weighted_row_sums" in name]
+        assert len(kernels) == 1 and {"UTMALDG", "FMUL"} <= set(kernels[0])
 
 
 # --- the transpose kernel's plan, emulated on the CPU ----------------------------------------------
