@@ -3,8 +3,9 @@
 # nvcc and the Python packages of tmagen (pydantic may come as wheels in .whl/, made by
 # ../shared/offline-wheels.sh). Writes its report under $OUT (or the folder given, default
 # gpu-report/): machine.txt, the whole test suite's log and JUnit XML (the GPU tests run, the
-# others too: this machine also has cuobjdump for the SASS checks), tmagen verify's table, and
-# figures.json with what the GPU tests measured.
+# others too, the SASS checks among them; tests/gpu/test_user_kernel.py builds and runs the user's
+# own kernel of tests/vendor_project), tmagen verify's table (a spec without a kernel is verified
+# through inspect kernels of tmagen's), and figures.json with what the GPU tests measured.
 set -uo pipefail
 OUT=${OUT:-${1:-gpu-report}}
 mkdir -p "$OUT"

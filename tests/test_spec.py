@@ -11,7 +11,8 @@ import pytest
 
 from tmagen.errors import SpecError
 from tmagen.rules import RULES
-from tmagen.spec import SpecFieldNames, check_spec, load_spec, parse_spec, schema
+from tmagen.spec import (SpecFieldNames, check_spec, kernel_maps, kernel_plans, load_spec, parse_spec, schema,
+                         tensor_map_args)
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "specs").glob("*.json"))
@@ -86,7 +87,10 @@ FORM_ERRORS = [
     pytest.param(make(target="sm_80"), ["target = 'sm_80'", "'sm_90a' or 'sm_100a'"], id="target"),
     pytest.param(make(tensors=[]), ["tensors", "at least 1"], id="no-tensors"),
     pytest.param({k: v for k, v in BASE.items() if k != "name"}, ["name", "required"], id="missing-name"),
-    pytest.param({k: v for k, v in BASE.items() if k != "kernel"}, ["kernel", "required"], id="missing-kernel"),
+    pytest.param(make(t_element_type="fp8_e4m3"), ["tensors[0].element_type = 'fp8_e4m3'", "only uint8",
+                                                    "float32 tensor's elements are float"], id="element-type-float"),
+    pytest.param(make(t_dtype="uint8", t_element_type="fp4"), ["tensors[0].element_type = 'fp4'", "'fp8_e5m2'"],
+                 id="element-type-unknown"),
     pytest.param([BASE], ["(spec)", "dictionary"], id="not-an-object"),
     pytest.param(make(t_name=7), ["tensors[0].name = 7"], id="name-not-str"),
 ]
@@ -311,7 +315,7 @@ def test_schema_is_a_json_schema_with_tensors_and_kernel() -> None:
     s = schema()
     assert isinstance(s, dict)
     assert {"tensors", "kernel", "name", "target"} <= set(s["properties"])
-    assert set(s["required"]) >= {"name", "tensors", "kernel"}
+    assert set(s["required"]) == {"name", "tensors"}  # no kernel: maps only
     json.loads(json.dumps(s))  # serialisable
 
 
@@ -345,3 +349,51 @@ def test_transpose_output_rules_name_the_users_dimensions() -> None:
     assert [v.rule for v in found] == ["box-inner-within-swizzle-span"]
     assert found[0].field == "tensors[0] (transposed, as the kernel's dst map).box[0]"
     assert "= 64 float32 = 256 bytes" in found[0].message and "<= 32" in found[0].message
+
+
+# ----------------------------------------------------------------------------- specs without a kernel
+MAPS_ONLY = {"name": "maps", "tensors": [
+    {"name": "x", "dtype": "bfloat16", "shape": [100, 200], "box": [16, 64], "swizzle": {"mode": "128B"}},
+    {"name": "q", "dtype": "uint8", "element_type": "fp8_e5m2", "shape": [7, 100, 96], "box": [1, 8, 64],
+     "swizzle": {"mode": "64B"}, "smem_offset": 256}]}
+
+
+def test_a_spec_without_a_kernel_has_a_map_per_tensor_and_no_kernel_plans() -> None:
+    for data in (MAPS_ONLY, {**MAPS_ONLY, "kernel": None}):
+        spec = parse_spec(data)
+        assert spec.kernel is None
+        assert [(m.role, m.tensor.name, m.stores) for m in kernel_maps(spec)] == [("x", "x", False), ("q", "q", False)]
+        assert kernel_plans(spec) == []
+        assert check_spec(spec) == []
+        assert [m.tensor.cpp_type for m in kernel_maps(spec)] == ["__nv_bfloat16", "__nv_fp8_e5m2"]
+
+
+def test_a_spec_without_a_kernel_takes_tensors_of_any_ranks() -> None:
+    """With an inspect kernel the coordinates must fit every tensor; without one there are none to fit."""
+    spec = parse_spec(MAPS_ONLY)
+    assert sorted(t.rank for t in spec.tensors) == [2, 3]
+    with pytest.raises(SpecError, match="kernel.coords has 2 entries but tensor 'q' has 3"):
+        parse_spec({**MAPS_ONLY, "kernel": {"kind": "inspect", "coords": [0, 0]}})
+
+
+def test_every_rule_applies_to_each_map_of_a_spec_without_a_kernel() -> None:
+    data = copy.deepcopy(MAPS_ONLY)
+    data["tensors"][1]["box"] = [1, 8, 96]  # 96 bytes: wider than the 64B span
+    data["tensors"][0]["smem_offset"] = 100
+    found = {(v.rule, v.field) for v in check_spec(parse_spec(data))}
+    assert ("box-inner-within-swizzle-span", "tensors[1].box[-1]") in found
+    assert ("smem-offset-alignment", "tensors[0].smem_offset") in found
+
+
+def test_the_shared_memory_budget_of_a_spec_without_a_kernel_is_the_box() -> None:
+    """No kernel adds stages or slack: a box that fits a block passes, one that does not is refused by
+    box-fits-shared-memory (and no kernel rule is asked)."""
+    fits = {"name": "big", "tensors": [{"name": "t", "dtype": "float32", "shape": [4096, 4096], "box": [224, 256]}]}
+    spec = parse_spec(fits)
+    assert tensor_map_args(spec, kernel_maps(spec)[0]).kernel_smem_bytes is None
+    assert check_spec(spec) == []  # 229376 bytes: the box alone fits 232448
+    with_kernel = parse_spec({**fits, "kernel": {"kind": "inspect"}})  # + 1024 of alignment slack: still fits
+    assert check_spec(with_kernel) == []
+    too_big = copy.deepcopy(fits)
+    too_big["tensors"][0]["box"] = [232, 256]
+    assert [v.rule for v in check_spec(parse_spec(too_big))] == ["box-bytes-driver-limit", "box-fits-shared-memory"]

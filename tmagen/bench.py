@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tmagen import runtime
-from tmagen.spec import CopyKernel, Spec, TransposeKernel, kernel_plans
+from tmagen.errors import SpecError
+from tmagen.spec import CopyKernel, Spec, TransposeKernel, kernel_kind, kernel_plans
 from tmagen.verify import launch_arguments
 
 GIB = 1 << 30
@@ -67,7 +68,8 @@ def kernel_timing(spec: Spec, cubin: bytes, device: runtime.Device, shape: Seque
     """The spec's copy or transpose kernel on a random tensor of ``shape``."""
     k = spec.kernel
     if not isinstance(k, (CopyKernel, TransposeKernel)):
-        raise ValueError(f"bench times copy and transpose kernels, not {k.kind}")
+        raise SpecError(spec.name, [f"kernel: the spec has {kernel_kind(spec)}, and bench times copy and "
+                                    "transpose kernels"])
     t = spec.tensors[0]
     shape = list(shape)
     nbytes = int(np.prod(shape)) * t.dt.nbytes

@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from tmagen.spec import load_checked_spec
+    from tmagen.spec import kernel_kind, load_checked_spec
 
     status = EXIT_OK
     for path in args.spec:
@@ -119,7 +119,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             status = max(status, exc.exit_status)
             continue
         print(f"{path}: {spec.name} is valid for {spec.target} ({len(spec.tensors)} tensor"
-              f"{'s' if len(spec.tensors) != 1 else ''}, kernel {spec.kernel.kind})")
+              f"{'s' if len(spec.tensors) != 1 else ''}, {kernel_kind(spec)})")
     return status
 
 
@@ -144,14 +144,18 @@ def _cmd_build(args: argparse.Namespace) -> int:
             for k in result.kernels:
                 print(f"  {k.name}: {k.registers} registers, {k.shared_bytes} bytes static shared memory, "
                       f"{k.stack_frame_bytes} bytes stack, {k.spill_store_bytes}/{k.spill_load_bytes} bytes spilled")
-            if result.sass_tma is None:
-                print("  SASS not checked: no cuobjdump here")
-            else:
-                print("  SASS: " + ", ".join(f"{op} {'present' if seen else 'ABSENT'}" for op, seen in result.sass_tma.items()))
-            spills = toolchain.spill_violations(r.spec, result)
-            for line in spills:
+            sass = toolchain.sass_check(r.spec, result)
+            if sass is None:
+                print("  SASS not checked: no cuobjdump here (pip install 'tmagen[toolchain]' brings it)")
+            elif not sass:
+                print("  no kernel: the device header and the encode API compiled, no SASS to check")
+            for symbol, seen in (sass or {}).items():
+                print(f"  SASS of {symbol}: " + ", ".join(f"{op} {'present' if present else 'ABSENT'}"
+                                                          for op, present in seen.items()))
+            problems = toolchain.spill_violations(r.spec, result) + toolchain.sass_violations(r.spec, result)
+            for line in problems:
                 print(f"  error: {line}", file=sys.stderr)
-            if spills:
+            if problems:
                 status = EXIT_DIFFERS
     return status
 
@@ -182,12 +186,14 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if not TARGETS[r.spec.target].runs_here:
             rows.append((r.spec.name, "-", "-", f"skipped: {r.spec.target} cannot run on this GPU", "-"))
             continue
-        result = toolchain.compile_folder(r.spec, r.files)
-        checker = verify.Verifier(r.spec, result.cubin.read_bytes(), device, seed=args.seed)
+        spec, files = verify.proof(r.spec, r.files, r.spec_file)
+        result = toolchain.compile_folder(spec, files)
+        checker = verify.Verifier(spec, result.cubin.read_bytes(), device, seed=args.seed)
+        whose = "" if r.spec.kernel is not None else " (tmagen's, the spec has no kernel)"
         try:
             for o in checker.run_all():
                 failed |= not o.ok
-                rows.append((o.kernel, "x".join(map(str, o.shape)), o.dtype, f"{o.result}: {o.detail}",
+                rows.append((o.kernel + whose, "x".join(map(str, o.shape)), o.dtype, f"{o.result}: {o.detail}",
                              f"{o.ms:.3f} ms" if o.ms is not None else "-"))
         finally:
             checker.close()

@@ -2,6 +2,12 @@
 
 Values are the driver's enum values (cuda.h 12.8 to 13.0). Sizes of the three packed
 sub-byte types are fractions of a byte per element: the driver counts U4/U6 values.
+
+Each type also names the CUDA C++ type a kernel reads one element as (`cpp`): the TF32 and FTZ
+variants are stored as `float` (they change only what the copy engine or the tensor cores do
+with the bits), and the packed types have no element type of their own (`uint8_t` bytes). TMA
+has no signed 8-bit or fp8 type: such data travels as UINT8, and a spec says what its bytes hold
+(`UINT8_ELEMENT_TYPES`).
 """
 
 from __future__ import annotations
@@ -19,6 +25,11 @@ class DType:
     cpp: str  # the C++ type one element is read as
     is_float: bool
     packed: bool = False  # a sub-byte type, sm_100a only
+
+    @property
+    def raw_cpp(self) -> str:
+        """The unsigned integer of one element's size: its bits, whatever the element is."""
+        return RAW_TYPES[self.nbytes]
 
     @property
     def nbytes(self) -> int:
@@ -49,6 +60,16 @@ _ALL = (
     # 16 x U6 in 16 bytes: 12 bytes of data, then 4 bytes of gap.
     DType("u6x16_align16", 15, "16U6_ALIGN16B", Fraction(3, 4), "uint8_t", False, packed=True),
 )
+
+RAW_TYPES = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "uint4"}
+
+# What a UINT8 map's bytes may hold besides unsigned integers -> the C++ type of one element. The
+# fp8 types exist on every target tmagen generates for (sm_89 and up: sm_90a, sm_100a).
+UINT8_ELEMENT_TYPES: dict[str, str] = {"int8": "int8_t", "fp8_e4m3": "__nv_fp8_e4m3", "fp8_e5m2": "__nv_fp8_e5m2"}
+
+# The CUDA headers that declare the element types that are not built into C++ (device code only).
+CUDA_TYPE_HEADERS: dict[str, str] = {"__half": "cuda_fp16.h", "__nv_bfloat16": "cuda_bf16.h",
+                                     "__nv_fp8_e4m3": "cuda_fp8.h", "__nv_fp8_e5m2": "cuda_fp8.h"}
 
 DTYPES: dict[str, DType] = {d.name: d for d in _ALL}
 BY_DRIVER: dict[int, DType] = {d.driver: d for d in _ALL}

@@ -3,10 +3,8 @@ them to messages and exit statuses."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
-
-if TYPE_CHECKING:
-    from tmagen.rules import Violation
+from dataclasses import dataclass
+from typing import Sequence
 
 
 class TmagenError(Exception):
@@ -33,10 +31,30 @@ class SpecError(TmagenError):
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule of `tmagen.rules`: the field, the value found, the limit, the fix, the source.
+    It lives here, beside the error that carries it, so that this module imports nothing of tmagen."""
+
+    rule: str
+    field: str
+    value: str
+    why: str  # the limit, said as what the rule requires
+    fix: str
+    source: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.field} = {self.value}, but {self.why}: {self.fix} [{self.rule}; {self.source}]"
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class RuleError(TmagenError):
     """A spec that is well-formed but breaks hardware or driver rules."""
 
-    def __init__(self, source: str, violations: Sequence["Violation"]) -> None:
+    def __init__(self, source: str, violations: Sequence[Violation]) -> None:
         self.source = source
         self.violations = list(violations)
         super().__init__(str(self))

@@ -46,9 +46,9 @@ def explain_spec(spec: "Spec") -> str:
     """The tensor maps of a spec as the host code will build them, and where their boxes land."""
     from tmagen.mma import explain_tile
     from tmagen.render import map_view
-    from tmagen.spec import kernel_maps, kernel_plans
+    from tmagen.spec import kernel_kind, kernel_maps, kernel_plans
 
-    out = [f"spec {spec.name}: {spec.kernel.kind} kernel for {spec.target}"]
+    out = [f"spec {spec.name}: {kernel_kind(spec)} for {spec.target}"]
     for m in kernel_maps(spec):
         v = map_view(m)
         t = m.tensor
@@ -69,6 +69,8 @@ def explain_spec(spec: "Spec") -> str:
             f" (one load brings {v.tx_bytes}); the box starts {v.smem_offset} bytes past a 1024-byte boundary",
             f"  base offset {v.smem_offset // 128 % max(v.period // 128, 1)} of the {v.period}-byte pattern; "
             f"TMA needs 128-byte alignment, the pattern repeats every {v.period} bytes",
+            f"  device code: {spec.name}::{v.name}_box::at(box, {', '.join(f'i{d}' for d in range(v.rank))}) gives "
+            f"{v.cpp_type}&, raw_at() the same bits as {v.raw_type}&",
             "  16-byte chunks per 128-byte line (logical row.chunk at each bank group):",
             *("  " + line for line in box_chunk_table(t.box, t.dt.nbytes, t.swizzle.driver, v.smem_offset).splitlines()),
         ]
@@ -76,6 +78,10 @@ def explain_spec(spec: "Spec") -> str:
             out += explain_tile(v.mma, v.mma_operand)
     for k in kernel_plans(spec):
         out.append(f"\nkernel {k.symbol}: {k.threads} threads, {k.smem_bytes} bytes of dynamic shared memory")
+    if spec.kernel is None:
+        out.append(f"\nno kernel: {spec.name}.cuh has the TMA primitives and each map's accessors "
+                   "(at() gives the element's CUDA type) for kernels of your own; each box needs its "
+                   "footprint of shared memory, smem_offset bytes past a 1024-byte boundary")
     return "\n".join(out)
 
 

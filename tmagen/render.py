@@ -15,12 +15,13 @@ from pathlib import Path
 
 import jinja2
 
-from tmagen import __version__
+from tmagen import __version__, plan
+from tmagen.dtypes import CUDA_TYPE_HEADERS, RAW_TYPES
 from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.limits import TARGETS
 from tmagen.mma import BASE_OFFSET_FROM_ADDRESS, OperandTile
-from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, kernel_maps, kernel_plans,
-                         operand_tile)
+from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, box_layout,
+                         kernel_maps, kernel_plans, operand_tile)
 from tmagen.swizzle import PATTERNS
 
 _HERE = Path(__file__).resolve().parent
@@ -43,7 +44,8 @@ class MapView:
 
     name: str  # C identifier: the role of the map in the kernel (src, dst, ...)
     dtype_name: str  # tmagen's name of the element type
-    cpp_type: str  # element type
+    cpp_type: str  # the element's CUDA type, what at() gives
+    raw_type: str  # the unsigned integer of the element's size, what raw_at() gives
     unit_type: str  # type the kernel reads and writes shared memory with
     dtype_enum: str
     elem_bytes: int
@@ -70,6 +72,7 @@ class MapView:
     footprint: int
     tx_bytes: int
     smem_offset: int
+    buffer_stride: int  # from the box's pattern boundary to the first boundary after the box
     mma: OperandTile | None = None  # a wgmma reads the box: its descriptors go in the header
     mma_operand: str = ""
 
@@ -84,10 +87,6 @@ class MapView:
         return 1024
 
 
-def _unit_type(nbytes: int) -> str:
-    return {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "uint4"}[nbytes]
-
-
 def map_view(m: MapSpec) -> MapView:
     t = m.tensor
     pat = PATTERNS[t.swizzle.driver]
@@ -98,7 +97,7 @@ def map_view(m: MapSpec) -> MapView:
     row_bytes = t.box[-1] * es
     pitch = pat.row_pitch(row_bytes)
     return MapView(
-        name=m.role, dtype_name=t.dtype, cpp_type=t.dt.cpp, unit_type=_unit_type(m.unit_bytes),
+        name=m.role, dtype_name=t.dtype, cpp_type=t.cpp_type, raw_type=RAW_TYPES[es], unit_type=RAW_TYPES[m.unit_bytes],
         dtype_enum=f"CU_TENSOR_MAP_DATA_TYPE_{t.dt.driver_name}", elem_bytes=es, unit_bytes=m.unit_bytes,
         rank=t.rank, shape=tuple(t.shape), box=tuple(t.box), box_driver=tuple(t.box[::-1]),
         element_strides_driver=tuple(t.element_strides_or_default[::-1]),
@@ -107,7 +106,7 @@ def map_view(m: MapSpec) -> MapView:
         alignment=max(t.alignment, 16), swizzle_bits=pat.bits, swizzle_base=pat.base, swizzle_shift=pat.shift,
         flip_8b=pat.flip_8b, span=pat.span, period=pat.period, rows=rows, row_bytes=row_bytes, row_pitch=pitch,
         footprint=rows * pitch, tx_bytes=rows * row_bytes, smem_offset=t.smem_offset,
-        mma=operand_tile(m), mma_operand=m.mma.operand if m.mma else "")
+        buffer_stride=plan.box_stride(box_layout(m)), mma=operand_tile(m), mma_operand=m.mma.operand if m.mma else "")
 
 
 def _file_header(spec: Spec, spec_file: str, comment: str) -> str:
@@ -132,7 +131,9 @@ def context(spec: Spec, spec_file: str) -> dict[str, object]:
     wgmma_n, mma_ptx_type = _wgmma(maps)
     return {
         "spec": spec, "name": spec.name, "guard": f"TMAGEN_{spec.name.upper()}",
-        "kind": kernel.kind, "kernel": kernel, "maps": maps, "map": {m.name: m for m in maps},
+        "kind": kernel.kind if kernel else None, "kernel": kernel, "has_kernel": kernel is not None,
+        "maps": maps, "map": {m.name: m for m in maps},
+        "cuda_headers": sorted({CUDA_TYPE_HEADERS[m.cpp_type] for m in maps if m.cpp_type in CUDA_TYPE_HEADERS}),
         "launch": {k.symbol: k for k in kernel_plans(spec)},
         "target": target, "arch_number": target.name.removeprefix("sm_"),
         "runs_on_hopper": target.runs_here,
@@ -152,6 +153,9 @@ TEMPLATES = {  # output file (``{name}`` is the spec's name) -> template
     "{name}.cu": "host.cu.j2",
     "CMakeLists.txt": "CMakeLists.txt.j2",
 }
+# A spec without a kernel gets no kernels file at all rather than an empty one: an
+# `#include "NAME_kernels.cuh"` then fails where it is written instead of bringing nothing.
+KERNEL_FILES = frozenset({"{name}_kernels.cuh"})
 
 
 def render(spec: Spec, spec_file: str) -> dict[str, str]:
@@ -159,7 +163,8 @@ def render(spec: Spec, spec_file: str) -> dict[str, str]:
     the user would pass it to ``tmagen build`` (relative, so the output names no machine)."""
     env = environment()
     ctx = context(spec, spec_file)
-    files = {out.format(name=spec.name): env.get_template(tpl).render(ctx) for out, tpl in TEMPLATES.items()}
+    files = {out.format(name=spec.name): env.get_template(tpl).render(ctx) for out, tpl in TEMPLATES.items()
+             if spec.kernel is not None or out not in KERNEL_FILES}
     manifest = {
         "tmagen_version": __version__,
         "spec_file": spec_file,

@@ -24,6 +24,7 @@ from typing import Callable, Iterator, Sequence
 from tmagen import limits
 from tmagen.dtypes import DType, lookup as lookup_dtype
 from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
+from tmagen.errors import Violation
 from tmagen.limits import TARGETS, Target
 from tmagen.swizzle import PATTERNS
 
@@ -33,23 +34,6 @@ PTX_TC = "PTX ISA 9.7.9.27, restrictions on cp.async.bulk.tensor"
 CPG = "CUDA Programming Guide, TMA swizzle and compute-capability tables"
 HW = "measured on an H200 (sm_90, driver 580.159), see tests/data/hw_h200"
 MMA = "PTX ISA 9.7.15.5.1, wgmma shared-memory matrix layouts and descriptor"
-
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    field: str
-    value: str
-    why: str  # the limit, said as what the rule requires
-    fix: str
-    source: str
-
-    @property
-    def message(self) -> str:
-        return f"{self.field} = {self.value}, but {self.why}: {self.fix} [{self.rule}; {self.source}]"
-
-    def __str__(self) -> str:
-        return self.message
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The spec a user writes: tensors, their TMA boxes and swizzles, the target, the kernel.
+"""The spec a user writes: tensors, their TMA boxes and swizzles, the target, the kernel (if any).
 
 Shapes, strides, boxes and coordinates are written outermost first, as numpy and PyTorch
 write them; only the emitted host code speaks the driver's innermost-first order.
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from tmagen import limits, plan
-from tmagen.dtypes import DTYPES, DType
+from tmagen.dtypes import DTYPES, UINT8_ELEMENT_TYPES, DType
 from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
 from tmagen.errors import ModelError, RuleError, SpecError
 from tmagen.rules import FieldNames, MmaUse, TensorMapArgs, Violation, run_rules
@@ -39,6 +39,7 @@ IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,62}")
 SwizzleMode = Literal["none", "32B", "64B", "128B"]
 Atomicity = Literal["16B", "32B", "32B_flip_8B", "64B"]
 TargetName = Literal["sm_90a", "sm_100a"]
+ElementType = Literal[tuple(UINT8_ELEMENT_TYPES)]  # type: ignore[valid-type]
 
 _ATOM_SWIZZLE = {"16B": Swizzle.B128, "32B": Swizzle.B128_ATOM_32B,
                  "32B_flip_8B": Swizzle.B128_ATOM_32B_FLIP_8B, "64B": Swizzle.B128_ATOM_64B}
@@ -94,7 +95,12 @@ class TensorSpec(_Model):
 
     name: str = Field(description="C identifier naming the tensor in generated code.")
     dtype: Literal[tuple(DTYPES)] = Field(  # type: ignore[valid-type]
-        description="Element type: one of the 16 CUtensorMapDataType values (fp8 data travels as uint8).")
+        description="Element type: one of the 16 CUtensorMapDataType values (int8 and fp8 data travel as uint8: "
+        "see element_type).")
+    element_type: ElementType | None = Field(  # type: ignore[valid-type]
+        None, description="What the bytes of a uint8 tensor hold, for the accessors: int8 (at() gives int8_t&), "
+        "fp8_e4m3 (__nv_fp8_e4m3&) or fp8_e5m2 (__nv_fp8_e5m2&). The map still moves UINT8. Default: the dtype's "
+        "own type.")
     shape: list[Annotated[int, Field(ge=1)]] = Field(
         min_length=1, max_length=limits.MAX_RANK,
         description="Extent of each dimension in elements, outermost first (numpy order).")
@@ -134,6 +140,10 @@ class TensorSpec(_Model):
             value = getattr(self, fld)
             if value is not None and len(value) != rank:
                 raise _form_error(fld, f"has {len(value)} entries but shape has {rank}: give one per dimension")
+        if self.element_type is not None and self.dtype != "uint8":
+            raise _form_error("element_type", f"= {self.element_type!r}, but only uint8 data holds another type "
+                              f"(TMA has no 8-bit signed or fp8 type); a {self.dtype} tensor's elements are "
+                              f"{self.dt.cpp}: drop element_type, or use dtype uint8")
         if self.strides is not None and self.strides[-1] != 1:
             raise _form_error("strides[-1]", f"= {self.strides[-1]}, but TMA reads rows contiguously: the innermost "
                               "stride must be 1 (transpose the tensor, or reorder its dimensions)")
@@ -146,6 +156,11 @@ class TensorSpec(_Model):
     @property
     def rank(self) -> int:
         return len(self.shape)
+
+    @property
+    def cpp_type(self) -> str:
+        """The CUDA C++ type of one element, as the accessors give it."""
+        return UINT8_ELEMENT_TYPES[self.element_type] if self.element_type else self.dt.cpp
 
     @property
     def element_strides_or_default(self) -> list[int]:
@@ -234,9 +249,11 @@ class Spec(_Model):
     description: str = Field("", description="What the spec is for, in words.")
     target: TargetName = Field("sm_90a", description="sm_90a (Hopper) or sm_100a (Blackwell-only modes and "
                                "types; compiled but not run on Hopper).")
-    tensors: list[TensorSpec] = Field(min_length=1, description="The tensors the kernel moves; copy and "
-                                      "transpose take one, inspect one kernel per tensor.")
-    kernel: Kernel = Field(description="The kernel to generate, chosen by its kind.")
+    tensors: list[TensorSpec] = Field(min_length=1, description="The tensors, one tensor map each. A copy or "
+                                      "transpose kernel moves one; inspect makes one kernel per tensor.")
+    kernel: Kernel | None = Field(None, description="The kernel to generate, chosen by its kind. Leave it out "
+                                  "for maps only: the device header (primitives, layouts, accessors), the host "
+                                  "encode API and CMake, for kernels of your own.")
     allow_spills: bool = Field(False, description="Accept kernels that spill registers to local memory "
                                "(the compile report fails the build otherwise).")
 
@@ -257,6 +274,8 @@ class Spec(_Model):
             if t.dt.packed:
                 raise _form_error(f"tensors[{i}].dtype", f"= {t.dtype!r}: tmagen checks tensor maps of the packed "
                                   "sub-byte types (tmagen diagnose) but generates no kernels for them yet")
+        if self.kernel is None:
+            return self
         if isinstance(self.kernel, MatmulKernel):
             self._check_matmul(self.kernel)
         elif self.kernel.kind != "inspect" and len(self.tensors) != 1:
@@ -380,9 +399,10 @@ class MapSpec(_Model):
 
 
 def kernel_maps(spec: Spec) -> list[MapSpec]:
-    """The tensor maps the spec's kernel uses, in kernel-parameter order."""
+    """The tensor maps the spec generates, in kernel-parameter order: those its kernel uses, or for a
+    spec without a kernel one per tensor, named by the tensor."""
     k = spec.kernel
-    if isinstance(k, InspectKernel):
+    if k is None or isinstance(k, InspectKernel):
         return [MapSpec(role=t.name, tensor=t, index=i, unit_bytes=t.dt.nbytes, mma=t.mma)
                 for i, t in enumerate(spec.tensors)]
     if isinstance(k, MatmulKernel):
@@ -560,9 +580,12 @@ def tensor_map_args(spec: Spec, m: MapSpec) -> TensorMapArgs:
         mma=MmaUse(m.mma.operand, m.mma.major, m.mma.mn_boxes) if m.mma else None)
 
 
-def _kernel_smem(spec: Spec, m: MapSpec) -> int:
+def _kernel_smem(spec: Spec, m: MapSpec) -> int | None:
     """Dynamic shared memory of the kernel that uses map ``m``; 0 while a box cannot be laid out at
-    all (the rules that it breaks are reported instead)."""
+    all (the rules that it breaks are reported instead). None without a kernel: the box itself is
+    then the budget (rule box-fits-shared-memory), the user's kernel adds what it adds."""
+    if spec.kernel is None:
+        return None
     try:
         return max((k.smem_bytes for k in kernel_plans(spec) if m.role in k.maps), default=0)
     except ModelError:
@@ -586,7 +609,7 @@ def operand_tile(m: MapSpec) -> OperandTile | None:
 def transpose_plan(spec: Spec) -> plan.TransposePlan:
     k = spec.kernel
     if not isinstance(k, TransposeKernel):
-        raise TypeError(f"{spec.name} has a {k.kind} kernel, not a transpose")
+        raise TypeError(f"{spec.name}: {kernel_kind(spec)}, not a transpose")
     maps = {m.role: m for m in kernel_maps(spec)}
     unit = maps["src"].unit_bytes
 
@@ -599,8 +622,11 @@ def transpose_plan(spec: Spec) -> plan.TransposePlan:
 
 
 def kernel_plans(spec: Spec) -> list[plan.KernelPlan]:
-    """The kernels the spec generates, with their threads and shared memory (tmagen.plan)."""
+    """The kernels the spec generates, with their threads and shared memory (tmagen.plan); none for a
+    spec without a kernel."""
     k = spec.kernel
+    if k is None:
+        return []
     maps = kernel_maps(spec)
     if isinstance(k, InspectKernel):
         return plan.inspect_kernels(spec.name, {m.role: box_layout(m) for m in maps})
@@ -611,6 +637,11 @@ def kernel_plans(spec: Spec) -> list[plan.KernelPlan]:
         return [plan.matmul_kernel(spec.name, operand_tile(a), operand_tile(b), box_layout(c),  # type: ignore[arg-type]
                                    tuple(k.tile), k.consumers, k.stages, k.raster_group)]
     return [plan.transpose_kernel(spec.name, transpose_plan(spec), k.blocks_per_sm)]
+
+
+def kernel_kind(spec: Spec) -> str:
+    """The spec's kernel in words: "copy kernel", or "no kernel" (maps only)."""
+    return f"{spec.kernel.kind} kernel" if spec.kernel is not None else "no kernel"
 
 
 def check_spec(spec: Spec) -> list[Violation]:
@@ -635,4 +666,4 @@ def load_checked_spec(path: str | Path) -> Spec:
 __all__ = ["Spec", "TensorSpec", "SwizzleSpec", "MmaSpec", "operand_tile", "InspectKernel", "CopyKernel",
            "TransposeKernel", "MatmulKernel",
            "MapSpec", "load_spec", "parse_spec", "check_spec", "load_checked_spec", "schema",
-           "tensor_map_args", "kernel_maps", "kernel_plans", "transpose_plan", "box_layout"]
+           "tensor_map_args", "kernel_maps", "kernel_plans", "kernel_kind", "transpose_plan", "box_layout"]

@@ -1,5 +1,6 @@
 """nvcc: finding it, compiling generated folders to a cubin, PTX and a shared library, reading
-ptxas's resource report, and caching products by the hash of sources, flags and compiler."""
+ptxas's resource report, checking each kernel's SASS for the instructions its kind must use, and
+caching products by the hash of sources, flags and compiler."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from tmagen.errors import TmagenError
 from tmagen.limits import TARGETS
-from tmagen.spec import Spec
+from tmagen.spec import Spec, kernel_plans
 
 
 class ToolchainError(TmagenError):
@@ -35,18 +36,37 @@ class Toolchain:
 
     @property
     def cuobjdump(self) -> Path | None:
-        beside = self.nvcc.parent / "cuobjdump"
-        found = beside if beside.exists() else shutil.which("cuobjdump")
-        return Path(found) if found else None
+        """cuobjdump, which disassembles cubins (through nvdisasm): see `binary_tool`."""
+        return binary_tool("cuobjdump", self.nvcc)
+
+    @property
+    def nvdisasm(self) -> Path | None:
+        return binary_tool("nvdisasm", self.nvcc)
 
 
-def _pip_nvcc() -> Path | None:
+def _pip_bin(tool: str) -> Path | None:
+    """``tool`` from the pip wheels of CUDA 13 (nvidia-cuda-nvcc, -cuobjdump, -nvdisasm: nvidia/cu13/bin)."""
     spec = importlib.util.find_spec("nvidia")
     for location in (spec.submodule_search_locations or []) if spec else []:
-        candidate = Path(location) / "cu13" / "bin" / "nvcc"
+        candidate = Path(location) / "cu13" / "bin" / tool
         if candidate.is_file():
             return candidate
     return None
+
+
+def _pip_nvcc() -> Path | None:
+    return _pip_bin("nvcc")
+
+
+def binary_tool(tool: str, nvcc: Path | None = None) -> Path | None:
+    """A CUDA binary utility (cuobjdump, nvdisasm): beside ``nvcc`` first (the same release as the
+    compiler), else from the pip wheels (tmagen[toolchain] brings them: 13.2, which read the cubins
+    of older releases too), else CUDA_HOME or CUDA_PATH, else PATH."""
+    on_path = shutil.which(tool)
+    candidates = [nvcc.parent / tool if nvcc is not None else None, _pip_bin(tool),
+                  *(Path(os.environ[v]) / "bin" / tool for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)),
+                  Path(on_path) if on_path else None]
+    return next((c for c in candidates if c is not None and c.is_file()), None)
 
 
 def find_toolchain() -> Toolchain:
@@ -121,9 +141,12 @@ class CompileResult:
     ptx: Path
     shared_library: Path
     kernels: list[KernelResources]
-    sass_tma: dict[str, bool] | None = None  # UTMALDG/UTMASTG seen; None: no cuobjdump here
+    sass: dict[str, list[str]] | None = None  # kernel -> the opcodes of its SASS; None: no cuobjdump found
     cached: bool = False
     commands: list[list[str]] = field(default_factory=list)
+
+
+REPORT_FORMAT = 2  # of report.json in the cache: a new format misses the old entries
 
 
 def cache_root() -> Path:
@@ -138,8 +161,8 @@ def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | Non
     target = TARGETS[spec.target]
     gencode = f"-gencode={target.gencode}"
     common = ["-std=c++17", "-O3", gencode]
-    key = hashlib.sha256(json.dumps({"files": files, "flags": common, "nvcc": tc.version, "cubin_only": cubin_only},
-                                    sort_keys=True).encode()).hexdigest()[:24]
+    key = hashlib.sha256(json.dumps({"files": files, "flags": common, "nvcc": tc.version, "cubin_only": cubin_only,
+                                     "report": REPORT_FORMAT}, sort_keys=True).encode()).hexdigest()[:24]
     folder = cache_root() / f"{spec.name}-{key}"
     report = folder / "report.json"
     products = (folder / f"{spec.name}.cubin", folder / f"{spec.name}.ptx", folder / f"lib{spec.name}.so")
@@ -147,7 +170,7 @@ def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | Non
     if report.is_file() and all(p.is_file() for p in wanted):
         data = json.loads(report.read_text())
         return CompileResult(folder, *products, [KernelResources(**k) for k in data["kernels"]],
-                             data["sass_tma"], cached=True)
+                             data["sass"], cached=True)
 
     staging = Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=_ensure(cache_root())))
     try:
@@ -171,9 +194,9 @@ def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | Non
             if "-Xptxas" in cmd:
                 ptxas = run.stderr + run.stdout
         kernels = parse_ptxas_report(ptxas)
-        sass = _sass_tma(tc, staging / products[0].name)
+        sass = sass_opcodes(tc, staging / products[0].name)
         (staging / "report.json").write_text(json.dumps(
-            {"kernels": [asdict(k) for k in kernels], "sass_tma": sass, "nvcc": tc.version}, indent=2))
+            {"kernels": [asdict(k) for k in kernels], "sass": sass, "nvcc": tc.version}, indent=2))
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(staging, folder)
@@ -220,14 +243,73 @@ def _ensure(p: Path) -> Path:
     return p
 
 
-def _sass_tma(tc: Toolchain, cubin: Path) -> dict[str, bool] | None:
+# The instructions the SASS of each kernel kind must hold, or the kernel does not do what it is for
+# (its TMA copies lowered to something else, or none left). A new kind adds its row: a kernel that
+# uses wgmma expects HGMMA.
+EXPECTED_SASS: dict[str, tuple[str, ...]] = {
+    "inspect": ("UTMALDG",),
+    "copy": ("UTMALDG", "UTMASTG"),
+    "transpose": ("UTMALDG", "UTMASTG"),
+    "matmul": ("UTMALDG", "UTMASTG", "HGMMA"),
+}
+
+_SASS_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
+# "/*06a0*/  @!P0 UTMALDG.3D [UR16], [UR24] ;": the opcode, without its guard predicate and modifiers
+_SASS_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)")
+
+
+def parse_sass(text: str) -> dict[str, list[str]]:
+    """The opcodes of each function in ``cuobjdump -sass`` output, sorted, without modifiers
+    (UTMALDG.3D is UTMALDG)."""
+    out: dict[str, set[str]] = {}
+    current: set[str] | None = None
+    for line in text.splitlines():
+        if m := _SASS_FUNCTION.match(line):
+            current = out.setdefault(m.group(1), set())
+        elif current is not None and (m := _SASS_INSTRUCTION.match(line)):
+            current.add(m.group(1))
+    return {name: sorted(ops) for name, ops in out.items()}
+
+
+def sass_opcodes(tc: Toolchain, cubin: Path) -> dict[str, list[str]] | None:
+    """The opcodes of each kernel of ``cubin``, through cuobjdump (and the nvdisasm it runs); None
+    where there is no cuobjdump at all."""
     tool = tc.cuobjdump
     if tool is None:
         return None
-    run = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True)
+    env = dict(os.environ)
+    if tc.nvdisasm is not None:  # cuobjdump looks beside itself and on PATH, or where this says
+        env["NVDISASM_PATH"] = str(tc.nvdisasm.parent)
+    run = subprocess.run([str(tool), "-sass", str(cubin)], capture_output=True, text=True, env=env)
     if run.returncode != 0:
+        raise ToolchainError(f"{tool} -sass {cubin.name} failed: {(run.stderr or run.stdout).strip()} (the SASS "
+                             "check needs cuobjdump and nvdisasm: pip install 'tmagen[toolchain]')")
+    return parse_sass(run.stdout)
+
+
+def sass_check(spec: Spec, result: CompileResult) -> dict[str, dict[str, bool]] | None:
+    """For each kernel of ``spec``, each instruction its kind expects (EXPECTED_SASS) -> whether its SASS
+    in ``result`` has it; None where the SASS could not be read (no cuobjdump), {} without a kernel."""
+    if result.sass is None:
         return None
-    return {"UTMALDG": "UTMALDG" in run.stdout, "UTMASTG": "UTMASTG" in run.stdout}
+    if spec.kernel is None:
+        return {}
+    expected = EXPECTED_SASS[spec.kernel.kind]
+    return {k.symbol: {op: op in result.sass.get(k.symbol, ()) for op in expected} for k in kernel_plans(spec)}
+
+
+def sass_violations(spec: Spec, result: CompileResult) -> list[str]:
+    """One message per kernel of ``spec`` whose SASS lacks an instruction its kind expects."""
+    out = []
+    for symbol, seen in (sass_check(spec, result) or {}).items():
+        missing = [op for op, present in seen.items() if not present]
+        if symbol not in (result.sass or {}):
+            out.append(f"{symbol}: not in the cubin's SASS")
+        elif missing:
+            out.append(f"{symbol}: its SASS has no {', '.join(missing)}, which a {spec.kernel.kind} kernel "  # type: ignore[union-attr]
+                       f"must use ({', '.join(seen)}): the compiler did not emit the instructions the kernel "
+                       "is written for")
+    return out
 
 
 def spill_violations(spec: Spec, result: CompileResult) -> list[str]:

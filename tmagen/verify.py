@@ -15,8 +15,11 @@ import numpy as np
 
 from tmagen import runtime
 from tmagen.enums import Interleave, L2Promotion, OobFill
+from tmagen.errors import RuleError
 from tmagen.plan import KernelPlan
-from tmagen.spec import CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, kernel_maps, kernel_plans
+from tmagen.render import render
+from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, check_spec,
+                         kernel_maps, kernel_plans)
 from tmagen.swizzle import BoxLayout, PATTERNS
 
 OUT_POISON = 0xA5  # output buffers before a launch
@@ -35,6 +38,19 @@ class Outcome:
     @property
     def result(self) -> str:
         return "match" if self.ok else "MISMATCH"
+
+
+def proof(spec: Spec, files: dict[str, str], spec_file: str) -> tuple[Spec, dict[str, str]]:
+    """The spec and files whose kernels verify compiles and runs: ``spec``'s own, or for a spec without
+    a kernel the same maps under an inspect kernel each, rendered here and never written beside the
+    user's files, so that every box is still loaded on the GPU and compared byte for byte with the model."""
+    if spec.kernel is not None:
+        return spec, files
+    inspected = spec.model_copy(update={"kernel": InspectKernel(kind="inspect")})
+    violations = check_spec(inspected)  # the inspect kernel's own shared memory: each box + 1024 bytes
+    if violations:
+        raise RuleError(f"{spec_file} (loaded by an inspect kernel of tmagen's, since the spec has none)", violations)
+    return inspected, render(inspected, spec_file)
 
 
 class Tiles(ctypes.Structure):

@@ -7,17 +7,6 @@
 
 #include "copy_f32_3d.cuh"
 
-namespace copy_f32_3d {
-
-// Rounds a dynamic shared-memory pointer up to the 1024-byte boundary that every swizzle
-// pattern repeats on; boxes then sit at their smem_offset past it.
-__device__ __forceinline__ uint8_t* align_to_pattern(uint8_t* p) {
-  const uint32_t address = tma::smem_address(p);
-  return p + ((1024u - (address & 1023u)) & 1023u);
-}
-
-}  // namespace copy_f32_3d
-
 // Tiles of the tensor, innermost dimension first, and their total: tile t has coordinate
 // (t / (count[0] * ... * count[d-1])) % count[d] along dimension d.
 struct copy_f32_3d_tiles {

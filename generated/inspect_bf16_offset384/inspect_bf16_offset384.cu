@@ -114,7 +114,6 @@ inspect_bf16_offset384_status allow_smem(const void* kernel, uint32_t bytes, con
   return inspect_bf16_offset384_ok;
 }
 
-
 }  // namespace
 
 extern "C" const char* inspect_bf16_offset384_last_error(void) { return last_error; }
@@ -153,9 +152,10 @@ extern "C" inspect_bf16_offset384_status inspect_bf16_offset384_inspect_tile_lau
   if (out == nullptr) return fail(inspect_bf16_offset384_bad_argument, "tile: no output buffer");
   const int32_t spec_coords[2] = {8, 24};
   const int32_t* c = coords ? coords : spec_coords;  // outermost first
-  if ((static_cast<int64_t>(c[1]) * 2) % 16 != 0) {
+  const int64_t start_bytes = static_cast<int64_t>(c[1]) * 2;
+  if (start_bytes % 16 != 0) {
     return fail(inspect_bf16_offset384_bad_coordinate, "tile: coords[-1] = %d is %lld bytes, not a multiple of 16: the copy would "
-                "stop the context with an illegal instruction", c[1], static_cast<long long>(c[1]) * 2);
+                "stop the context with an illegal instruction", c[1], static_cast<long long>(start_bytes));
   }
   const uint32_t smem = inspect_bf16_offset384_inspect_tile_smem_bytes;
   const inspect_bf16_offset384_status allowed = allow_smem(reinterpret_cast<const void*>(&inspect_bf16_offset384_inspect_tile), smem, "inspect_bf16_offset384_inspect_tile");

@@ -10,17 +10,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-namespace matmul_bf16_tn {
-
-// Rounds a dynamic shared-memory pointer up to the 1024-byte boundary that every swizzle
-// pattern repeats on; boxes then sit at their smem_offset past it.
-__device__ __forceinline__ uint8_t* align_to_pattern(uint8_t* p) {
-  const uint32_t address = tma::smem_address(p);
-  return p + ((1024u - (address & 1023u)) & 1023u);
-}
-
-}  // namespace matmul_bf16_tn
-
 // C = A x B^T on the tensor cores, tiles of 128 x 256, 64 of K per stage.
 // Warpgroup 0 produces: one thread keeps a ring of 4 stages full with TMA (full/empty mbarriers).
 // Warpgroups 1..2 consume: each multiplies 64 rows of the tile with wgmma (m64n256k16),

@@ -114,7 +114,6 @@ nc32hwc32_32b_fp16_status allow_smem(const void* kernel, uint32_t bytes, const c
   return nc32hwc32_32b_fp16_ok;
 }
 
-
 }  // namespace
 
 extern "C" const char* nc32hwc32_32b_fp16_last_error(void) { return last_error; }
@@ -153,9 +152,10 @@ extern "C" nc32hwc32_32b_fp16_status nc32hwc32_32b_fp16_inspect_activations_laun
   if (out == nullptr) return fail(nc32hwc32_32b_fp16_bad_argument, "activations: no output buffer");
   const int32_t spec_coords[5] = {0, 0, 0, 0, 0};
   const int32_t* c = coords ? coords : spec_coords;  // outermost first
-  if ((static_cast<int64_t>(c[4]) * 2) % 16 != 0) {
+  const int64_t start_bytes = static_cast<int64_t>(c[4]) * 2;
+  if (start_bytes % 16 != 0) {
     return fail(nc32hwc32_32b_fp16_bad_coordinate, "activations: coords[-1] = %d is %lld bytes, not a multiple of 16: the copy would "
-                "stop the context with an illegal instruction", c[4], static_cast<long long>(c[4]) * 2);
+                "stop the context with an illegal instruction", c[4], static_cast<long long>(start_bytes));
   }
   const uint32_t smem = nc32hwc32_32b_fp16_inspect_activations_smem_bytes;
   const nc32hwc32_32b_fp16_status allowed = allow_smem(reinterpret_cast<const void*>(&nc32hwc32_32b_fp16_inspect_activations), smem, "nc32hwc32_32b_fp16_inspect_activations");

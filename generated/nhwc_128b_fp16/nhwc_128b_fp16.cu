@@ -114,7 +114,6 @@ nhwc_128b_fp16_status allow_smem(const void* kernel, uint32_t bytes, const char*
   return nhwc_128b_fp16_ok;
 }
 
-
 }  // namespace
 
 extern "C" const char* nhwc_128b_fp16_last_error(void) { return last_error; }
@@ -153,9 +152,10 @@ extern "C" nhwc_128b_fp16_status nhwc_128b_fp16_inspect_activations_launch(const
   if (out == nullptr) return fail(nhwc_128b_fp16_bad_argument, "activations: no output buffer");
   const int32_t spec_coords[4] = {0, 0, 0, 0};
   const int32_t* c = coords ? coords : spec_coords;  // outermost first
-  if ((static_cast<int64_t>(c[3]) * 2) % 16 != 0) {
+  const int64_t start_bytes = static_cast<int64_t>(c[3]) * 2;
+  if (start_bytes % 16 != 0) {
     return fail(nhwc_128b_fp16_bad_coordinate, "activations: coords[-1] = %d is %lld bytes, not a multiple of 16: the copy would "
-                "stop the context with an illegal instruction", c[3], static_cast<long long>(c[3]) * 2);
+                "stop the context with an illegal instruction", c[3], static_cast<long long>(start_bytes));
   }
   const uint32_t smem = nhwc_128b_fp16_inspect_activations_smem_bytes;
   const nhwc_128b_fp16_status allowed = allow_smem(reinterpret_cast<const void*>(&nhwc_128b_fp16_inspect_activations), smem, "nhwc_128b_fp16_inspect_activations");

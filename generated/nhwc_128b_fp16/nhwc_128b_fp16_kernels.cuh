@@ -7,17 +7,6 @@
 
 #include "nhwc_128b_fp16.cuh"
 
-namespace nhwc_128b_fp16 {
-
-// Rounds a dynamic shared-memory pointer up to the 1024-byte boundary that every swizzle
-// pattern repeats on; boxes then sit at their smem_offset past it.
-__device__ __forceinline__ uint8_t* align_to_pattern(uint8_t* p) {
-  const uint32_t address = tma::smem_address(p);
-  return p + ((1024u - (address & 1023u)) & 1023u);
-}
-
-}  // namespace nhwc_128b_fp16
-
 // Fills the box's footprint with `poison`, loads one box of "activations" at the given start
 // coordinates (elements, innermost first), and copies the raw footprint to `out`, so that a
 // test can compare every byte with the model, gaps included.

@@ -2,8 +2,9 @@
 // Regenerate with: tmagen build specs/nhwc_64b_fp16.json
 //
 // Device side of "nhwc_64b_fp16": TMA and mbarrier primitives as inline PTX, and for each
-// tensor map the layout of its box in shared memory with a swizzled accessor.
-// The layout part also compiles as plain C++ (for host-side checks and tests).
+// tensor map the layout of its box in shared memory with swizzled accessors: at() gives an
+// element as its CUDA type, raw_at() its bits. The layout part also compiles as plain C++
+// (for host-side checks and tests).
 #pragma once
 
 #include <stdint.h>
@@ -13,6 +14,10 @@
 #define TMAGEN_NHWC_64B_FP16_HD __host__ __device__
 #else
 #define TMAGEN_NHWC_64B_FP16_HD
+#endif
+
+#ifdef __CUDACC__
+#include <cuda_fp16.h>  // the element type of at()
 #endif
 
 namespace nhwc_64b_fp16 {
@@ -46,8 +51,10 @@ struct activations_box {
   static constexpr uint32_t tx_bytes = 6400;    // bytes one load brings (mbarrier expect_tx)
   // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
   static constexpr uint32_t smem_offset = 0;
+  // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
+  static constexpr uint32_t buffer_stride = 7168;
   static constexpr uint32_t period = 512;
-  using swizzle = Swizzle<2, 4, 3, false>;
+  using swizzle = Swizzle<2, 4, 3>;
 
   // Byte offset from the box start (absolute shared address `base`) of the byte at `row`
   // (outer indices flattened) and `byte_in_row`.
@@ -63,14 +70,24 @@ struct activations_box {
   }
 
   static_assert(row_bytes % 16 == 0, "TMA moves rows of whole 16-byte chunks");
-  static_assert(64 == 0 || row_bytes <= 64, "a swizzled row fits the swizzle span");
+  static_assert(row_bytes <= 64, "a swizzled row fits the 64-byte swizzle span");
   static_assert(smem_offset % 128 == 0 && smem_offset < 1024, "TMA shared addresses are 128-byte aligned");
   static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
 #ifdef __CUDACC__
-  // Element (i0, ..., i3) of a box that TMA loaded at `box`, read as uint16_t units.
-  __device__ static uint16_t& at(void* box, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
+  using element = __half;
+  using raw = uint16_t;  // the bits of one element
+  // The address of element (i0, ..., i3) in a box that TMA loaded at `box` (a pointer into shared memory).
+  __device__ static char* element_address(void* box, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
     const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(box));
-    return *reinterpret_cast<uint16_t*>(static_cast<char*>(box) + offset(base, i0, i1, i2, i3));
+    return static_cast<char*>(box) + offset(base, i0, i1, i2, i3);
+  }
+  // Element (i0, ..., i3), outermost first, as __half: `float v = at(...)` reads the value.
+  __device__ static element& at(void* box, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
+    return *reinterpret_cast<element*>(element_address(box, i0, i1, i2, i3));
+  }
+  // The same element's bits, as uint16_t: to move it unchanged, or to read what no CUDA type names.
+  __device__ static raw& raw_at(void* box, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
+    return *reinterpret_cast<raw*>(element_address(box, i0, i1, i2, i3));
   }
 #endif
 };
@@ -224,6 +241,13 @@ __device__ __forceinline__ void wait_group() {
 }
 
 }  // namespace tma
+
+// Rounds a shared-memory pointer up to the 1024-byte boundary on which every swizzle pattern
+// repeats: a box goes at its smem_offset past it (allow 1024 bytes of slack for the rounding).
+__device__ __forceinline__ uint8_t* align_to_pattern(uint8_t* p) {
+  const uint32_t address = tma::smem_address(p);
+  return p + ((1024u - (address & 1023u)) & 1023u);
+}
 #endif  // __CUDACC__
 
 }  // namespace nhwc_64b_fp16

@@ -114,7 +114,6 @@ operands_bf16_sm100a_status allow_smem(const void* kernel, uint32_t bytes, const
   return operands_bf16_sm100a_ok;
 }
 
-
 }  // namespace
 
 extern "C" const char* operands_bf16_sm100a_last_error(void) { return last_error; }
@@ -179,9 +178,10 @@ extern "C" operands_bf16_sm100a_status operands_bf16_sm100a_inspect_a_launch(con
   if (out == nullptr) return fail(operands_bf16_sm100a_bad_argument, "a: no output buffer");
   const int32_t spec_coords[2] = {0, 0};
   const int32_t* c = coords ? coords : spec_coords;  // outermost first
-  if ((static_cast<int64_t>(c[1]) * 2) % 16 != 0) {
+  const int64_t start_bytes = static_cast<int64_t>(c[1]) * 2;
+  if (start_bytes % 16 != 0) {
     return fail(operands_bf16_sm100a_bad_coordinate, "a: coords[-1] = %d is %lld bytes, not a multiple of 16: the copy would "
-                "stop the context with an illegal instruction", c[1], static_cast<long long>(c[1]) * 2);
+                "stop the context with an illegal instruction", c[1], static_cast<long long>(start_bytes));
   }
   const uint32_t smem = operands_bf16_sm100a_inspect_a_smem_bytes;
   const operands_bf16_sm100a_status allowed = allow_smem(reinterpret_cast<const void*>(&operands_bf16_sm100a_inspect_a), smem, "operands_bf16_sm100a_inspect_a");
@@ -199,9 +199,10 @@ extern "C" operands_bf16_sm100a_status operands_bf16_sm100a_inspect_b_launch(con
   if (out == nullptr) return fail(operands_bf16_sm100a_bad_argument, "b: no output buffer");
   const int32_t spec_coords[2] = {0, 0};
   const int32_t* c = coords ? coords : spec_coords;  // outermost first
-  if ((static_cast<int64_t>(c[1]) * 2) % 16 != 0) {
+  const int64_t start_bytes = static_cast<int64_t>(c[1]) * 2;
+  if (start_bytes % 16 != 0) {
     return fail(operands_bf16_sm100a_bad_coordinate, "b: coords[-1] = %d is %lld bytes, not a multiple of 16: the copy would "
-                "stop the context with an illegal instruction", c[1], static_cast<long long>(c[1]) * 2);
+                "stop the context with an illegal instruction", c[1], static_cast<long long>(start_bytes));
   }
   const uint32_t smem = operands_bf16_sm100a_inspect_b_smem_bytes;
   const operands_bf16_sm100a_status allowed = allow_smem(reinterpret_cast<const void*>(&operands_bf16_sm100a_inspect_b), smem, "operands_bf16_sm100a_inspect_b");

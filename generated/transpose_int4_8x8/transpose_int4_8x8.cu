@@ -194,7 +194,7 @@ transpose_int4_8x8_tiles tiles_of(const cuuint64_t* dims, const uint32_t* box, i
 
 extern "C" transpose_int4_8x8_status transpose_int4_8x8_transpose_launch(const void* src, void* dst, const uint64_t* shape, void* stream) {
   if (shape == nullptr) return fail(transpose_int4_8x8_bad_argument, "transpose: the shape is required");
-  constexpr uint64_t per_unit = 4;
+  constexpr uint64_t per_unit = 4;  // elements per transposed unit
   if (shape[1] % per_unit != 0) {
     return fail(transpose_int4_8x8_bad_shape, "transpose: shape[-1] = %llu is not a whole number of %d-byte units",
                 (unsigned long long)shape[1], 16);

@@ -2,8 +2,9 @@
 // Regenerate with: tmagen build specs/transpose_int4_8x8.json
 //
 // Device side of "transpose_int4_8x8": TMA and mbarrier primitives as inline PTX, and for each
-// tensor map the layout of its box in shared memory with a swizzled accessor.
-// The layout part also compiles as plain C++ (for host-side checks and tests).
+// tensor map the layout of its box in shared memory with swizzled accessors: at() gives an
+// element as its CUDA type, raw_at() its bits. The layout part also compiles as plain C++
+// (for host-side checks and tests).
 #pragma once
 
 #include <stdint.h>
@@ -46,15 +47,17 @@ struct src_box {
   static constexpr uint32_t tx_bytes = 1024;    // bytes one load brings (mbarrier expect_tx)
   // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
   static constexpr uint32_t smem_offset = 0;
+  // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
+  static constexpr uint32_t buffer_stride = 1024;
   static constexpr uint32_t period = 1024;
-  using swizzle = Swizzle<3, 4, 3, false>;
+  using swizzle = Swizzle<3, 4, 3>;
 
   // Byte offset from the box start (absolute shared address `base`) of the byte at `row`
   // (outer indices flattened) and `byte_in_row`.
   TMAGEN_TRANSPOSE_INT4_8X8_HD static constexpr uint32_t offset_bytes(uint32_t base, uint32_t row, uint32_t byte_in_row) {
     return swizzle::apply(base + row * row_pitch + byte_in_row) - base;
   }
-  // Byte offset of element (i0, ..., i1), outermost first.
+  // Byte offset of element (i0, i1), outermost first.
   TMAGEN_TRANSPOSE_INT4_8X8_HD static constexpr uint32_t offset(uint32_t base, uint32_t i0, uint32_t i1) {
     const uint32_t index[rank] = {i0, i1};
     uint32_t row = 0;
@@ -63,14 +66,28 @@ struct src_box {
   }
 
   static_assert(row_bytes % 16 == 0, "TMA moves rows of whole 16-byte chunks");
-  static_assert(128 == 0 || row_bytes <= 128, "a swizzled row fits the swizzle span");
+  static_assert(row_bytes <= 128, "a swizzled row fits the 128-byte swizzle span");
   static_assert(smem_offset % 128 == 0 && smem_offset < 1024, "TMA shared addresses are 128-byte aligned");
   static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
 #ifdef __CUDACC__
-  // Element (i0, ..., i1) of a box that TMA loaded at `box`, read as uint4 units.
-  __device__ static uint4& at(void* box, uint32_t i0, uint32_t i1) {
+  using element = int32_t;
+  using raw = uint32_t;  // the bits of one element
+  // The address of element (i0, i1) in a box that TMA loaded at `box` (a pointer into shared memory).
+  __device__ static char* element_address(void* box, uint32_t i0, uint32_t i1) {
     const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(box));
-    return *reinterpret_cast<uint4*>(static_cast<char*>(box) + offset(base, i0, i1));
+    return static_cast<char*>(box) + offset(base, i0, i1);
+  }
+  // Element (i0, i1), outermost first, as int32_t: `float v = at(...)` reads the value.
+  __device__ static element& at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<element*>(element_address(box, i0, i1));
+  }
+  // The same element's bits, as uint32_t: to move it unchanged, or to read what no CUDA type names.
+  __device__ static raw& raw_at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<raw*>(element_address(box, i0, i1));
+  }
+  // Unit u of row (i0): 16 bytes (4 elements) that the kernel moves as one uint4.
+  __device__ static uint4& unit_at(void* box, uint32_t i0, uint32_t u) {
+    return *reinterpret_cast<uint4*>(element_address(box, i0, u * 4));
   }
 #endif
 };
@@ -93,15 +110,17 @@ struct dst_box {
   static constexpr uint32_t tx_bytes = 1024;    // bytes one load brings (mbarrier expect_tx)
   // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
   static constexpr uint32_t smem_offset = 0;
+  // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
+  static constexpr uint32_t buffer_stride = 1024;
   static constexpr uint32_t period = 1024;
-  using swizzle = Swizzle<3, 4, 3, false>;
+  using swizzle = Swizzle<3, 4, 3>;
 
   // Byte offset from the box start (absolute shared address `base`) of the byte at `row`
   // (outer indices flattened) and `byte_in_row`.
   TMAGEN_TRANSPOSE_INT4_8X8_HD static constexpr uint32_t offset_bytes(uint32_t base, uint32_t row, uint32_t byte_in_row) {
     return swizzle::apply(base + row * row_pitch + byte_in_row) - base;
   }
-  // Byte offset of element (i0, ..., i1), outermost first.
+  // Byte offset of element (i0, i1), outermost first.
   TMAGEN_TRANSPOSE_INT4_8X8_HD static constexpr uint32_t offset(uint32_t base, uint32_t i0, uint32_t i1) {
     const uint32_t index[rank] = {i0, i1};
     uint32_t row = 0;
@@ -110,14 +129,28 @@ struct dst_box {
   }
 
   static_assert(row_bytes % 16 == 0, "TMA moves rows of whole 16-byte chunks");
-  static_assert(128 == 0 || row_bytes <= 128, "a swizzled row fits the swizzle span");
+  static_assert(row_bytes <= 128, "a swizzled row fits the 128-byte swizzle span");
   static_assert(smem_offset % 128 == 0 && smem_offset < 1024, "TMA shared addresses are 128-byte aligned");
   static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
 #ifdef __CUDACC__
-  // Element (i0, ..., i1) of a box that TMA loaded at `box`, read as uint4 units.
-  __device__ static uint4& at(void* box, uint32_t i0, uint32_t i1) {
+  using element = int32_t;
+  using raw = uint32_t;  // the bits of one element
+  // The address of element (i0, i1) in a box that TMA loaded at `box` (a pointer into shared memory).
+  __device__ static char* element_address(void* box, uint32_t i0, uint32_t i1) {
     const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(box));
-    return *reinterpret_cast<uint4*>(static_cast<char*>(box) + offset(base, i0, i1));
+    return static_cast<char*>(box) + offset(base, i0, i1);
+  }
+  // Element (i0, i1), outermost first, as int32_t: `float v = at(...)` reads the value.
+  __device__ static element& at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<element*>(element_address(box, i0, i1));
+  }
+  // The same element's bits, as uint32_t: to move it unchanged, or to read what no CUDA type names.
+  __device__ static raw& raw_at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<raw*>(element_address(box, i0, i1));
+  }
+  // Unit u of row (i0): 16 bytes (4 elements) that the kernel moves as one uint4.
+  __device__ static uint4& unit_at(void* box, uint32_t i0, uint32_t u) {
+    return *reinterpret_cast<uint4*>(element_address(box, i0, u * 4));
   }
 #endif
 };
@@ -271,6 +304,13 @@ __device__ __forceinline__ void wait_group() {
 }
 
 }  // namespace tma
+
+// Rounds a shared-memory pointer up to the 1024-byte boundary on which every swizzle pattern
+// repeats: a box goes at its smem_offset past it (allow 1024 bytes of slack for the rounding).
+__device__ __forceinline__ uint8_t* align_to_pattern(uint8_t* p) {
+  const uint32_t address = tma::smem_address(p);
+  return p + ((1024u - (address & 1023u)) & 1023u);
+}
 #endif  // __CUDACC__
 
 }  // namespace transpose_int4_8x8
