@@ -91,11 +91,13 @@ def plan(specs: list[Spec], groups: set[str]) -> list[Case]:
     if "matmul" in groups:
         cases += [Case("matmul", "", "x".join(map(str, s)), list(s), "bfloat16") for s in MATMUL_SHAPES]
     if "sweep" in groups:
+        dtypes = {s.name: s.tensors[0].dtype for s in specs}
         for mib in SWEEP_MIB:
             for name, es in SWEEP.items():
                 cols = 65536 // es
-                cases.append(Case("sweep", name, "sweep", [(mib << 20) // (cols * es), cols],
-                                  next(s.tensors[0].dtype for s in specs if s.name == name), size_mib=mib))
+                if name in dtypes:
+                    cases.append(Case("sweep", name, "sweep", [(mib << 20) // (cols * es), cols], dtypes[name],
+                                      size_mib=mib))
     return cases
 
 
@@ -236,15 +238,12 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
             "cases": []}
     for case in cases:
         t0 = time.perf_counter()
-        if case.group == "matmul":
-            m, n, k = case.shape
-            record = peers.matmul_case(m, n, k, method, dtype=case.dtype, triton=triton,
-                                       tmagen=launcher(m, n, k, case.dtype) if launcher else None)
-        elif case.group == "sweep":
-            record = peers.sweep_case(by_name[case.spec], cubins[case.spec], device, case.shape, SWEEP_METHOD)
-        else:
-            record = peers.data_movement_case(by_name[case.spec], cubins[case.spec], device, case.shape, method,
-                                              triton=triton)
+        try:
+            record = run_case(case, by_name, cubins, device, method, triton, launcher)
+        except Exception as exc:  # noqa: BLE001 - the case is reported as failed and the suite goes on
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            record = {"shape": case.shape, "dtype": case.dtype, "candidates": [], "retried_rounds": 0,
+                      "failed": [{"name": "the whole case", "role": "tmagen", "why": f"{type(exc).__name__}: {first}"}]}
         record = {"group": case.group, "spec": case.spec, "shape_kind": case.shape_kind, "size_mib": case.size_mib,
                   **record, "seconds": round(time.perf_counter() - t0, 1)}
         data["cases"].append(record)
@@ -252,6 +251,19 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
         print(one_line(record), flush=True)
     print(f"done in {time.perf_counter() - began:.0f} s: {out / 'bench.json'}", flush=True)
     return 0
+
+
+def run_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, bytes], device: Any, method: Method,
+             triton: bool, launcher: Callable[[int, int, int, str], Any] | None) -> dict[str, Any]:
+    from tmagen import peers
+
+    if case.group == "matmul":
+        m, n, k = case.shape
+        return peers.matmul_case(m, n, k, method, dtype=case.dtype, triton=triton,
+                                 tmagen=launcher(m, n, k, case.dtype) if launcher else None)
+    if case.group == "sweep":
+        return peers.sweep_case(by_name[case.spec], cubins[case.spec], device, case.shape, SWEEP_METHOD)
+    return peers.data_movement_case(by_name[case.spec], cubins[case.spec], device, case.shape, method, triton=triton)
 
 
 def one_line(record: dict[str, Any]) -> str:

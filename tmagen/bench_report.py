@@ -381,6 +381,9 @@ def plot_series(data: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
 def plot_svg(data: dict[str, Any]) -> str:
     """Bandwidth against size, one line per kernel and one for memcpy, as a small hand-made SVG."""
     series = plot_series(data)
+    if not series:  # a run of some groups only (benchmarks/run.py --only)
+        return ('<svg xmlns="http://www.w3.org/2000/svg" width="640" height="40"><text x="10" y="24" '
+                'style="font:12px sans-serif">This run measured no size sweep.</text></svg>\n')
     sizes = sorted({s for pts in series.values() for s, _ in pts})
     top = max(g for pts in series.values() for _, g in pts) * 1.1
     width, height, left, bottom = 640, 360, 60, 40
