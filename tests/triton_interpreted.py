@@ -93,4 +93,36 @@ for (m, n, k), (bm, bn, bk, group, sms) in (((200, 136, 104), (64, 64, 32, 2, 3)
     expect(err <= 2.0 ** -7 * ref.abs().max().item(), f"matmul {m}x{n}x{k} tiles {bm}x{bn}x{bk} on {sms} programs: "
                                                        f"max error {err:.3g}")
 
+# The benchmark's glue around the peers (tmagen.peers: the candidates, their checks against
+# PyTorch, the poisoned outputs), on CPU tensors. CuPy is left out: it would move them to a GPU.
+sys.modules["cupy"] = None  # type: ignore[assignment] - makes `import cupy` fail
+from tmagen import peers  # noqa: E402
+
+only(tp.copy_kernel, triton.Config({"BLOCK": 256}, num_warps=4))
+only(tp.transpose_kernel, triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4))
+only(tp.transpose_tma_kernel, triton.Config({"BLOCK_M": 32, "BLOCK_N": 64}, num_warps=4, pre_hook=tp._transpose_blocks))
+x = values((2, 48, 80), torch.float32)
+out = torch.empty(2, 80, 48)
+ref = x.transpose(-2, -1).contiguous()
+transposes = peers.transpose_peers(x, out, lambda: ref)
+expect([c.name for c in transposes] == ["torch .transpose(-2,-1).contiguous()",
+                                        "Triton tl.trans, pointer tiles (autotuned)",
+                                        "Triton tl.trans, TMA descriptors (autotuned)"], "the transpose peers")
+for c in transposes:
+    expect(c.check() is None, f"{c.name}: passes its check")
+    if c.name.startswith("Triton"):  # the timed launch writes the same output
+        peers.poison(out)
+        c.launch(0)
+        expect(torch.equal(out, ref), f"{c.name}: its timed launch writes the transpose")
+wrong = ref.clone()
+wrong[1, 2, 3] += 1
+for c in peers.transpose_peers(x, out, lambda: wrong):
+    problem = c.check()
+    expect(problem is not None and problem.endswith("output differs from PyTorch's"), f"{c.name}: fails a wrong check")
+copies = peers.copy_peers(x, out.view(x.shape))
+expect([c.name for c in copies] == ["torch clone()", "Triton copy (autotuned)"], "the copy peers")
+for c in copies:
+    expect(c.check() is None, f"{c.name}: passes its check")
+    expect("num_warps=4" in c.note() or c.name.startswith("torch"), f"{c.name}: reports its configuration")
+
 sys.exit(1 if failures else 0)
