@@ -283,7 +283,7 @@ def _fixture() -> dict:
             "versions": {"torch": "2.11.0", "triton": "3.6.0", "cupy": None}, "date": "2026-12-01",
             "method": {"rounds": 3, "repetitions": 3, "warmup": 2},
             "cases": [copy, square, ragged, mm, mm_free, *sweep],
-            "unavailable": [{"name": "CuPy", "why": "not importable (No module named 'cupy')"}]}
+            "unavailable": [{"name": "CuPy", "why": "not importable (ModuleNotFoundError: No module named 'cupy')"}]}
 
 
 def _row(text: str, start: str) -> str:

@@ -164,7 +164,7 @@ def _triton(wanted: bool = True) -> Any | None:
         return None
     try:
         from tmagen import triton_peers
-    except ImportError:
+    except Exception:  # noqa: BLE001 - no Triton peers; unavailable() says why
         return None
     return triton_peers
 
@@ -172,11 +172,11 @@ def _triton(wanted: bool = True) -> Any | None:
 def unavailable() -> list[dict[str, str]]:
     """The optional peers that cannot run here, and why (the report lists them)."""
     missing = []
-    for module, what in (("cupy", "CuPy"), ("triton", "Triton")):
+    for module, what in (("cupy", "CuPy"), ("tmagen.triton_peers", "Triton")):
         try:
             __import__(module)
-        except ImportError as exc:
-            missing.append({"name": what, "why": f"not importable ({exc})"})
+        except Exception as exc:  # noqa: BLE001 - CuPy built for another CUDA raises more than ImportError
+            missing.append({"name": what, "why": f"not importable ({type(exc).__name__}: {exc})"})
     return missing
 
 
@@ -185,7 +185,7 @@ def copy_peers(x: Any, out: Any, triton: bool = True) -> list[Candidate]:
     cands = [Candidate("torch clone()", "peer", lambda i: x.clone(), _checked_against(x.clone, lambda: x, "clone()"))]
     try:
         xc = _cupy_array(x)
-    except ImportError:
+    except Exception:  # noqa: BLE001 - no CuPy peer; unavailable() says why
         xc = None
     if xc is not None:
         def cupy_copy() -> Any:
@@ -217,7 +217,7 @@ def transpose_peers(x: Any, out: Any, reference: Callable[[], Any], triton: bool
         import cupy
 
         xc = _cupy_array(x)
-    except ImportError:
+    except Exception:  # noqa: BLE001 - no CuPy peer; unavailable() says why
         xc = None
     if xc is not None:
         def cupy_t() -> Any:
@@ -283,7 +283,7 @@ def free_memory() -> None:
         import cupy
 
         cupy.get_default_memory_pool().free_all_blocks()
-    except ImportError:
+    except Exception:  # noqa: BLE001 - no usable CuPy, no pool to empty
         pass
     torch.cuda.empty_cache()
 
