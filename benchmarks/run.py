@@ -1,27 +1,47 @@
-"""The benchmark suite, on a GPU: every spec in benchmarks/specs at 1 GiB (transposes also on a
-ragged shape), a size sweep for the plot, cudaMemcpyAsync and PyTorch in the same run.
+"""The benchmark suite, on a GPU with PyTorch (CuPy and Triton too, for their peers): every spec
+in benchmarks/specs at 1 GiB (transposes, and two copies, also on ragged and odd-stride shapes),
+each case's candidates (tmagen, cudaMemcpyAsync, PyTorch, CuPy, Triton) interleaved on the same
+tensors; the matmul shapes (cuBLAS, Triton and tmagen's matmul when a launcher is given); and a
+size sweep for the plot.
 
-    python3 benchmarks/run.py OUTDIR        # writes OUTDIR/bench.json
-    python3 -m tmagen.bench OUTDIR/bench.json > BENCHMARKS.md   # on any machine
+    python3 benchmarks/run.py OUTDIR                 # writes OUTDIR/bench.json (after every case)
+    python3 benchmarks/run.py OUTDIR --only matmul   # or copy, transpose, sweep; comma-separated
+    python3 benchmarks/run.py OUTDIR --quick         # fewer rounds: a smoke run
+    python3 benchmarks/run.py --estimate             # the plan and its expected duration; runs nothing
+    tmagen bench --report OUTDIR/bench.json          # BENCHMARKS.md and its plot, on any machine
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
+import math
 import os
+import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-
-import numpy as np
-
-from tmagen import bench, runtime, toolchain
-from tmagen.render import render
-from tmagen.spec import load_checked_spec
+from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-RUNS = 30
+sys.path.insert(0, str(HERE.parent))
+
+from tmagen.bench import Method  # noqa: E402
+from tmagen.dtypes import DTYPES  # noqa: E402
+from tmagen.spec import Spec, TransposeKernel, load_checked_spec  # noqa: E402
+
+GROUPS = ("copy", "transpose", "matmul", "sweep")
+MATMUL_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000), (8192, 8192, 1024), (6144, 6144, 2048)]
+SWEEP = {"bench_copy_float32": 4, "bench_transpose_float32": 4, "bench_transpose_bfloat16": 2,
+         "bench_transpose_uint8": 1}
+SWEEP_MIB = (16, 64, 256, 1024, 2048)
+FULL = Method(rounds=20, repetitions=5, warmup=3)
+QUICK = Method(rounds=5, repetitions=3, warmup=2)
+SWEEP_METHOD = Method(rounds=10, repetitions=3, warmup=2)
 
 
 def ragged(shape: list[int], es: int, box: list[int]) -> list[int]:
@@ -43,70 +63,219 @@ def odd(shape: list[int], es: int) -> list[int]:
     return [*shape[:-2], shape[-2] - 16, shape[-1] - 16 // es]
 
 
-def main() -> None:
-    out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
-    specs = [load_checked_spec(p) for p in sorted((HERE / "specs").glob("*.json"))]
-    tc = toolchain.find_toolchain()
-    with ThreadPoolExecutor(os.cpu_count() or 4) as pool:
-        cubins = dict(pool.map(lambda s: (s.name, toolchain.compile_folder(
-            s, render(s, f"benchmarks/specs/{s.name}.json"), tc, cubin_only=True).cubin.read_bytes()), specs))
-    device = runtime.Device.open()
-    records = []
+@dataclass
+class Case:
+    group: str  # copy, transpose, matmul, sweep
+    spec: str  # the benchmark spec, or "" for matmuls
+    shape_kind: str  # full, square, ragged, odd strides; or the matmul's M x N x K
+    shape: list[int]
+    dtype: str
+    size_mib: int | None = None  # sweep cases
 
-    def record(kind: str, spec_name: str, t: bench.Timing, limit: bench.Timing, **extra: object) -> None:
-        row = {"kind": kind, "spec": spec_name, **t.as_dict(), "memcpy_gbps": limit.gbps,
-               "ratio": t.gbps / limit.gbps, **extra}
-        records.append(row)
-        print(f"{kind:10s} {spec_name:28s} {str(list(t.shape)):24s} {t.gbps:7.0f} GB/s  {row['ratio']:.3f}", flush=True)
 
-    limit_1g = bench.memcpy_timing(1 << 30, RUNS)
-    records.append({"kind": "memcpy", "spec": "-", **limit_1g.as_dict(), "memcpy_gbps": limit_1g.gbps, "ratio": 1.0})
-    print(f"memcpy 1 GiB: {limit_1g.gbps:.0f} GB/s", flush=True)
+def plan(specs: list[Spec], groups: set[str]) -> list[Case]:
+    cases = []
     for spec in specs:
         t = spec.tensors[0]
-        shape = list(t.shape)
-        # the limit again right before each kernel, so that drift in clocks cannot favour either
-        limit_here = bench.memcpy_timing(int(np.prod(shape)) * t.dt.nbytes, RUNS)
-        timing = bench.kernel_timing(spec, cubins[spec.name], device, shape, RUNS)
-        record(spec.kernel.kind, spec.name, timing, limit_here,
-               shape_kind="square" if spec.kernel.kind == "transpose" else "full")
-        if spec.name in ("bench_copy_float32", "bench_copy_uint8"):  # the memory system's own cost of those strides
-            box = [b if b <= 128 // t.dt.nbytes else 128 // t.dt.nbytes for b in t.box]
-            for kind, other in (("ragged", ragged(shape, t.dt.nbytes, box)), ("odd strides", odd(shape, t.dt.nbytes))):
-                record("copy", spec.name, bench.kernel_timing(spec, cubins[spec.name], device, other, RUNS),
-                       limit_here, shape_kind=kind)
-        if spec.kernel.kind == "transpose":
-            for kind, other in (("ragged", ragged(shape, t.dt.nbytes, t.box)), ("odd strides", odd(shape, t.dt.nbytes))):
-                record("transpose", spec.name, bench.kernel_timing(spec, cubins[spec.name], device, other, RUNS),
-                       limit_here, shape_kind=kind)
-        for tt in bench.torch_timings(shape, t.dtype, RUNS):
-            record("torch", spec.name, tt, limit_here, shape_kind=tt.name)
-    # bandwidth against size, for the plot: memcpy of the same bytes at each size
-    sweep = {"bench_copy_float32": 4, "bench_transpose_float32": 4, "bench_transpose_bfloat16": 2,
-             "bench_transpose_uint8": 1}
-    by_name = {s.name: s for s in specs}
-    for mib in (16, 64, 256, 1024, 2048):
-        nbytes = mib << 20
-        limit = bench.memcpy_timing(nbytes, RUNS)
-        records.append({"kind": "memcpy", "spec": "sweep", **limit.as_dict(), "memcpy_gbps": limit.gbps, "ratio": 1.0,
-                        "size_mib": mib})
-        for name, es in sweep.items():
-            spec = by_name[name]
-            cols = 65536 // es
-            shape = [nbytes // (cols * es), cols]
-            record("sweep", name, bench.kernel_timing(spec, cubins[name], device, shape, RUNS), limit, size_mib=mib)
-    try:
-        import subprocess
+        shape, es = list(t.shape), t.dt.nbytes
+        is_t = isinstance(spec.kernel, TransposeKernel)
+        group = "transpose" if is_t else "copy"
+        if group not in groups:
+            continue
+        cases.append(Case(group, spec.name, "square" if is_t else "full", shape, t.dtype))
+        if is_t or spec.name in ("bench_copy_float32", "bench_copy_uint8"):
+            # a copy's box is capped at 128 bytes a row here, so that its raggedness shows
+            box = list(t.box) if is_t else [b if b <= 128 // es else 128 // es for b in t.box]
+            cases.append(Case(group, spec.name, "ragged", ragged(shape, es, box), t.dtype))
+            cases.append(Case(group, spec.name, "odd strides", odd(shape, es), t.dtype))
+    if "matmul" in groups:
+        cases += [Case("matmul", "", "x".join(map(str, s)), list(s), "bfloat16") for s in MATMUL_SHAPES]
+    if "sweep" in groups:
+        dtypes = {s.name: s.tensors[0].dtype for s in specs}
+        for mib in SWEEP_MIB:
+            for name, es in SWEEP.items():
+                cols = 65536 // es
+                if name in dtypes:
+                    cases.append(Case("sweep", name, "sweep", [(mib << 20) // (cols * es), cols], dtypes[name],
+                                      size_mib=mib))
+    return cases
 
+
+# ----------------------------------------------------------------------------- the budget
+# Rough rates for the estimate (H200): what matters is the order of magnitude of each term.
+GOOD_GBPS, SLOW_TRANSPOSE_GBPS, MATMUL_TFLOPS = 3800.0, 400.0, 600.0
+CASE_OVERHEAD_S = {"sweep": 0.3}  # allocation, random data, the checks, CuPy's first compile of a kernel
+CASE_OVERHEAD_DEFAULT_S = 1.5
+TRITON_COMPILE_S = 0.3  # one configuration of a small kernel (measured 0.1 to 0.5 s for sm_90 on 2 cores)
+TRITON_LAUNCHERS_S = 20.0  # Triton builds a C launcher per kernel signature with the host compiler, once
+AUTOTUNE_PER_CONFIG_S = 0.08  # do_bench's 10 ms warm-up and 40 ms of runs, and its overheads
+# Triton kernels per group: (configurations, compiled variants per dtype: the pointer transpose
+# specialises on whether M and N are multiples of 16). tests/test_triton_peers.py checks the counts.
+TRITON_KERNELS = {"copy": [(18, 1)], "transpose": [(18, 2), (18, 1)], "matmul": [(8, 1)]}
+
+
+def estimate(cases: list[Case], method: Method, triton: bool = True) -> tuple[float, list[str]]:
+    """Seconds the plan should take, and the terms of the sum."""
+    lines, total = [], 0.0
+    by_group: dict[str, list[Case]] = {}
+    for c in cases:
+        by_group.setdefault(c.group, []).append(c)
+    for group, cs in by_group.items():
+        m = SWEEP_METHOD if group == "sweep" else method
+        samples = m.repetitions * m.rounds + m.warmup
+        timed = 0.0
+        for c in cs:
+            if group == "matmul":
+                one = 2 * math.prod(c.shape) / (MATMUL_TFLOPS * 1e12)
+                timed += samples * (2 + triton) * one * 1.1
+                continue
+            nbytes = 2 * math.prod(c.shape) * DTYPES[c.dtype].nbytes
+            one = nbytes / (GOOD_GBPS * 1e9)
+            if group == "sweep":
+                timed += samples * 2 * max(one, 0.2e-3)
+            elif group == "copy":
+                timed += samples * (5 if triton else 4) * one
+            else:
+                slow = 2 * nbytes / (SLOW_TRANSPOSE_GBPS * 1e9)  # torch and CuPy
+                timed += samples * ((4 if triton else 2) * one + slow)
+        timed += len(cs) * CASE_OVERHEAD_S.get(group, CASE_OVERHEAD_DEFAULT_S)
+        line = f"{group:9s} {len(cs):2d} cases x {samples} samples of each candidate: ~{timed:.0f} s with set-up"
+        total += timed
+        if triton and group != "sweep":
+            kernels = TRITON_KERNELS[group]
+            keys = len({(tuple(c.shape), c.dtype) for c in cs})
+            compiles = sum(n * variants * len({c.dtype for c in cs}) for n, variants in kernels)
+            tune = sum(n for n, _ in kernels) * keys * AUTOTUNE_PER_CONFIG_S
+            line += (f"; Triton: {'+'.join(str(n) for n, _ in kernels)} configs, ~{compiles} compiles "
+                     f"~{compiles * TRITON_COMPILE_S:.0f} s, autotuning {keys} keys ~{tune:.0f} s")
+            total += compiles * TRITON_COMPILE_S + tune
+        lines.append(line)
+    if triton and set(by_group) - {"sweep"}:
+        total += TRITON_LAUNCHERS_S
+        lines.append(f"Triton's launchers ~{TRITON_LAUNCHERS_S:.0f} s")
+    return total, lines
+
+
+# ----------------------------------------------------------------------------- running it
+def matmul_launcher(spec: str | None) -> Callable[[int, int, int, str], Any] | None:
+    """``module:function`` whose function(m, n, k, dtype) returns tmagen's matmul launch for
+    those sizes (a callable (a, b, c) queuing c = a @ b.T on the default stream), or None."""
+    if not spec:
+        return None
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def machine() -> dict[str, Any]:
+    import torch
+
+    versions = {"torch": torch.__version__}
+    for module in ("triton", "cupy"):
+        try:
+            versions[module] = importlib.import_module(module).__version__
+        except ImportError:
+            versions[module] = None
+    try:
         driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                 capture_output=True, text=True).stdout.strip() or "?"
     except OSError:
         driver = "?"
-    meta = {"gpu": device.name, "driver": f"{driver} (CUDA {device.driver_version // 1000}.{device.driver_version % 1000 // 10})",
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "runs": RUNS, "records": records}
-    (out / "bench.json").write_text(json.dumps(meta, indent=1))
+    props = torch.cuda.get_device_properties(0)
+    return {"gpu": props.name, "driver": driver, "sms": props.multi_processor_count,
+            "l2_bytes": int(props.L2_cache_size), "versions": versions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", nargs="?", help="folder for bench.json")
+    ap.add_argument("--only", default=",".join(GROUPS), help=f"comma-separated groups of {', '.join(GROUPS)}")
+    ap.add_argument("--spec", action="append", default=[], help="only these benchmark specs (by name)")
+    ap.add_argument("--quick", action="store_true", help=f"{QUICK.rounds} rounds x {QUICK.repetitions} repetitions")
+    ap.add_argument("--no-triton", action="store_true", help="leave the Triton peers out")
+    ap.add_argument("--estimate", action="store_true", help="print the plan and its expected duration, run nothing")
+    ap.add_argument("--matmul-launcher", metavar="MODULE:FUNCTION",
+                    help="function(m, n, k, dtype) -> tmagen's matmul launch (a, b, c), timed beside the peers")
+    args = ap.parse_args(argv)
+    groups = set(args.only.split(","))
+    if not groups <= set(GROUPS):
+        ap.error(f"--only takes {', '.join(GROUPS)}, not {', '.join(sorted(groups - set(GROUPS)))}")
+    method = QUICK if args.quick else FULL
+    specs = [load_checked_spec(p) for p in sorted((HERE / "specs").glob("*.json"))]
+    if args.spec:
+        specs = [s for s in specs if s.name in args.spec]
+    cases = plan(specs, groups)
+    seconds, lines = estimate(cases, method, triton=not args.no_triton)
+    print(f"plan: {len(cases)} cases, {method.rounds} rounds x {method.repetitions} repetitions; expected "
+          f"~{seconds:.0f} s after the specs compile", flush=True)
+    for line in lines:
+        print("  " + line, flush=True)
+    if args.estimate:
+        return 0
+    if not args.out:
+        ap.error("give an output folder")
+    return run(cases, specs, method, Path(args.out), triton=not args.no_triton,
+               launcher=matmul_launcher(args.matmul_launcher))
+
+
+def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool,
+        launcher: Callable[[int, int, int, str], Any] | None) -> int:
+    from tmagen import peers, runtime, toolchain
+    from tmagen.render import render
+
+    out.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    needed = {c.spec for c in cases if c.spec}
+    by_name = {s.name: s for s in specs if s.name in needed}
+    tc = toolchain.find_toolchain()
+    with ThreadPoolExecutor(os.cpu_count() or 4) as pool:
+        cubins = dict(pool.map(lambda s: (s.name, toolchain.compile_folder(
+            s, render(s, f"benchmarks/specs/{s.name}.json"), tc, cubin_only=True).cubin.read_bytes()),
+            by_name.values()))
+    print(f"specs compiled in {time.perf_counter() - began:.0f} s", flush=True)
+    device = runtime.Device.open()
+    data = {"format": 2, **machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+            "method": {**asdict(method), "sweep": asdict(SWEEP_METHOD)}, "unavailable": peers.unavailable(),
+            "cases": []}
+    for case in cases:
+        t0 = time.perf_counter()
+        try:
+            record = run_case(case, by_name, cubins, device, method, triton, launcher)
+        except Exception as exc:  # noqa: BLE001 - the case is reported as failed and the suite goes on
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            record = {"shape": case.shape, "dtype": case.dtype, "candidates": [], "retried_rounds": 0,
+                      "failed": [{"name": "the whole case", "role": "tmagen", "why": f"{type(exc).__name__}: {first}"}]}
+        record = {"group": case.group, "spec": case.spec, "shape_kind": case.shape_kind, "size_mib": case.size_mib,
+                  **record, "seconds": round(time.perf_counter() - t0, 1)}
+        data["cases"].append(record)
+        (out / "bench.json").write_text(json.dumps(data, indent=1))
+        print(one_line(record), flush=True)
+    print(f"done in {time.perf_counter() - began:.0f} s: {out / 'bench.json'}", flush=True)
+    return 0
+
+
+def run_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, bytes], device: Any, method: Method,
+             triton: bool, launcher: Callable[[int, int, int, str], Any] | None) -> dict[str, Any]:
+    from tmagen import peers
+
+    if case.group == "matmul":
+        m, n, k = case.shape
+        return peers.matmul_case(m, n, k, method, dtype=case.dtype, triton=triton,
+                                 tmagen=launcher(m, n, k, case.dtype) if launcher else None)
+    if case.group == "sweep":
+        return peers.sweep_case(by_name[case.spec], cubins[case.spec], device, case.shape, SWEEP_METHOD)
+    return peers.data_movement_case(by_name[case.spec], cubins[case.spec], device, case.shape, method, triton=triton)
+
+
+def one_line(record: dict[str, Any]) -> str:
+    """What a case measured, for the log."""
+    what = f"{record['group']:9s} {record['spec'] or 'matmul':26s} {record['shape_kind']:11s} {record['dtype']:8s}"
+    figures = []
+    for c in record["candidates"]:
+        value = f"{c['tflops']:.0f} TFLOP/s" if c.get("tflops") else f"{c['gbps']:.0f}"
+        figures.append(f"{c['name'].split(' (')[0]}={value}")
+    failed = "".join(f"  FAILED {f['name']}: {f['why']}" for f in record["failed"])
+    return f"{what} {record['seconds']:5.1f}s  " + ", ".join(figures) + failed
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

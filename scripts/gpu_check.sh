@@ -5,7 +5,10 @@
 # gpu-report/): machine.txt, the whole test suite's log and JUnit XML (the GPU tests run, the
 # others too, the SASS checks among them; tests/gpu/test_user_kernel.py builds and runs the user's
 # own kernel of tests/vendor_project), tmagen verify's table (a spec without a kernel is verified
-# through inspect kernels of tmagen's), and figures.json with what the GPU tests measured.
+# through inspect kernels of tmagen's), and figures.json with what the GPU tests measured. With
+# BENCH=full (or BENCH=quick) it also runs the benchmark suite with its peers (benchmarks/run.py,
+# about 5 minutes; it needs PyTorch, and CuPy and Triton for their peers) into $OUT/bench/:
+# bench.json, bench.log and the page it renders.
 set -uo pipefail
 OUT=${OUT:-${1:-gpu-report}}
 mkdir -p "$OUT"
@@ -29,5 +32,13 @@ python3 -m pytest tests -v -rs --junitxml="$OUT/tests.xml" 2>&1 | tee "$OUT/test
 tests=${PIPESTATUS[0]}
 python3 -m tmagen verify --seed 1 specs/*.json 2>&1 | tee "$OUT/verify.txt"
 verify=${PIPESTATUS[0]}
-echo "tests: exit $tests; tmagen verify: exit $verify"
-[ "$tests" -eq 0 ] && [ "$verify" -eq 0 ]
+bench=0
+if [ -n "${BENCH:-}" ]; then
+  mkdir -p "$OUT/bench"
+  python3 benchmarks/run.py "$OUT/bench" $([ "$BENCH" = quick ] && echo --quick) 2>&1 | tee "$OUT/bench/bench.log"
+  bench=${PIPESTATUS[0]}
+  [ "$bench" -eq 0 ] && python3 -m tmagen bench --report "$OUT/bench/bench.json" \
+    --markdown "$OUT/bench/BENCHMARKS.md" --plot "$OUT/bench/bandwidth.svg"
+fi
+echo "tests: exit $tests; tmagen verify: exit $verify${BENCH:+; benchmarks: exit $bench}"
+[ "$tests" -eq 0 ] && [ "$verify" -eq 0 ] && [ "$bench" -eq 0 ]

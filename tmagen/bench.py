@@ -1,15 +1,25 @@
-"""Timing generated kernels on the GPU against the limit of the same GPU in the same run.
+"""Timing generated kernels on the GPU against the limit of the same GPU and against peers.
 
-Bandwidth counts bytes read plus bytes written. Each figure is the median of ``runs`` timed
-launches (CUDA events) after warm-up, on random data in tensors of 1 GiB and more, several
-times the L2. The limit is ``cuMemcpyDtoDAsync`` of the same bytes; PyTorch's ``clone()`` and
-``.t().contiguous()`` are timed too where PyTorch is installed.
+Bandwidth counts bytes read plus bytes written. Two ways of timing:
+
+* :func:`kernel_timing` and :func:`memcpy_timing`: one candidate at a time, the median of ``runs``
+  launches (``tmagen bench SPEC``; needs only cuda-python).
+* :func:`interleave`: the method of the benchmark suite (needs PyTorch for its events and its
+  sleep kernel). Every candidate of one case is timed in one loop, A, B, C, then B, C, A, ...,
+  each sample the CUDA events around one launch (or a batch of launches, for short ones), so
+  that a slow moment of the GPU (clocks, a neighbour) falls on all candidates alike and the
+  ratios stay honest; the loop runs several times (repetitions) and the spread of the
+  repetitions' medians is the noise. Each round starts behind a sleep kernel long enough for the
+  CPU to queue the whole round, so that no launch waits for Python and the events time the GPU
+  alone.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -30,13 +40,26 @@ class Timing:
     bytes_moved: int  # read + written
     median_ms: float
     spread_ms: float  # max - min over the runs
+    role: str = "tmagen"  # "tmagen", "peer" or "limit" (cudaMemcpyAsync)
+    q1_ms: float | None = None  # first and third quartiles of the samples
+    q3_ms: float | None = None
+    rep_medians_ms: tuple[float, ...] = ()  # the median of each repetition of the interleaved loop
+    flops: int = 0  # for a matmul: 2 M N K
+    note: str = ""  # e.g. the configuration Triton's autotuner chose
 
     @property
     def gbps(self) -> float:
         return self.bytes_moved / (self.median_ms * 1e-3) / 1e9
 
+    @property
+    def tflops(self) -> float:
+        return self.flops / (self.median_ms * 1e-3) / 1e12
+
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "gbps": self.gbps}
+        d = {**asdict(self), "gbps": self.gbps}
+        if self.flops:
+            d["tflops"] = self.tflops
+        return d
 
 
 def median_ms(launch: Callable[[], None], runs: int = 20, warmup: int = 3) -> tuple[float, float]:
@@ -60,7 +83,7 @@ def memcpy_timing(nbytes: int, runs: int = 20) -> Timing:
             runtime.check(drv.cuMemcpyDtoDAsync(b.ptr, a.ptr, nbytes, 0), "cuMemcpyDtoDAsync")
 
         ms, spread = median_ms(launch, runs)
-    return Timing("cudaMemcpyAsync D2D", (nbytes,), "bytes", 2 * nbytes, ms, spread)
+    return Timing("cudaMemcpyAsync D2D", (nbytes,), "bytes", 2 * nbytes, ms, spread, role="limit")
 
 
 def kernel_timing(spec: Spec, cubin: bytes, device: runtime.Device, shape: Sequence[int],
@@ -87,136 +110,136 @@ def kernel_timing(spec: Spec, cubin: bytes, device: runtime.Device, shape: Seque
     return Timing(view.symbol, tuple(shape), t.dtype, 2 * nbytes, ms, spread)
 
 
-def torch_timings(shape: Sequence[int], dtype: str, runs: int = 20) -> list[Timing]:
-    """PyTorch's clone() and .t().contiguous() (last two dimensions) on the same GPU, if installed."""
-    try:
-        import torch
-    except ImportError:
-        return []
-    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-                   "uint8": torch.uint8, "float64": torch.float64, "int32": torch.int32,
-                   "int64": torch.int64, "uint16": torch.int16, "uint32": torch.int32, "uint64": torch.int64}[dtype]
-    x = torch.randint(0, 100, tuple(shape), device="cuda").to(torch_dtype)
-    nbytes = x.numel() * x.element_size()
-    # PyTorch launches on the legacy default stream, which runtime.Timer's events bracket.
-    cases = [("torch clone()", x.clone)]
-    if len(shape) >= 2:
-        cases.append(("torch .transpose(-2,-1).contiguous()", x.transpose(-2, -1).contiguous))
-    out = [Timing(name, tuple(shape), dtype, 2 * nbytes, *median_ms(fn, runs)) for name, fn in cases]
-    cases.clear()
-    x = None  # noqa: F841 - the tensor goes before the cache is emptied
-    torch.cuda.empty_cache()
-    return out
+# ----------------------------------------------------------------------------- the interleaved method
+@dataclass
+class Candidate:
+    """One contender of a case. ``launch(i)`` queues one run on the default stream on buffer set
+    ``i`` (cases that would fit in L2 rotate through several sets of inputs and outputs);
+    ``check()`` runs it once and says what is wrong with its output, or None."""
+
+    name: str
+    role: str  # "tmagen", "peer" or "limit"
+    launch: Callable[[int], object]
+    check: Callable[[], str | None] | None = None
+    note: Callable[[], str] = field(default=lambda: "")  # read after the first run (autotuned choices)
 
 
-# ----------------------------------------------------------------------------- the report
-TARGETS = {  # kind, dtype -> the ratio to cudaMemcpy the performance issue asks for
-    ("copy", None): 0.95, ("transpose", "float32"): 0.92, ("transpose", "bfloat16"): 0.90,
-    ("transpose", "float16"): 0.90, ("transpose", "uint8"): 0.85,
-}
+@dataclass
+class Method:
+    """How a case is timed; the report states it."""
+
+    rounds: int = 20  # samples of each candidate per repetition
+    repetitions: int = 5  # the loop, again: the spread of their medians is the noise
+    warmup: int = 3  # launches of each candidate before timing
 
 
-def _target(kind: str, dtype: str) -> float | None:
-    return TARGETS.get((kind, dtype), TARGETS.get((kind, None)))
+@dataclass
+class Samples:
+    """What :func:`interleave` measured: milliseconds per launch, per candidate, per repetition."""
+
+    ms: list[list[list[float]]]
+    retried_rounds: int  # rounds timed again because the CPU had not queued them in time
+    sleep_us: float  # the sleep that led each round at the end
+    late_rounds: int = 0  # rounds kept although still late after MAX_RETRIES (a launch that blocks the CPU)
 
 
-def reference_gbps(data: dict[str, Any]) -> tuple[float, float, float]:
-    """The median of every 1 GiB cudaMemcpyAsync measured in the run (at the start and beside each
-    kernel), with the lowest and highest: a single memcpy figure was seen 10% off the others."""
-    values = sorted({r["memcpy_gbps"] for r in data["records"] if "size_mib" not in r})
-    return statistics.median(values), values[0], values[-1]
+# The sleep kernel counts clock cycles; this bound on the SM clock (H100 and H200 top out at
+# 1.98 GHz) turns a duration into cycles that last at least that long.
+SM_CLOCK_BOUND_HZ = 2.0e9
+# A round queued later than its sleep is timed again behind a longer sleep, this many times at
+# most: a launch that waits for the GPU (a synchronous copy, an allocation) is late whatever the
+# sleep, and its rounds are then kept and counted as late.
+MAX_RETRIES = 3
+MIN_SLEEP_S, MAX_SLEEP_S = 50e-6, 0.05
 
 
-def markdown_report(data: dict[str, Any], plot_file: str = "benchmarks/bandwidth.svg") -> str:
-    recs = [dict(r) for r in data["records"]]
-    ref, low, high = reference_gbps(data)
-    for r in recs:
-        if "size_mib" not in r:
-            r["ratio"] = r["gbps"] / ref
-    lines = [
-        "# Benchmarks",
-        "",
-        "<!-- Written by `tmagen bench --report` from the JSON that benchmarks/run.py measured: do not edit. -->",
-        "",
-        f"GPU: {data['gpu']}, driver {data['driver']}, measured {data['date']}; each figure is the median of "
-        f"{data['runs']} timed launches (CUDA events) after warm-up, on random data in 1 GiB tensors (several times "
-        "the L2). Bandwidth counts bytes read plus bytes written; ratios are to `cudaMemcpyAsync` device to device "
-        f"of the same bytes on the same GPU in the same run: the median of the {data['runs']}-run medians measured at "
-        f"the start and beside each kernel, {ref:.0f} GB/s (they ranged from {low:.0f} to {high:.0f}). Differences "
-        "of 1% between runs are noise.",
-        "",
-        "| kernel | spec | dtype | shape | GB/s | ratio to memcpy | target | |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in recs:
-        if r["kind"] not in ("copy", "transpose"):
-            continue
-        target = _target(r["kind"], r["dtype"]) if r.get("shape_kind") in (None, "full", "square") else None
-        met = "" if target is None else ("met" if r["ratio"] >= target else "**missed**")
-        label = r["kind"] + (f" ({r['shape_kind']})" if r.get("shape_kind") not in (None, "full") else "")
-        lines.append(f"| {label} | `{r['spec']}` | {r['dtype']} | {'x'.join(map(str, r['shape']))} | "
-                     f"{r['gbps']:.0f} | {r['ratio']:.3f} | {target if target else ''} | {met} |")
-    base = {r["spec"]: r["ratio"] for r in recs if r.get("shape_kind") in ("square", "full")}
-    for kind, what in (("ragged", "extents no multiple of the tile, rows still multiples of 128 bytes"),
-                       ("odd strides", "rows 16-byte but not 128-byte multiples")):
-        other = {r["spec"]: r["ratio"] for r in recs if r.get("shape_kind") == kind}
-        if other:
-            lines += ["", f"{kind.capitalize()} shapes ({what}) against the full ones, the same kernel: " + ", ".join(
-                f"`{k}` {other[k] / base[k]:.3f}" for k in other if k in base) +
-                (" (the target for transposes: within 5%)." if kind == "ragged" else ".")]
-    lines.append("")
-    torch_rows = [r for r in recs if r["kind"] == "torch"]
-    if torch_rows:
-        lines += ["PyTorch on the same GPU, same run, same tensors:", "",
-                  "| operation | dtype | shape | GB/s | ratio to memcpy |", "|---|---|---|---|---|"]
-        seen = set()
-        for r in torch_rows:
-            key = (r["name"], r["dtype"], tuple(r["shape"]))
-            if key in seen:
-                continue
-            seen.add(key)
-            lines.append(f"| {r['name']} | {r['dtype']} | {'x'.join(map(str, r['shape']))} | {r['gbps']:.0f} | "
-                         f"{r['ratio']:.3f} |")
-        lines.append("")
-    lines += [f"![bandwidth against size]({plot_file})", "",
-              "Bandwidth against size (the same kernels on shapes from 16 MiB to 2 GiB, memcpy of the same bytes).", ""]
-    return "\n".join(lines)
+def interleave(launches: Sequence[Callable[[int], object]], method: Method, sets: int = 1,
+               batch: int = 1) -> Samples:
+    """Times ``launches`` in rotation: per round each once (or ``batch`` times between the same two
+    events), the order rotated by one each round; ``method.rounds`` rounds per repetition."""
+    import torch
+
+    n = len(launches)
+    counter = itertools.count()
+
+    def queue(i: int) -> None:
+        for _ in range(batch):
+            launches[i](next(counter) % sets)
+
+    for _ in range(method.warmup):
+        for i in range(n):
+            queue(i)
+    torch.cuda.synchronize()
+    began = time.perf_counter()
+    for i in range(n):
+        queue(i)
+    sleep_s = min(max(2 * (time.perf_counter() - began), MIN_SLEEP_S), MAX_SLEEP_S)
+    torch.cuda.synchronize()
+
+    ms: list[list[list[float]]] = [[[] for _ in range(method.repetitions)] for _ in range(n)]
+    retried = late = attempts = 0
+    for rep in range(method.repetitions):
+        r = 0
+        while r < method.rounds:
+            order = [(r + j) % n for j in range(n)]
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+            began = time.perf_counter()
+            torch.cuda._sleep(int(sleep_s * SM_CLOCK_BOUND_HZ))
+            events[0].record()
+            for j, i in enumerate(order):
+                queue(i)
+                events[j + 1].record()
+            queued_s = time.perf_counter() - began
+            events[-1].synchronize()
+            if queued_s > sleep_s:  # the GPU may have waited for a launch
+                if attempts < MAX_RETRIES:
+                    retried += 1
+                    attempts += 1
+                    sleep_s = min(2 * queued_s, MAX_SLEEP_S)
+                    continue
+                late += 1
+            attempts = 0
+            for j, i in enumerate(order):
+                ms[i][rep].append(events[j].elapsed_time(events[j + 1]) / batch)
+            r += 1
+    return Samples(ms, retried, sleep_s * 1e6, late)
 
 
-def plot_svg(data: dict[str, Any]) -> str:
-    """Bandwidth against size, one line per kernel and one for memcpy, as a small hand-made SVG."""
-    recs = [r for r in data["records"] if "size_mib" in r]
-    series: dict[str, list[tuple[int, float]]] = {}
-    for r in recs:
-        name = "cudaMemcpyAsync" if r["kind"] == "memcpy" else r["spec"].removeprefix("bench_")
-        series.setdefault(name, []).append((r["size_mib"], r["gbps"]))
-    sizes = sorted({s for pts in series.values() for s, _ in pts})
-    top = max(g for pts in series.values() for _, g in pts) * 1.1
-    width, height, left, bottom = 640, 360, 60, 40
-    colours = ["#222", "#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1"]
+def summarize(name: str, role: str, per_rep: list[list[float]], *, shape: Sequence[int], dtype: str,
+              bytes_moved: int, flops: int = 0, note: str = "") -> Timing:
+    """A candidate's samples (per repetition) as a Timing: the median and quartiles of all samples,
+    the range, and each repetition's median."""
+    flat = sorted(x for rep in per_rep for x in rep)
+    q1, median, q3 = (float(np.percentile(flat, p)) for p in (25, 50, 75))
+    return Timing(name, tuple(shape), dtype, bytes_moved, median, flat[-1] - flat[0], role=role, q1_ms=q1, q3_ms=q3,
+                  rep_medians_ms=tuple(statistics.median(rep) for rep in per_rep), flops=flops, note=note)
 
-    def x(size: int) -> float:
-        return left + (sizes.index(size) / max(len(sizes) - 1, 1)) * (width - left - 150)
 
-    def y(gbps: float) -> float:
-        return height - bottom - gbps / top * (height - bottom - 20)
+def checked(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[dict[str, str]]]:
+    """The candidates whose output is right, and for the others what was wrong: a wrong peer is
+    never timed, let alone reported as fast."""
+    good, failed = [], []
+    for c in candidates:
+        try:
+            problem = c.check() if c.check else None
+        except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported, not fatal
+            problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+        if problem is None:
+            good.append(c)
+        else:
+            failed.append({"name": c.name, "role": c.role, "why": problem})
+    return good, failed
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">',
-             '<style>text{font:11px sans-serif}</style>',
-             f'<line x1="{left}" y1="{height - bottom}" x2="{width - 150}" y2="{height - bottom}" stroke="#888"/>',
-             f'<line x1="{left}" y1="20" x2="{left}" y2="{height - bottom}" stroke="#888"/>']
-    for gb in range(0, int(top) + 1, 1000):
-        parts.append(f'<text x="{left - 8}" y="{y(gb) + 4:.0f}" text-anchor="end">{gb}</text>')
-    for size in sizes:
-        label = f"{size} MiB" if size < 1024 else f"{size // 1024} GiB"
-        parts.append(f'<text x="{x(size):.0f}" y="{height - bottom + 16}" text-anchor="middle">{label}</text>')
-    parts.append(f'<text x="14" y="{height / 2:.0f}" transform="rotate(-90 14 {height / 2:.0f})" '
-                 'text-anchor="middle">GB/s (read + written)</text>')
-    for i, (name, pts) in enumerate(sorted(series.items(), key=lambda kv: kv[0] != "cudaMemcpyAsync")):
-        pts = sorted(pts)
-        colour = colours[i % len(colours)]
-        path = " ".join(f"{x(s):.1f},{y(g):.1f}" for s, g in pts)
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
-        parts.append(f'<text x="{width - 140}" y="{30 + 16 * i}" fill="{colour}">{name}</text>')
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
+
+def time_case(candidates: Sequence[Candidate], method: Method, *, shape: Sequence[int], dtype: str,
+              bytes_moved: int, flops: int = 0, sets: int = 1, batch: int = 1) -> dict[str, Any]:
+    """Checks every candidate, times those that pass in one interleaved loop, and returns the
+    case's record (JSON-ready): the timings, the failures, and how the loop went."""
+    good, failed = checked(candidates)
+    samples = interleave([c.launch for c in good], method, sets, batch) if good else Samples([], 0, 0.0)
+    timings = [summarize(c.name, c.role, per_rep, shape=shape, dtype=dtype, bytes_moved=bytes_moved, flops=flops,
+                         note=c.note()) for c, per_rep in zip(good, samples.ms)]
+    return {"shape": list(shape), "dtype": dtype, "sets": sets, "batch": batch,
+            "candidates": [t.as_dict() for t in timings], "failed": failed,
+            "retried_rounds": samples.retried_rounds, "late_rounds": samples.late_rounds,
+            "sleep_us": round(samples.sleep_us, 1)}

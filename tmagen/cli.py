@@ -205,9 +205,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from tmagen import bench
-
     if args.report:
+        from tmagen import bench_report
         from tmagen.spec import read_json
 
         try:
@@ -215,11 +214,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise SpecError(args.report, [f"cannot read it: {exc.strerror}"]) from None
         data = read_json(text, args.report)
-        _write_text(args.markdown, bench.markdown_report(data, args.plot))
-        _write_text(args.plot, bench.plot_svg(data))
+        _write_text(args.markdown, bench_report.markdown_report(data, args.plot))
+        _write_text(args.plot, bench_report.plot_svg(data))
         print(f"wrote {args.markdown} and {args.plot}")
         return EXIT_OK
-    from tmagen import build, runtime, toolchain
+    from tmagen import bench, build, runtime, toolchain
 
     if not args.spec:
         raise SpecError("bench", ["give one or more specs, or --report BENCH_JSON"])

@@ -1,0 +1,206 @@
+"""The Triton kernels tmagen's benchmark measures itself against, written as a Triton user would
+write them: a pointer-tile transpose (``tl.load``, ``tl.trans``, ``tl.store`` on a 2-D grid, a
+third grid axis for batches), a transpose on TMA tensor descriptors, a plain copy, and a
+persistent matmul on TMA descriptors in the manner of Triton's tutorial 09. Each is
+``@triton.autotune``d over a set of configurations a user would try.
+
+This module imports Triton (and so needs it and PyTorch); tmagen imports it only when a
+benchmark asks for Triton peers (``tmagen.peers``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+# Autotuning measures each configuration with triton.testing.do_bench: shorter than its defaults
+# (25 ms warm-up, 100 ms of runs) so that ~18 configurations of ~30 cases fit the suite's budget;
+# the candidates it picks are then timed properly by tmagen.bench.interleave.
+AUTOTUNE_WARMUP_MS = 10
+AUTOTUNE_REP_MS = 40
+
+
+def _bench(kernel_call: Any, quantiles: Any) -> Any:
+    return triton.testing.do_bench(kernel_call, warmup=AUTOTUNE_WARMUP_MS, rep=AUTOTUNE_REP_MS, quantiles=quantiles)
+
+
+def tile_configs() -> list[triton.Config]:
+    """18 tile shapes and warp counts for the transposes (a transpose has no loop to pipeline, so
+    num_stages does not matter)."""
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w)
+            for bm, bn in itertools.product((32, 64, 128), repeat=2) for w in (4, 8)]
+
+
+def copy_configs() -> list[triton.Config]:
+    """18 block sizes and warp counts for the copy."""
+    return [triton.Config({"BLOCK": b}, num_warps=w)
+            for b in (512, 1024, 2048, 4096, 8192, 16384) for w in (4, 8, 16)]
+
+
+# ----------------------------------------------------------------------------- copy
+@triton.autotune(configs=copy_configs(), key=["n"], do_bench=_bench)
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = offsets < n
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=inside), mask=inside)
+
+
+def copy(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out`` = ``x``, both contiguous, as one flat array."""
+    n = x.numel()
+    copy_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    return out
+
+
+# ----------------------------------------------------------------------------- transpose, pointer tiles
+@triton.autotune(configs=tile_configs(), key=["M", "N"], do_bench=_bench)
+@triton.jit
+def transpose_kernel(x_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    batch = tl.program_id(2).to(tl.int64) * M * N
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    inside = (rows[:, None] < M) & (cols[None, :] < N)
+    tile = tl.load(x_ptr + batch + rows[:, None] * N + cols[None, :], mask=inside)
+    tl.store(y_ptr + batch + cols[:, None] * M + rows[None, :], tl.trans(tile), mask=tl.trans(inside))
+
+
+def _batched(x: torch.Tensor) -> tuple[int, int, int]:
+    m, n = x.shape[-2:]
+    return x.numel() // (m * n), m, n
+
+
+def transpose(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out`` = ``x.transpose(-2, -1)``, both contiguous."""
+    b, m, n = _batched(x)
+    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]), triton.cdiv(n, meta["BLOCK_N"]), b)  # noqa: E731
+    transpose_kernel[grid](x, out, m, n)
+    return out
+
+
+# ----------------------------------------------------------------------------- transpose, TMA descriptors
+def _transpose_blocks(nargs: dict[str, Any]) -> None:
+    """Each configuration's tile as the descriptors' block shape (host descriptors, set per config)."""
+    bm, bn = nargs["BLOCK_M"], nargs["BLOCK_N"]
+    nargs["x_desc"].block_shape = [1, bm, bn]
+    nargs["y_desc"].block_shape = [1, bn, bm]
+
+
+@triton.autotune(configs=[triton.Config(c.kwargs, num_warps=c.num_warps, pre_hook=_transpose_blocks)
+                          for c in tile_configs()],
+                 key=["M", "N", "ELEMENT_BYTES"], do_bench=_bench)
+@triton.jit(do_not_specialize=["M", "N"])
+def transpose_tma_kernel(x_desc, y_desc, M, N, ELEMENT_BYTES: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # M, N and ELEMENT_BYTES only key the autotuning: the descriptors know the shape.
+    batch = tl.program_id(2)
+    row = tl.program_id(0) * BLOCK_M
+    col = tl.program_id(1) * BLOCK_N
+    tile = tl.reshape(x_desc.load([batch, row, col]), (BLOCK_M, BLOCK_N))
+    y_desc.store([batch, col, row], tl.reshape(tl.trans(tile), (1, BLOCK_N, BLOCK_M)))
+
+
+def transpose_tma(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out`` = ``x.transpose(-2, -1)`` through TMA tensor descriptors (rows must be 16-byte multiples)."""
+    b, m, n = _batched(x)
+    # The block shapes are placeholders that each configuration's pre_hook replaces.
+    x_desc = TensorDescriptor(x, [b, m, n], [m * n, n, 1], [1, 32, 32])
+    y_desc = TensorDescriptor(out, [b, n, m], [m * n, m, 1], [1, 32, 32])
+    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]), triton.cdiv(n, meta["BLOCK_N"]), b)  # noqa: E731
+    transpose_tma_kernel[grid](x_desc, y_desc, m, n, ELEMENT_BYTES=x.element_size())
+    return out
+
+
+# ----------------------------------------------------------------------------- matmul, TMA, persistent
+MATMUL_SMEM_BYTES = 227 * 1024  # a Hopper block's shared memory
+
+
+def matmul_configs() -> list[triton.Config]:
+    """BLOCK_M x BLOCK_N x BLOCK_K in {128, 256} x {128, 256} x {64}, 4 or 8 warps, 3 to 5 stages,
+    GROUP_M 8: 24 configurations, of which :func:`fitting_matmul_configs` keeps those a Hopper SM
+    can hold."""
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=w, num_stages=s,
+                          pre_hook=_matmul_blocks)
+            for bm in (128, 256) for bn in (128, 256) for w in (4, 8) for s in (3, 4, 5)]
+
+
+def fitting_matmul_configs(configs: list[triton.Config], named_args: dict[str, Any],
+                           **kwargs: Any) -> list[triton.Config]:
+    """Keeps the configurations a Hopper SM can hold: an fp32 accumulator of at most 128 registers a
+    thread, and the pipeline's stages of A and B tiles plus the output tile within shared memory.
+    The others cannot be fast, and compiling them would cost the budget."""
+    element = named_args["a_desc"].base.element_size()
+    kept = []
+    for c in configs:
+        bm, bn, bk = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]
+        registers = bm * bn // (32 * c.num_warps)
+        smem = (c.num_stages * (bm + bn) * bk + bm * bn) * element
+        if registers <= 128 and smem <= MATMUL_SMEM_BYTES:
+            kept.append(c)
+    return kept
+
+
+def _matmul_blocks(nargs: dict[str, Any]) -> None:
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+@triton.jit
+def _tile_of(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Tiles in groups of GROUP_M rows of tiles, column by column inside a group, for L2 reuse."""
+    in_group = GROUP_M * num_pid_n
+    first_m = (tile_id // in_group) * GROUP_M
+    group_m = min(num_pid_m - first_m, GROUP_M)
+    return first_m + (tile_id % in_group) % group_m, (tile_id % in_group) // group_m
+
+
+@triton.autotune(configs=matmul_configs(), key=["M", "N", "K"], do_bench=_bench,
+                 prune_configs_by={"early_config_prune": fitting_matmul_configs})
+@triton.jit
+def matmul_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    # a second counter for the epilogue, so that the flattened loop's prologue and epilogue do not
+    # share a value (as the tutorial does)
+    epilogue_tile = tl.program_id(0) - NUM_SMS
+    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile_of(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+            acc = tl.dot(a, b.T, acc)
+        epilogue_tile += NUM_SMS
+        pid_m, pid_n = _tile_of(epilogue_tile, num_pid_m, num_pid_n, GROUP_M)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: int) -> torch.Tensor:
+    """``c`` = ``a @ b.T`` for ``a`` [M, K], ``b`` [N, K] (K-major) and ``c`` [M, N], fp32 accumulation."""
+    m, k = a.shape
+    n = b.shape[0]
+    # Block shapes are placeholders that each configuration's pre_hook replaces.
+    a_desc = TensorDescriptor.from_tensor(a, [128, 64])
+    b_desc = TensorDescriptor.from_tensor(b, [128, 64])
+    c_desc = TensorDescriptor.from_tensor(c, [128, 128])
+    grid = lambda meta: (min(num_sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)  # noqa: E731
+    matmul_kernel[grid](a_desc, b_desc, c_desc, m, n, k, NUM_SMS=num_sms)
+    return c
+
+
+def chosen_config(kernel: Any) -> str:
+    """The configuration the autotuner chose at its last call, as text (for the report)."""
+    config = getattr(kernel, "best_config", None)
+    if config is None:
+        return ""
+    params = ", ".join(f"{k}={v}" for k, v in config.kwargs.items())
+    return f"{params}, num_warps={config.num_warps}, num_stages={config.num_stages}"
