@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tmagen import nvrtc
-from tmagen.render import kernel_views
+from tmagen.launch import kernel_views
 from tmagen.spec import load_checked_spec
 
 from conftest import REPO, pythonpath_with_repo

@@ -15,9 +15,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tmagen import runtime
-from tmagen.render import kernel_views
+from tmagen.launch import kernel_views, launch_arguments
 from tmagen.spec import CopyKernel, Spec, TransposeKernel
-from tmagen.verify import launch_arguments
 
 GIB = 1 << 30
 
