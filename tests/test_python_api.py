@@ -8,7 +8,6 @@ from __future__ import annotations
 import filecmp
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np

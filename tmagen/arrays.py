@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 from tmagen.errors import ArgumentError
@@ -35,7 +36,7 @@ _DLPACK_CUDA_DEVICES = {2: "cuda", 13: "cuda_managed"}
 _DLPACK_DEVICE_NAMES = {1: "cpu", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm"}
 
 
-@dataclass
+@dataclass(slots=True)
 class ArrayView:
     """One array as a kernel or a tensor map uses it."""
 
@@ -48,7 +49,7 @@ class ArrayView:
     dtype: str  # the framework's own name of the element type, for messages
     carrier: str | None  # the tmagen dtype whose TMA type moves these bits, None: none does
     device: int | None  # CUDA ordinal; -1 off the GPU; None: ask the driver (the interface does not say)
-    where: str  # the device in words, for messages
+    place: str | None = None  # where it is, in words, when the device number does not say it
     stream: int | None = None  # the producer's stream (__cuda_array_interface__ v3), if it named one
     readonly: bool = False
 
@@ -56,10 +57,17 @@ class ArrayView:
     def rank(self) -> int:
         return len(self.shape)
 
+    @property
+    def where(self) -> str:
+        """The device in words, for messages."""
+        if self.place is not None:
+            return self.place
+        return "a CUDA device" if self.device is None else "cpu" if self.device < 0 else f"cuda:{self.device}"
+
     def with_layout(self, shape: Sequence[int], strides: Sequence[int]) -> "ArrayView":
         """The same memory seen with another shape and strides (merged or reinterpreted dimensions)."""
         return ArrayView(self.obj, self.framework, self.ptr, tuple(shape), tuple(strides), self.itemsize, self.dtype,
-                         self.carrier, self.device, self.where, self.stream, self.readonly)
+                         self.carrier, self.device, self.place, self.stream, self.readonly)
 
 
 def _problem(name: str, rule: str, field: str, value: object, why: str, fix: str) -> ArgumentError:
@@ -68,11 +76,14 @@ def _problem(name: str, rule: str, field: str, value: object, why: str, fix: str
 
 # ----------------------------------------------------------------------------- readers
 def _read_torch(x: Any, name: str) -> ArrayView:
-    device = x.get_device()
-    return ArrayView(x, "torch", x.data_ptr(), tuple(x.shape), tuple(x.stride()), x.element_size(), str(x.dtype),
-                     _torch_carriers().get(x.dtype), device, str(x.device))
+    info = _TORCH_INFO.get(x.dtype)
+    if info is None:
+        info = _TORCH_INFO[x.dtype] = (str(x.dtype), _torch_carriers().get(x.dtype), x.element_size())
+    return ArrayView(x, "torch", x.data_ptr(), tuple(x.shape), x.stride(), info[2], info[0], info[1], x.get_device(),
+                     None if x.is_cuda or x.device.type == "cpu" else str(x.device))
 
 
+_TORCH_INFO: dict[Any, tuple[str, str | None, int]] = {}  # dtype -> name, carrier, bytes per element
 _TORCH_NAMES = {  # torch dtype name -> carrier
     "float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
     "uint8": "uint8", "int8": "uint8", "bool": "uint8", "int16": "uint16", "uint16": "uint16",
@@ -97,8 +108,7 @@ def _torch_carriers() -> dict[Any, str]:
 def _read_cupy(x: Any, name: str) -> ArrayView:
     itemsize = x.dtype.itemsize
     return ArrayView(x, "cupy", int(x.data.ptr), tuple(x.shape), _element_strides(x.strides, itemsize, name),
-                     itemsize, f"cupy.{x.dtype.name}", _CARRIERS.get(x.dtype.str[1:]), int(x.device.id),
-                     f"cuda:{int(x.device.id)}")
+                     itemsize, f"cupy.{x.dtype.name}", _CARRIERS.get(x.dtype.str[1:]), int(x.device.id))
 
 
 def _read_cuda_array_interface(x: Any, name: str) -> ArrayView:
@@ -115,8 +125,7 @@ def _read_cuda_array_interface(x: Any, name: str) -> ArrayView:
     elem = _element_strides(strides, itemsize, name) if strides is not None else _contiguous(shape)
     stream = cai.get("stream")
     return ArrayView(x, "cuda_array_interface", int(ptr or 0), shape, elem, itemsize, f"typestr {typestr!r}",
-                     _CARRIERS.get(typestr[1:]), None, "a CUDA device", int(stream) if stream else None,
-                     bool(readonly))
+                     _CARRIERS.get(typestr[1:]), None, None, int(stream) if stream else None, bool(readonly))
 
 
 class _DLDevice(ctypes.Structure):
@@ -163,10 +172,10 @@ def _read_dlpack(x: Any, name: str) -> ArrayView:
         carrier = "uint8"  # the float8 and float4-pairs kinds travel as uint8
     kind = int(t.device.device_type)
     on_gpu = kind in _DLPACK_CUDA_DEVICES
-    where = f"cuda:{t.device.device_id}" if on_gpu else _DLPACK_DEVICE_NAMES.get(kind, f"DLPack device type {kind}")
+    place = None if on_gpu else _DLPACK_DEVICE_NAMES.get(kind, f"DLPack device type {kind}")
     return ArrayView(x, "dlpack", int(t.data or 0) + int(t.byte_offset), shape, strides, max(bits * lanes // 8, 1),
                      f"DLPack dtype (code {code}, {bits} bits, {lanes} lane{'s' if lanes != 1 else ''})", carrier,
-                     int(t.device.device_id) if on_gpu else -1, where)
+                     int(t.device.device_id) if on_gpu else -1, place)
 
 
 def _element_strides(strides: Sequence[int], itemsize: int, name: str) -> tuple[int, ...]:
@@ -247,9 +256,7 @@ def _torch_stream(device: int | None) -> int:
 def empty(like: ArrayView, shape: Sequence[int], name: str = "out") -> Any:
     """A new contiguous array of ``shape`` in the framework, dtype and device of ``like``."""
     if like.framework == "torch":
-        import torch
-
-        return torch.empty(tuple(shape), dtype=like.obj.dtype, device=like.obj.device)
+        return like.obj.new_empty(tuple(shape))
     if like.framework == "cupy":
         import cupy
 
@@ -284,3 +291,17 @@ def merge_dims(shape: Sequence[int], *strides: Sequence[int], keep_last: int = 0
     if not dims:
         return [1], [[1] for _ in strides]
     return dims, out
+
+
+def empty_view(like: ArrayView, shape: tuple[int, ...], name: str = "out") -> tuple[Any, ArrayView]:
+    """`empty`, and how tmagen sees it (without reading back what it already knows)."""
+    out = empty(like, shape, name)
+    if like.framework != "torch":
+        return out, describe(out, name)
+    return out, ArrayView(out, "torch", out.data_ptr(), shape, _contiguous_cached(shape), like.itemsize, like.dtype,
+                          like.carrier, like.device, like.place)
+
+
+@lru_cache(maxsize=4096)
+def _contiguous_cached(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return _contiguous(shape)

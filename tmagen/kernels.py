@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, Sequence
 
 from tmagen import runtime
-from tmagen.arrays import ArrayView, current_stream, describe, empty
+from tmagen.arrays import ArrayView, current_stream, describe, empty_view
 from tmagen.errors import ArgumentError, RuleError, SpecError
 from tmagen.launch import KernelView, grid_size, kernel_views, map_arguments, output_shape, tiles
 from tmagen.rules import ENCODE_RULES, Violation, run_rules
@@ -139,8 +139,10 @@ class Kernel:
             problems = self._input_problems(inputs)
             if problems:
                 raise ArgumentError(self._source, problems)
-            out = empty(inputs[0], self.kind.output_shape(self.spec, inputs))
-        self.launch(inputs, describe(out, "out"))
+            out, view = empty_view(inputs[0], self.kind.output_shape(self.spec, inputs))
+        else:
+            view = describe(out, "out")
+        self.launch(inputs, view)
         return out
 
     def launch(self, inputs: Sequence[ArrayView], out: ArrayView, stream: int | None = None) -> None:
@@ -149,7 +151,10 @@ class Kernel:
         src = inputs[0]
         if 0 in src.shape:
             return  # nothing to move
-        key = (out.ptr, out.shape, out.strides, src.device, *((a.ptr, a.shape, a.strides) for a in inputs))
+        if len(inputs) == 1:
+            key: tuple = (out.ptr, out.shape, out.strides, src.device, src.ptr, src.shape, src.strides)
+        else:
+            key = (out.ptr, out.shape, out.strides, src.device, *((a.ptr, a.shape, a.strides) for a in inputs))
         launch = self._launches.get(key)
         if launch is None:
             self._check(inputs, out)  # before the framework is asked anything of a bad array

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tmagen.arrays import ArrayView, describe, empty, merge_dims
+from tmagen.arrays import ArrayView, describe, empty_view, merge_dims
 from tmagen.dtypes import DTYPES
 from tmagen.errors import ArgumentError
 from tmagen.kernels import Kernel
@@ -91,13 +91,20 @@ def kernel(kind: str, dtype: str, rank: int) -> Kernel:
 
 
 def _carrier(view: ArrayView, call: str) -> str:
+    known = _CARRIER_OF.get((view.carrier, view.itemsize))
+    if known is not None:
+        return known
     if view.itemsize not in ELEMENT_SIZES:
         raise ArgumentError(call, [Violation("array-dtype", "x.dtype", f"{view.dtype} ({view.itemsize} bytes)",
                                              "tmagen's copy and transpose move elements of 1, 2, 4 or 8 bytes",
                                              "use the framework's own operation for this type", "tmagen.ops")])
-    if view.carrier is not None and DTYPES[view.carrier].nbytes == view.itemsize:
-        return view.carrier
-    return _BY_SIZE[view.itemsize]
+    carrier = view.carrier if view.carrier is not None and DTYPES[view.carrier].nbytes == view.itemsize else \
+        _BY_SIZE[view.itemsize]
+    _CARRIER_OF[(view.carrier, view.itemsize)] = carrier
+    return carrier
+
+
+_CARRIER_OF: dict[tuple[str | None, int], str] = {}
 
 
 def _merge_error(call: str, what: str, shape: tuple, strides: tuple, limit: str) -> ArgumentError:
@@ -125,11 +132,15 @@ def transpose_eager(x: Any, out: Any = None) -> Any:
     carrier = _carrier(src, call)
     out_shape = (*src.shape[:-2], src.shape[-1], src.shape[-2])
     if out is None:
-        out = empty(src, out_shape)
-    dst = describe(out, "out")
+        out, dst = empty_view(src, out_shape)
+    else:
+        dst = describe(out, "out")
     if dst.shape != out_shape:
         raise ArgumentError(call, [Violation("array-shape", "out.shape", dst.shape, f"the transpose of x has "
                                              f"shape {out_shape}", f"pass an output of shape {out_shape}", "tmagen.ops")])
+    if src.rank == 2:
+        kernel("transpose", carrier, 2).launch([src], dst)
+        return out
     batch, (src_b, dst_b) = merge_dims(src.shape[:-2], src.strides[:-2], dst.strides[:-2])
     if len(batch) > 1:
         worse = "x" if len(merge_dims(src.shape[:-2], src.strides[:-2])[0]) > 1 else "out"
@@ -160,8 +171,9 @@ def copy_eager(x: Any, out: Any = None) -> Any:
     src = describe(x, "x")
     carrier = _carrier(src, call)
     if out is None:
-        out = empty(src, src.shape)
-    dst = describe(out, "out")
+        out, dst = empty_view(src, src.shape)
+    else:
+        dst = describe(out, "out")
     if dst.shape != src.shape:
         raise ArgumentError(call, [Violation("array-shape", "out.shape", dst.shape, f"x has shape {src.shape}",
                                              f"pass an output of shape {src.shape}", "tmagen.ops")])
@@ -172,14 +184,28 @@ def copy_eager(x: Any, out: Any = None) -> Any:
         raise _merge_error(call, "x", src.shape, src.strides, f"its dimensions merge into {len(shape)}, and TMA "
                            "moves at most 5")
     s, d = src.with_layout(shape, s_strides), dst.with_layout(shape, d_strides)
-    if len(shape) == 1 and carrier != "float32" and (shape[0] * src.itemsize) % 4 == 0 \
-            and s_strides == [1] and d_strides == [1]:
-        # One contiguous run of bytes: moved as 4-byte words by the tuned rank-1 kernel.
-        words = shape[0] * src.itemsize // 4
-        s, d, carrier = s.with_layout([words], [1]), d.with_layout([words], [1]), "float32"
+    if len(shape) == 1 and (shape[0] * src.itemsize) % 4 == 0 and s_strides == [1] and d_strides == [1]:
+        # One contiguous run of bytes: moved as 4-byte words by the tuned float32 kernels, as rows
+        # of the 2-D one where the count allows (rank 1 boxes are at most 256 elements).
+        layout = contiguous_layout(shape[0] * src.itemsize // 4, 4)
+        s, d, carrier = s.with_layout(layout, _contiguous(layout)), d.with_layout(layout, _contiguous(layout)), "float32"
         s.itemsize = d.itemsize = 4
     kernel("copy", carrier, s.rank).launch([s], d)
     return out
+
+
+def contiguous_layout(count: int, itemsize: int) -> list[int]:
+    """How `copy` views ``count`` contiguous elements: rows of the largest power of two up to 64 KiB
+    that divides the count, when that is at least the 2-D tuned box's row; else one dimension."""
+    row = spec_for("copy", _BY_SIZE[itemsize], 2).tensors[0].box[-1]
+    cols = 1
+    while cols * 2 * itemsize <= 65536 and count % (cols * 2) == 0:
+        cols *= 2
+    return [count // cols, cols] if cols >= row and count // cols > 1 else [count]
+
+
+def _contiguous(shape: list[int]) -> list[int]:
+    return [shape[1], 1] if len(shape) == 2 else [1]
 
 
 # ----------------------------------------------------------------------------- PyTorch
