@@ -267,11 +267,12 @@ class Kernel:
             self._launches[key] = launch
         return launch
 
-    def compile(self) -> bytes:
-        """The kernel's cubin, compiled by NVRTC for the spec's target (from the disk cache when there)."""
+    def compile(self) -> Any:
+        """The kernel's cubin (`tmagen.nvrtc.Compiled`), compiled by NVRTC for the spec's target, from
+        the disk cache when there."""
         from tmagen import nvrtc
 
-        return nvrtc.compile_spec(self.spec).data
+        return nvrtc.compile_spec(self.spec)
 
     def _load(self, device: int, stream: int | None) -> _Loaded:
         with self._lock:
@@ -281,17 +282,23 @@ class Kernel:
                 raise runtime.GpuError(
                     f"{self.spec.name}: the first call on a device compiles and loads the kernel, which a CUDA graph "
                     "capture does not allow: call it once before capturing (as a warm-up)")
-            cubin = self.compile()
-            drv = runtime._driver()
-            with runtime.OnDevice(device) as on:
-                module = runtime.Module(cubin)
-                fn = module.function(self.view.symbol, self.view.smem_bytes)
-                dev = runtime.check(drv.cuDeviceGet(device), "cuDeviceGet")
-                sms = runtime.check(drv.cuDeviceGetAttribute(
-                    drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute")
-                loaded = _Loaded(on.context, int(fn.function), int(sms), module)
+            compiled = self.compile()
+            loaded = _MODULES.get((compiled.cache_file, device))
+            if loaded is None:  # the same cubin is loaded once per process, whoever loads its spec
+                drv = runtime._driver()
+                with runtime.OnDevice(device) as on:
+                    module = runtime.Module(compiled.data)
+                    fn = module.function(self.view.symbol, self.view.smem_bytes)
+                    dev = runtime.check(drv.cuDeviceGet(device), "cuDeviceGet")
+                    sms = runtime.check(drv.cuDeviceGetAttribute(
+                        drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute")
+                    loaded = _MODULES[(compiled.cache_file, device)] = _Loaded(on.context, int(fn.function), int(sms),
+                                                                               module)
             self._loaded[device] = loaded
             return loaded
+
+
+_MODULES: dict[tuple[Path, int], _Loaded] = {}  # (cubin, device) -> loaded
 
 
 def _enum(value: str, cls: str) -> Any:

@@ -296,7 +296,8 @@ def test_tensor_map_drives_a_cupy_raw_kernel(dtype: str, box: tuple, swizzle: st
     try:
         kernel((1,), (128,), args, shared_mem=layout.footprint + 1024)
         how = "cupy argument"
-    except TypeError:  # a CuPy that passes no structured scalars: the same kernel, launched by the driver
+    except (TypeError, ValueError, NotImplementedError):
+        # a CuPy that passes no structured scalars: the same kernel, launched by the driver
         from tmagen import runtime
 
         kernel.compile()
