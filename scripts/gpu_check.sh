@@ -32,6 +32,10 @@ python3 -m pytest tests -v -rs --junitxml="$OUT/tests.xml" 2>&1 | tee "$OUT/test
 tests=${PIPESTATUS[0]}
 python3 -m tmagen verify --seed 1 specs/*.json 2>&1 | tee "$OUT/verify.txt"
 verify=${PIPESTATUS[0]}
+# The Python path's figures: first-call compile, cached call, host overhead beside PyTorch, 1 GiB
+# bandwidth beside the C API (tests/gpu/test_python_api.py, in the suite above, checks correctness).
+python3 benchmarks/python_api.py "$OUT" 2>&1 | tee "$OUT/python_api.txt"
+python_api=${PIPESTATUS[0]}
 bench=0
 if [ -n "${BENCH:-}" ]; then
   mkdir -p "$OUT/bench"
@@ -40,5 +44,5 @@ if [ -n "${BENCH:-}" ]; then
   [ "$bench" -eq 0 ] && python3 -m tmagen bench --report "$OUT/bench/bench.json" \
     --markdown "$OUT/bench/BENCHMARKS.md" --plot "$OUT/bench/bandwidth.svg"
 fi
-echo "tests: exit $tests; tmagen verify: exit $verify${BENCH:+; benchmarks: exit $bench}"
-[ "$tests" -eq 0 ] && [ "$verify" -eq 0 ] && [ "$bench" -eq 0 ]
+echo "tests: exit $tests; tmagen verify: exit $verify; benchmarks/python_api.py: exit $python_api${BENCH:+; benchmarks: exit $bench}"
+[ "$tests" -eq 0 ] && [ "$verify" -eq 0 ] && [ "$python_api" -eq 0 ] && [ "$bench" -eq 0 ]

@@ -117,6 +117,9 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
     shipped = {p.name for p in (package / "templates").iterdir() if p.is_file()}
     in_repo = {p.name for p in (REPO / "templates").iterdir() if p.is_file()}
     assert in_repo <= shipped, f"templates missing from the wheel: {sorted(in_repo - shipped)}"
+    shipped_specs = {p.name for p in (package / "ops_specs").glob("*.json")}
+    assert shipped_specs == {p.name for p in (REPO / "tmagen" / "ops_specs").glob("*.json")} != set(), \
+        "the wheel does not carry the tuned specs tmagen.ops runs"
     res = _run([py, "-c", "import importlib.resources as r; "
                 "print(r.files('tmagen.templates').joinpath('README.txt').is_file())"], cwd=tmp_path)
     assert res.stdout.strip() == "True", res.stdout + res.stderr

@@ -26,8 +26,8 @@ import numpy as np
 
 from tmagen import runtime
 from tmagen.errors import SpecError
+from tmagen.launch import launch_arguments
 from tmagen.spec import CopyKernel, Spec, TransposeKernel, kernel_kind, kernel_plans
-from tmagen.verify import launch_arguments
 
 GIB = 1 << 30
 

@@ -64,3 +64,15 @@ class RuleError(TmagenError):
         lines = [f"{self.source}: {n} rule violation{'s' if n != 1 else ''}"]
         lines += [f"  {i}. {v}" for i, v in enumerate(self.violations, 1)]
         return "\n".join(lines)
+
+
+class ArgumentError(RuleError, ValueError):
+    """Arrays or arguments of a Python call (tmagen.load, tmagen.ops, tmagen.tensor_map) that tmagen
+    cannot run on or encode: each problem names the argument's field, outermost first as numpy
+    writes it, the value, the limit and the fix."""
+
+    def __str__(self) -> str:
+        n = len(self.violations)
+        lines = [f"{self.source}: {n} problem{'s' if n != 1 else ''}"]
+        lines += [f"  {i}. {v}" for i, v in enumerate(self.violations, 1)]
+        return "\n".join(lines)

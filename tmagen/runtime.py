@@ -65,6 +65,19 @@ def no_gpu_reason() -> str | None:
     return None
 
 
+_GPU_READY = False
+
+
+def require_gpu() -> None:
+    """NoGpu, saying why, unless a driver and a device are here (checked until it succeeds once)."""
+    global _GPU_READY
+    if not _GPU_READY:
+        reason = no_gpu_reason()
+        if reason:
+            raise NoGpu(reason)
+        _GPU_READY = True
+
+
 @dataclass
 class Device:
     ordinal: int
@@ -152,31 +165,40 @@ class TensorMap:
         return (ctypes.c_uint8 * self.SIZE).from_buffer_copy(self.bytes)
 
 
-_ENCODE = None
+_FUNCTIONS: dict[str, Any] = {}
+
+
+def driver_function(symbol: str, restype: Any, *argtypes: Any) -> Any:
+    """A driver entry point (its CUDA 12.0 version, through cuGetProcAddress) as a ctypes function:
+    calls without cuda-bindings' per-call conversions, and on storage tmagen owns."""
+    fn = _FUNCTIONS.get(symbol)
+    if fn is None:
+        drv = _driver()
+        pfn, _status = check(drv.cuGetProcAddress(symbol.encode(), 12000,
+                                                  drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT),
+                             f"cuGetProcAddress({symbol})")
+        if not int(pfn):
+            raise GpuError(f"the CUDA driver has no {symbol}")
+        fn = _FUNCTIONS[symbol] = ctypes.CFUNCTYPE(restype, *argtypes)(int(pfn))
+    return fn
 
 
 def _encode_function() -> Any:
-    """cuTensorMapEncodeTiled through cuGetProcAddress, callable on storage tmagen owns."""
-    global _ENCODE
-    if _ENCODE is None:
-        drv = _driver()
-        pfn, _status = check(drv.cuGetProcAddress(b"cuTensorMapEncodeTiled", 12000,
-                                                  drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT),
-                             "cuGetProcAddress(cuTensorMapEncodeTiled)")
-        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
-                                 ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
-                                 ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
-                                 ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int)
-        _ENCODE = proto(int(pfn))
-    return _ENCODE
+    """cuTensorMapEncodeTiled, callable on storage tmagen owns."""
+    return driver_function("cuTensorMapEncodeTiled", ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32,
+                           ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                           ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+                           ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int)
 
 
 def encode_tiled_raw(*, dtype: int, rank: int, global_address: int, global_dim: Sequence[int],
                      global_strides: Sequence[int], box_dim: Sequence[int], element_strides: Sequence[int],
-                     interleave: int, swizzle: int, l2_promotion: int, oob_fill: int) -> tuple[int, TensorMap]:
+                     interleave: int, swizzle: int, l2_promotion: int, oob_fill: int,
+                     into: TensorMap | None = None) -> tuple[int, TensorMap]:
     """Calls cuTensorMapEncodeTiled (driver order, innermost first) and returns its CUresult as an
-    integer with the map: for comparing the driver with the validator, where a refusal is data."""
-    tmap = TensorMap()
+    integer with the map (written ``into`` storage given): for comparing the driver with the
+    validator, where a refusal is data."""
+    tmap = into if into is not None else TensorMap()
 
     def arr(ctype: Any, values: Sequence[int]) -> Any:
         # room for any rank the driver might read, whatever the caller passed
@@ -196,6 +218,76 @@ def encode_tiled(**kwargs: Any) -> TensorMap:
         _, name = drv.cuGetErrorName(drv.CUresult(result))
         raise GpuError(f"cuTensorMapEncodeTiled returned {name.decode()} ({result}) for {kwargs}")
     return tmap
+
+
+# ----------------------------------------------------------------------------- contexts, for Python callers
+_PRIMARY: dict[int, int] = {}
+_VOIDP = ctypes.c_void_p
+
+
+def primary_context(ordinal: int) -> int:
+    """The primary context of device ``ordinal`` (the one PyTorch, CuPy and the runtime API use),
+    retained once per process, as an integer handle."""
+    ctx = _PRIMARY.get(ordinal)
+    if ctx is None:
+        require_gpu()
+        drv = _driver()
+        dev = check(drv.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
+        ctx = _PRIMARY[ordinal] = int(check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain"))
+    return ctx
+
+
+def current_context() -> int:
+    out = _VOIDP()
+    _raise_for(driver_function("cuCtxGetCurrent", ctypes.c_int, ctypes.POINTER(_VOIDP))(ctypes.byref(out)),
+               "cuCtxGetCurrent")
+    return out.value or 0
+
+
+class OnDevice:
+    """Makes the primary context of a device current for a block (pushed and popped only where the
+    thread has another one current, so that the caller's current device never changes)."""
+
+    def __init__(self, ordinal: int) -> None:
+        self.context = primary_context(ordinal)
+        self._pushed = False
+
+    def __enter__(self) -> "OnDevice":
+        if current_context() != self.context:
+            _raise_for(driver_function("cuCtxPushCurrent", ctypes.c_int, _VOIDP)(self.context), "cuCtxPushCurrent")
+            self._pushed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pushed:
+            self._pushed = False
+            out = _VOIDP()
+            _raise_for(driver_function("cuCtxPopCurrent", ctypes.c_int, ctypes.POINTER(_VOIDP))(ctypes.byref(out)),
+                       "cuCtxPopCurrent")
+
+
+def pointer_device(ptr: int) -> int:
+    """The ordinal of the device that holds ``ptr``, or GpuError where it is no device memory."""
+    require_gpu()
+    drv = _driver()
+    value = check(drv.cuPointerGetAttribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr),
+                  f"cuPointerGetAttribute(device ordinal of {ptr:#x})")
+    return int(value)
+
+
+def stream_is_capturing(stream: int) -> bool:
+    """Whether ``stream`` is being captured into a CUDA graph."""
+    status = ctypes.c_int()
+    _raise_for(driver_function("cuStreamIsCapturing", ctypes.c_int, _VOIDP, ctypes.POINTER(ctypes.c_int))(
+        stream, ctypes.byref(status)), "cuStreamIsCapturing")
+    return status.value != 0
+
+
+def _raise_for(result: int, what: str) -> None:
+    if result != 0:
+        drv = _driver()
+        _, name = drv.cuGetErrorName(drv.CUresult(result))
+        raise GpuError(f"{what} failed: {name.decode() if isinstance(name, bytes) else result}")
 
 
 class Module:

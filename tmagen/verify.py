@@ -14,8 +14,9 @@ from typing import Sequence
 import numpy as np
 
 from tmagen import runtime
-from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.errors import RuleError
+from tmagen.launch import encode, launch_arguments
+from tmagen.launch import Tiles, tiles  # noqa: F401 - where callers of tmagen.verify found them
 from tmagen.plan import KernelPlan
 from tmagen.render import render
 from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, check_spec,
@@ -51,54 +52,6 @@ def proof(spec: Spec, files: dict[str, str], spec_file: str) -> tuple[Spec, dict
     if violations:
         raise RuleError(f"{spec_file} (loaded by an inspect kernel of tmagen's, since the spec has none)", violations)
     return inspected, render(inspected, spec_file)
-
-
-class Tiles(ctypes.Structure):
-    """The kernels' ``<name>_tiles``: tile counts per dimension, innermost first, and their total."""
-
-    _fields_ = [("count", ctypes.c_uint32 * 5), ("total", ctypes.c_uint32)]
-
-
-def tiles(shape: Sequence[int], box: Sequence[int]) -> Tiles:
-    """Tiles of a tensor of ``shape`` by ``box`` (both outermost first)."""
-    counts = [math.ceil(n / b) for n, b in zip(shape[::-1], box[::-1])] + [1] * (5 - len(shape))
-    t = Tiles()
-    for i, c in enumerate(counts):
-        t.count[i] = c
-    t.total = math.prod(counts)
-    return t
-
-
-def encode(m: MapSpec, address: int, shape: Sequence[int]) -> runtime.TensorMap:
-    """The tensor map of ``m`` for a contiguous tensor of ``shape`` at ``address``."""
-    t = m.tensor
-    es = t.dt.nbytes
-    strides, run = [], es
-    for n in shape[::-1][:-1]:
-        run *= n
-        strides.append(run)
-    return runtime.encode_tiled(
-        dtype=t.dt.driver, rank=t.rank, global_address=address, global_dim=list(shape[::-1]),
-        global_strides=strides, box_dim=t.box[::-1], element_strides=t.element_strides_or_default[::-1],
-        interleave=int(Interleave.parse(t.interleave)), swizzle=int(t.swizzle.driver),
-        l2_promotion=int(L2Promotion.parse(t.l2_promotion)), oob_fill=int(OobFill.parse(t.oob_fill)))
-
-
-def launch_arguments(spec: Spec, view: KernelPlan, device: runtime.Device, src_ptr: int, dst_ptr: int,
-                     shape: Sequence[int]) -> tuple[int, list]:
-    """Grid size and parameters of the copy or transpose kernel from a contiguous tensor of ``shape``
-    at ``src_ptr`` into a contiguous output at ``dst_ptr`` (for a transpose, the last two dimensions
-    turned, in units)."""
-    maps = {m.role: m for m in kernel_maps(spec)}
-    src = maps["src"]
-    shape = list(shape)
-    dst_shape = shape
-    if isinstance(spec.kernel, TransposeKernel):
-        per = src.unit_bytes // src.tensor.dt.nbytes
-        dst_shape = [*shape[:-2], shape[-1] // per, shape[-2] * per]
-    tl = tiles(shape, src.tensor.box)
-    params = [encode(src, src_ptr, shape), encode(maps["dst"], dst_ptr, dst_shape), tl]
-    return max(1, min(tl.total, device.multiprocessors * view.blocks_per_sm)), params
 
 
 def random_bytes(rng: np.random.Generator, shape: Sequence[int], elem_bytes: int) -> np.ndarray:

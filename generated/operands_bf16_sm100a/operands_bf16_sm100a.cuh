@@ -8,10 +8,37 @@
 // Target sm_100a: compiles with nvcc but cannot run on Hopper (sm_90).
 #pragma once
 
+#if defined(__CUDACC_RTC__)
+// NVRTC has neither <stdint.h> nor <cuda.h>: the fixed-width types as NVRTC lays them out on its
+// 64-bit targets, and the driver's opaque tensor map. Define TMAGEN_NVRTC_HAVE_STDINT or
+// TMAGEN_NVRTC_HAVE_CUTENSORMAP where the program declares them before this header.
+#ifndef TMAGEN_NVRTC_HAVE_STDINT
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#endif
+#if !defined(TMAGEN_NVRTC_HAVE_CUTENSORMAP) && !defined(CUDA_VERSION)
+#define TMAGEN_NVRTC_HAVE_CUTENSORMAP
+// 128 bytes, aligned as the cuda.h of the same release declares it: 64 in CUDA 12, 128 in CUDA 13.
+#if __CUDACC_VER_MAJOR__ >= 13
+typedef struct alignas(128) CUtensorMap_st { unsigned long long opaque[16]; } CUtensorMap;
+#else
+typedef struct alignas(64) CUtensorMap_st { unsigned long long opaque[16]; } CUtensorMap;
+#endif
+#endif
+#else
 #include <stdint.h>
-
 #ifdef __CUDACC__
 #include <cuda.h>  // CUtensorMap
+#endif
+#endif
+
+#ifdef __CUDACC__
 #define TMAGEN_OPERANDS_BF16_SM100A_HD __host__ __device__
 #else
 #define TMAGEN_OPERANDS_BF16_SM100A_HD
