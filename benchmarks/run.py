@@ -25,14 +25,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from tmagen.bench import Method  # noqa: E402
 from tmagen.dtypes import DTYPES  # noqa: E402
-from tmagen.spec import Spec, TransposeKernel, load_checked_spec  # noqa: E402
+from tmagen.spec import MatmulKernel, Spec, TransposeKernel, load_checked_spec  # noqa: E402
 
 GROUPS = ("copy", "transpose", "matmul", "sweep")
 MATMUL_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000), (8192, 8192, 1024), (6144, 6144, 2048)]
@@ -76,6 +76,8 @@ class Case:
 def plan(specs: list[Spec], groups: set[str]) -> list[Case]:
     cases = []
     for spec in specs:
+        if isinstance(spec.kernel, MatmulKernel):
+            continue
         t = spec.tensors[0]
         shape, es = list(t.shape), t.dt.nbytes
         is_t = isinstance(spec.kernel, TransposeKernel)
@@ -88,8 +90,10 @@ def plan(specs: list[Spec], groups: set[str]) -> list[Case]:
             box = list(t.box) if is_t else [b if b <= 128 // es else 128 // es for b in t.box]
             cases.append(Case(group, spec.name, "ragged", ragged(shape, es, box), t.dtype))
             cases.append(Case(group, spec.name, "odd strides", odd(shape, es), t.dtype))
-    if "matmul" in groups:
-        cases += [Case("matmul", "", "x".join(map(str, s)), list(s), "bfloat16") for s in MATMUL_SHAPES]
+    if "matmul" in groups:  # tmagen's matmul of each benchmark spec beside the peers (the peers alone without one)
+        matmuls = [s for s in specs if isinstance(s.kernel, MatmulKernel)] or [None]
+        cases += [Case("matmul", m.name if m else "", "x".join(map(str, s)), list(s),
+                       m.tensors[2].dtype if m else "bfloat16") for m in matmuls for s in MATMUL_SHAPES]
     if "sweep" in groups:
         dtypes = {s.name: s.tensors[0].dtype for s in specs}
         for mib in SWEEP_MIB:
@@ -157,15 +161,6 @@ def estimate(cases: list[Case], method: Method, triton: bool = True) -> tuple[fl
 
 
 # ----------------------------------------------------------------------------- running it
-def matmul_launcher(spec: str | None) -> Callable[[int, int, int, str], Any] | None:
-    """``module:function`` whose function(m, n, k, dtype) returns tmagen's matmul launch for
-    those sizes (a callable (a, b, c) queuing c = a @ b.T on the default stream), or None."""
-    if not spec:
-        return None
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def machine() -> dict[str, Any]:
     import torch
 
@@ -193,8 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help=f"{QUICK.rounds} rounds x {QUICK.repetitions} repetitions")
     ap.add_argument("--no-triton", action="store_true", help="leave the Triton peers out")
     ap.add_argument("--estimate", action="store_true", help="print the plan and its expected duration, run nothing")
-    ap.add_argument("--matmul-launcher", metavar="MODULE:FUNCTION",
-                    help="function(m, n, k, dtype) -> tmagen's matmul launch (a, b, c), timed beside the peers")
     args = ap.parse_args(argv)
     groups = set(args.only.split(","))
     if not groups <= set(GROUPS):
@@ -213,12 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.out:
         ap.error("give an output folder")
-    return run(cases, specs, method, Path(args.out), triton=not args.no_triton,
-               launcher=matmul_launcher(args.matmul_launcher))
+    return run(cases, specs, method, Path(args.out), triton=not args.no_triton)
 
 
-def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool,
-        launcher: Callable[[int, int, int, str], Any] | None) -> int:
+def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool) -> int:
     from tmagen import peers, runtime, toolchain
     from tmagen.render import render
 
@@ -239,7 +230,7 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
     for case in cases:
         t0 = time.perf_counter()
         try:
-            record = run_case(case, by_name, cubins, device, method, triton, launcher)
+            record = run_case(case, by_name, cubins, device, method, triton)
         except Exception as exc:  # noqa: BLE001 - the case is reported as failed and the suite goes on
             first = str(exc).splitlines()[0] if str(exc) else ""
             record = {"shape": case.shape, "dtype": case.dtype, "candidates": [], "retried_rounds": 0,
@@ -254,13 +245,13 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
 
 
 def run_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, bytes], device: Any, method: Method,
-             triton: bool, launcher: Callable[[int, int, int, str], Any] | None) -> dict[str, Any]:
+             triton: bool) -> dict[str, Any]:
     from tmagen import peers
 
     if case.group == "matmul":
         m, n, k = case.shape
-        return peers.matmul_case(m, n, k, method, dtype=case.dtype, triton=triton,
-                                 tmagen=launcher(m, n, k, case.dtype) if launcher else None)
+        tmagen = peers.tmagen_matmul(by_name[case.spec], cubins[case.spec], device) if case.spec else None
+        return peers.matmul_case(m, n, k, method, dtype=case.dtype, triton=triton, tmagen=tmagen)
     if case.group == "sweep":
         return peers.sweep_case(by_name[case.spec], cubins[case.spec], device, case.shape, SWEEP_METHOD)
     return peers.data_movement_case(by_name[case.spec], cubins[case.spec], device, case.shape, method, triton=triton)

@@ -18,9 +18,8 @@ from typing import Any, Callable, Sequence
 
 from tmagen import runtime
 from tmagen.bench import Candidate, Method, time_case
-from tmagen.spec import kernel_plans
-from tmagen.spec import Spec, TransposeKernel, kernel_maps
-from tmagen.verify import OUT_POISON, launch_arguments
+from tmagen.spec import Spec, TransposeKernel, kernel_maps, kernel_plans
+from tmagen.verify import OUT_POISON, launch_arguments, matmul_arguments
 
 # The L2 of an H100 (50 MiB) or H200 (60 MiB) is read at run time; a case whose buffers would fit
 # in a few L2s rotates through this many times the L2 of input and output sets.
@@ -326,6 +325,26 @@ def matmul_check(c: Any, reference: Any) -> str | None:
     if not err <= tol:  # NaN fails too
         return f"max |C - A B^T| = {err:.3g}, more than {tol:.3g}"
     return None
+
+
+def tmagen_matmul(spec: Spec, cubin: bytes, device: runtime.Device) -> MatmulLaunch:
+    """The launch of ``spec``'s matmul kernel on torch tensors a, b, c (C = A B^T, K-major B), on
+    the default stream; the tensor maps of each set of tensors are encoded once."""
+    module = runtime.Module(cubin)
+    view = kernel_plans(spec)[0]
+    kernel = module.function(view.symbol, view.smem_bytes)
+    prepared: dict[tuple[int, ...], tuple[int, list]] = {}
+
+    def launch(a: Any, b: Any, c: Any) -> None:
+        key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), *a.shape, *b.shape)
+        if key not in prepared:
+            m, k = a.shape
+            prepared[key] = matmul_arguments(spec, device, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, b.shape[0], k)
+        grid, params = prepared[key]
+        kernel.launch(grid, view.threads, params)
+
+    launch.module = module  # type: ignore[attr-defined]  # alive as long as the launch
+    return launch
 
 
 def matmul_case(m: int, n: int, k: int, method: Method, dtype: str = "bfloat16",
