@@ -33,7 +33,7 @@ tests=${PIPESTATUS[0]}
 python3 -m tmagen verify --seed 1 specs/*.json 2>&1 | tee "$OUT/verify.txt"
 verify=${PIPESTATUS[0]}
 # The Python path's figures: first-call compile, cached call, host overhead beside PyTorch, 1 GiB
-# bandwidth beside the C API (tests/gpu/test_python_api.py, in the suite above, checks correctness).
+# bandwidth beside the C API (tests/gpu/test_python_path.py, in the suite above, checks correctness).
 python3 benchmarks/python_api.py "$OUT" 2>&1 | tee "$OUT/python_api.txt"
 python_api=${PIPESTATUS[0]}
 bench=0
