@@ -87,6 +87,8 @@ class Verifier:
 
     def run_all(self, timed: bool = True) -> list[Outcome]:
         k = self.spec.kernel
+        if k is None:
+            raise TypeError(f"{self.spec.name} has no kernel to run: verify its maps through proof()")
         if isinstance(k, InspectKernel):
             return [self.inspect(role, timed=timed) for role in self.maps]
         if isinstance(k, CopyKernel):
