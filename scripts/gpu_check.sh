@@ -5,7 +5,25 @@
 # gpu-report/): machine.txt, the whole test suite's log and JUnit XML (the GPU tests run, the
 # others too: this machine also has cuobjdump for the SASS checks), tmagen verify's table, and
 # figures.json with what the GPU tests measured.
+#
+#   scripts/gpu_check.sh [OUT]                              the test suite and tmagen verify
+#   scripts/gpu_check.sh --reliability SECONDS [OUT]        and then the reliability campaign for
+#                                                           SECONDS (its oracle figures from the suite's)
+#   scripts/gpu_check.sh --reliability-only SECONDS [OUT]   only the campaign: random specs, the driver
+#                                                           oracle (100,000 sets), compute-sanitizer on 50
+#                                                           kernels, within SECONDS (540 fits one 10-minute call)
+# The campaign writes OUT/reliability/: reliability.json and .md (docs/reliability.md's source),
+# failures/ (each failing spec, to copy into tests/data/reliability/) and logs/.
 set -uo pipefail
+reliability=""
+only=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --reliability) reliability=${2:?--reliability needs the seconds}; shift 2 ;;
+    --reliability-only) reliability=${2:?--reliability-only needs the seconds}; only=1; shift 2 ;;
+    *) break ;;
+  esac
+done
 OUT=${OUT:-${1:-gpu-report}}
 mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -24,9 +42,24 @@ export TMAGEN_REPORT_DIR=$OUT TMAGEN_CACHE=${TMAGEN_CACHE:-/tmp/tmagen-cache} PY
 } > "$OUT/machine.txt"
 cat "$OUT/machine.txt"
 
-python3 -m pytest tests -v -rs --junitxml="$OUT/tests.xml" 2>&1 | tee "$OUT/tests.log"
-tests=${PIPESTATUS[0]}
-python3 -m tmagen verify --seed 1 specs/*.json 2>&1 | tee "$OUT/verify.txt"
-verify=${PIPESTATUS[0]}
-echo "tests: exit $tests; tmagen verify: exit $verify"
-[ "$tests" -eq 0 ] && [ "$verify" -eq 0 ]
+tests=0
+verify=0
+if [ "$only" -eq 0 ]; then
+  python3 -m pytest tests -v -rs --junitxml="$OUT/tests.xml" 2>&1 | tee "$OUT/tests.log"
+  tests=${PIPESTATUS[0]}
+  python3 -m tmagen verify --seed 1 specs/*.json 2>&1 | tee "$OUT/verify.txt"
+  verify=${PIPESTATUS[0]}
+  echo "tests: exit $tests; tmagen verify: exit $verify"
+fi
+campaign=0
+if [ -n "$reliability" ]; then
+  oracle=()
+  if [ "$only" -eq 0 ] && [ -f "$OUT/figures.json" ]; then
+    oracle=(--oracle-figures "$OUT/figures.json")  # the suite's test_driver_oracle ran 100,000 sets already
+  fi
+  python3 scripts/reliability.py "$OUT/reliability" --seconds "$reliability" ${oracle[@]+"${oracle[@]}"} 2>&1 \
+    | tee "$OUT/reliability.log"
+  campaign=${PIPESTATUS[0]}
+  echo "reliability campaign: exit $campaign"
+fi
+[ "$tests" -eq 0 ] && [ "$verify" -eq 0 ] && [ "$campaign" -eq 0 ]

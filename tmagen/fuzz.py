@@ -226,8 +226,9 @@ def _strides_span(shape: list[int], strides: list[int] | None) -> int:
 
 
 def _fit(rng: random.Random, spec: dict[str, Any], shrinkable: Callable[[dict[str, Any]], list[tuple[int, int, int]]],
-         kernel_knobs: tuple[str, ...] = ()) -> bool:
-    """Shrinks boxes (then ``kernel_knobs``) until no size rule refuses ``spec``; False if it cannot.
+         kernel_knobs: dict[str, int] | None = None) -> bool:
+    """Shrinks boxes (then ``kernel_knobs``, down to their minimum) until no size rule refuses
+    ``spec``; False if it cannot.
 
     ``shrinkable(spec)`` lists (tensor, dimension, quantum): box dimensions that may be halved,
     each kept a multiple of its quantum."""
@@ -245,11 +246,11 @@ def _fit(rng: random.Random, spec: dict[str, Any], shrinkable: Callable[[dict[st
             box = spec["tensors"][i]["box"]
             box[d] = max(q, box[d] // 2 // q * q)
             continue
-        knobs = [k for k in kernel_knobs if spec["kernel"].get(k, 1) > 1]
+        knobs = {k: low for k, low in (kernel_knobs or {}).items() if spec["kernel"].get(k, low) > low}
         if not knobs:
             return False
-        knob = rng.choice(knobs)
-        spec["kernel"][knob] = max(1, spec["kernel"][knob] // 2)
+        knob = rng.choice(sorted(knobs))
+        spec["kernel"][knob] = max(knobs[knob], spec["kernel"][knob] // 2)
     return False
 
 
@@ -337,7 +338,7 @@ def draw_copy(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run
               "boxes_per_stage": 1 if _chance(rng, 0.6) else rng.randint(2, 32),
               "blocks_per_sm": _weighted(rng, {1: 4, 2: 2, rng.randint(3, 32): 1})}
     spec: dict[str, Any] = {"target": target, "tensors": [t], "kernel": kernel}
-    _fit(rng, spec, lambda s: [(0, d, 1) for d in range(rank - 1)], ("boxes_per_stage", "stages"))
+    _fit(rng, spec, lambda s: [(0, d, 1) for d in range(rank - 1)], {"boxes_per_stage": 1, "stages": 2})
     padded = rank > 1 and _chance(rng, 0.3)
     t["shape"] = _shape(rng, t["box"], es, 1 if padded or rank == 1 else 16 // math.gcd(16, es))
     if padded:
@@ -377,7 +378,7 @@ def draw_transpose(rng: random.Random, target: str) -> tuple[dict[str, Any], lis
     if _chance(rng, 0.3):
         kernel["tiles_per_stage"] = rng.randint(1, 8)
     spec: dict[str, Any] = {"target": target, "tensors": [t], "kernel": kernel}
-    _fit(rng, spec, lambda s: [(0, rank - 2, rows_per_block)], ("tiles_per_stage", "stages"))
+    _fit(rng, spec, lambda s: [(0, rank - 2, rows_per_block)], {"tiles_per_stage": 1, "stages": 1})
     align = 32 if interleave == "32B" else 16
     t["shape"] = _transpose_shape(rng, t["box"], es, unit, align, 3)
     other = _transpose_shape(rng, t["box"], es, unit, align, RUNTIME_TILES)
