@@ -181,3 +181,26 @@ def test_blame_reads_nvcc_and_ptxas_messages() -> None:
     assert blame('/tmp/x/fz1_150.cuh:8:2: error: #error "x"', names) == {"fz1_150"}  # the host compiler's form
     assert blame("ptxas error   : Entry function 'fz1_150_copy' uses too much shared data", names) == {"fz1_150"}
     assert blame("nvcc fatal   : something else", names) == set()
+
+
+def test_a_case_cut_off_by_the_budget_is_no_finding(tmp_path: Path, monkeypatch) -> None:
+    """At the deadline the worker is stopped: the cases it finished count, the one it was running
+    does not (neither checked nor failed)."""
+    from tmagen.campaign import Lane
+
+    cubin = tmp_path / "x.cubin"
+    cubin.write_bytes(b"x")
+    cases = [c for c in (draw_case(SEED, i) for i in range(12)) if c.kind == "copy"][:3]
+    monkeypatch.setenv("FAKE_OUTCOMES", json.dumps({cases[1].name: "silent"}))
+    lane = Lane([sys.executable, str(REPO / "tests" / "fake_gpu_worker.py")], dict(os.environ),
+                tmp_path / "worker.log", silence_s=30)
+    job = {"job": "j", "cases": [{"name": c.name, "spec": c.spec, "runs": list(c.runs), "data_seed": 1,
+                                  "cubin": str(cubin)} for c in cases]}
+    try:
+        import time
+
+        results = lane.verify(job, time.monotonic() + 2.5)
+    finally:
+        lane.stop(spare=True)
+    assert list(results) == [cases[0].name]
+    assert [r["status"] for r in results[cases[0].name]] == ["match"] * len(cases[0].runs)

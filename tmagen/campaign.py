@@ -367,6 +367,7 @@ class Lane:
         """Runs ``job``; each case's run records. A case whose run hung, faulted or crashed the worker
         ends there; the cases after it go to a new worker. Cases not reached by ``deadline`` are absent."""
         results: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        complete: set[str] = set()  # cases whose runs all reported, or that ended in a failure
         remaining = list(job["cases"])
         while remaining and time.monotonic() < deadline:
             if self.proc is None or self.proc.poll() is not None:
@@ -381,20 +382,21 @@ class Lane:
                 self.stop()
                 continue
             current: dict[str, Any] | None = None
+            previous: str | None = None
             finished = False
             while True:
                 line = self._next(deadline)
                 if line == "" and time.monotonic() >= deadline:
                     self.stop()
-                    if current:  # cut off by the budget: not a finding
-                        results.pop(current["name"], None)
-                    return results
+                    # a case cut off by the budget is no finding, and not checked
+                    return {name: runs for name, runs in results.items() if name in complete}
                 if line == "" or line is None:
                     if current is not None:
                         why = (f"the worker said nothing for {self.silence_s:g} s (killed)" if line == ""
                                else f"the worker died (exit {self._exit_status()}): {self._log_tail()}")
                         results[current["name"]].append({**current, "status": "hang" if line == "" else "crash",
                                                           "detail": why})
+                        complete.add(current["name"])
                     self.stop()
                     self.restarts += 1
                     break
@@ -406,19 +408,26 @@ class Lane:
                     break
                 if record.get("start"):
                     current = {k: record[k] for k in ("job", "name", "run")}
+                    if previous is not None and previous != record["name"]:
+                        complete.add(previous)
+                    previous = record["name"]
                     continue
                 results[record["name"]].append(record)
+                previous = record["name"]
                 current = None
                 if record["status"] in ("hang", "fault"):
+                    complete.add(record["name"])
                     # the worker exits: wait for its end of file, then go on
                     continue
             if finished:
                 return results
             reached = set(results)
+            complete.update(reached)  # what a worker that ended had reported is final: never run again
             last = max((i for i, c in enumerate(remaining) if c["name"] in reached), default=-1)
             if last < 0:  # the worker died before its first run: blame the first case, so that the batch moves on
                 results[remaining[0]["name"]].append({"job": job["job"], "name": remaining[0]["name"], "run": 0,
                                                        "status": "crash", "detail": self._log_tail()})
+                complete.add(remaining[0]["name"])
                 last = 0
             remaining = remaining[last + 1:]
         return results
