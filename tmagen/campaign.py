@@ -457,7 +457,7 @@ class Settings:
     sanitize_kernels: int = 50
     oracle_sets: int = 100_000  # 0: none here
     oracle_figures: Path | None = None  # figures.json of a GPU test run that ran the oracle
-    launch_timeout_s: float = 2.0  # the campaign's kernels take milliseconds: longer is a hang
+    launch_timeout_s: float = 1.0  # the campaign's kernels take milliseconds: longer is a hang
     silence_s: float = 120.0
     sanitizer_launch_timeout_s: float = 600.0
     margin_s: float = 15.0  # kept at the end for writing the report
