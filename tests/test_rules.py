@@ -313,6 +313,15 @@ CASES = [
          fragments=("kernel.coords[-1] = 24", "24 uint8 = 24 bytes", "multiple of 16"), id="u8-24"),
     spec("start-coordinate-16-bytes", False, tensor={"dtype": "uint8", "box": [8, 64]},
          kernel={"kind": "inspect", "coords": [0, 32]}, id="u8-32"),
+    # --- interleave-row-within-span (spec only): what tmagen's layout model covers
+    spec("interleave-row-within-span", True,
+         tensor={"dtype": "uint32", "shape": [4, 9, 264], "box": [3, 4, 16], "interleave": "32B", "alignment": 32,
+                 "swizzle": {"mode": "32B"}},
+         fragments=("tensors[0].box[-1] = 16 uint32 = 64 bytes", "32-byte span", "box[-1] <= 8"),
+         field_name="tensors[0].box[-1]", id="u32-64B-rows"),
+    spec("interleave-row-within-span", False,
+         tensor={"dtype": "uint32", "shape": [4, 9, 264], "box": [3, 4, 8], "interleave": "32B", "alignment": 32,
+                 "swizzle": {"mode": "32B"}}, id="u32-32B-rows"),
     # --- the wgmma operand rules (spec only: a tensor marked "mma")
     spec("mma-dtype", True, tensor={"box": [8, 16], "mma": {"operand": "a"}},
          fragments=("tensors[0].dtype = float32", "bfloat16 and float16"), field_name="tensors[0].dtype", id="f32"),
@@ -399,7 +408,7 @@ def test_spec_only_rules_are_not_encode_rules() -> None:
     from tmagen.rules import ENCODE_RULES
 
     spec_only = {"atomicity-needs-128B", "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
-                 "start-coordinate-16-bytes"} | {r for r in RULES if r.startswith("mma-")}
+                 "start-coordinate-16-bytes", "interleave-row-within-span"} | {r for r in RULES if r.startswith("mma-")}
     assert {r.id for r in ENCODE_RULES} == set(RULES) - spec_only
     for c in CASES:
         assert (c.via == "spec") == (c.rule in spec_only), c

@@ -10,13 +10,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tmagen.errors import TmagenError
+from tmagen.errors import OutputError
 from tmagen.render import render
 from tmagen.spec import Spec, load_checked_spec
-
-
-class OutputError(TmagenError):
-    """The output root cannot be written as asked."""
 
 
 @dataclass(frozen=True)
@@ -48,9 +44,13 @@ def write(rendered: Rendered, out_root: str | Path) -> Path:
     """Writes the folder ``out_root/<spec name>``, replacing any previous one only when every file
     is written: a failure leaves the previous output whole."""
     root = Path(out_root)
-    root.mkdir(parents=True, exist_ok=True)
-    folder = _folder(root, rendered.spec.name)
-    staging = Path(tempfile.mkdtemp(prefix=f".{rendered.spec.name}.", dir=root))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        folder = _folder(root, rendered.spec.name)
+        staging = Path(tempfile.mkdtemp(prefix=f".{rendered.spec.name}.", dir=root))
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise OutputError(f"--out {str(root)!r}: cannot write the output folder there "
+                          f"({exc.strerror if isinstance(exc, OSError) else exc}): give a folder you can write") from None
     try:
         for rel, text in sorted(rendered.files.items()):
             with open(staging / rel, "w", encoding="utf-8", newline="\n") as f:

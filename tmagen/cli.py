@@ -8,6 +8,7 @@ verification); 2 bad input (unreadable or malformed spec, a broken rule, bad arg
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from typing import Sequence
@@ -38,6 +39,7 @@ def _int_or_name(text: str) -> int | str:
         return text
 
 
+@functools.lru_cache(maxsize=1)  # built once: parsing reuses it (thousands of calls in the tests)
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tmagen", description="Validated TMA and swizzle code generation for Hopper and Blackwell.")
     p.add_argument("--version", action="version", version=f"tmagen {__version__}")
@@ -209,13 +211,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from tmagen import bench_report
         from tmagen.spec import read_json
 
+        data = read_json(_read_text(args.report), args.report)
         try:
-            text = open(args.report, encoding="utf-8").read()
-        except OSError as exc:
-            raise SpecError(args.report, [f"cannot read it: {exc.strerror}"]) from None
-        data = read_json(text, args.report)
-        _write_text(args.markdown, bench_report.markdown_report(data, args.plot))
-        _write_text(args.plot, bench_report.plot_svg(data))
+            page, plot = bench_report.markdown_report(data, args.plot), bench_report.plot_svg(data)
+        except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
+            raise SpecError(args.report, [f"not a benchmark run of benchmarks/run.py: {type(exc).__name__} {exc} "
+                                          "(give the JSON that benchmarks/run.py wrote)"]) from None
+        _write_text(args.markdown, page)
+        _write_text(args.plot, plot)
         print(f"wrote {args.markdown} and {args.plot}")
         return EXIT_OK
     from tmagen import bench, build, runtime, toolchain
@@ -241,11 +244,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
     text = json.dumps(schema(), indent=2) + "\n"
     if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as exc:
-            raise SpecError(args.output, [f"cannot write the schema there: {exc.strerror}"]) from None
+        _write_text(args.output, text)
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -261,11 +260,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
     if args.json:
         source = "standard input" if args.json == "-" else args.json
-        try:
-            text = sys.stdin.read() if args.json == "-" else open(args.json, encoding="utf-8").read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SpecError(source, [f"cannot read it: {getattr(exc, 'strerror', None) or exc}"]) from None
-        values = read_json(text, source)
+        values = read_json(sys.stdin.read() if args.json == "-" else _read_text(args.json), source)
         if not isinstance(values, dict):
             raise SpecError(source, ["expected a JSON object of the arguments"])
         unknown = sorted(set(values) - set(_DIAGNOSE_KEYS))
@@ -320,17 +315,32 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             _write_text(args.svg, explain.layout_svg(*drawing))
             print(f"wrote {args.svg}")
         if args.png:
-            explain.layout_png(args.png, *drawing)
+            try:
+                explain.layout_png(args.png, *drawing)
+            except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+                raise SpecError(args.png, [f"cannot write it: {_reason(exc)}"]) from None
             print(f"wrote {args.png}")
     return EXIT_OK
+
+
+def _reason(exc: Exception) -> str:
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, ValueError) as exc:  # ValueError: undecodable bytes, or a NUL in the path
+        raise SpecError(path, [f"cannot read it: {_reason(exc)}"]) from None
 
 
 def _write_text(path: str, text: str) -> None:
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
-    except OSError as exc:
-        raise SpecError(path, [f"cannot write it: {exc.strerror}"]) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise SpecError(path, [f"cannot write it: {_reason(exc)}"]) from None
 
 
 def _cmd_docs(args: argparse.Namespace) -> int:

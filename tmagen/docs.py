@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tmagen.errors import OutputError
 from tmagen.rules import RULES
 from tmagen.spec import schema
 
@@ -84,10 +85,15 @@ def stale(folder: str | Path) -> list[str]:
 
 
 def write(folder: str | Path) -> list[Path]:
-    Path(folder).mkdir(parents=True, exist_ok=True)
+    texts = {name: make() for name, make in DOCS.items()}
     written = []
-    for name, make in DOCS.items():
-        path = Path(folder) / name
-        path.write_text(make(), encoding="utf-8")
-        written.append(path)
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        for name, text in texts.items():
+            path = Path(folder) / name
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise OutputError(f"--out {str(folder)!r}: cannot write the documents there "
+                          f"({exc.strerror if isinstance(exc, OSError) else exc}): give a folder you can write") from None
     return written

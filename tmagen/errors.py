@@ -17,6 +17,10 @@ class ModelError(TmagenError, ValueError):
     """Arguments the swizzle model cannot place (a bad box, element size or address)."""
 
 
+class OutputError(TmagenError):
+    """An output (a folder or a file) that cannot be written where the user asked."""
+
+
 class SpecError(TmagenError):
     """A spec that cannot be read or does not validate: one message per problem."""
 

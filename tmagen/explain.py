@@ -248,5 +248,7 @@ def layout_png(path: str, box: Sequence[int], elem_bytes: int, swizzle: "Swizzle
         ax.set_title(title, fontsize=10)
         ax.set_aspect("equal")
     fig.suptitle(f"box {list(box)} x {elem_bytes} B: 16-byte chunks (row,chunk), coloured by bank group")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        fig.savefig(path, format="png", dpi=110, bbox_inches="tight")  # the path asked for, no suffix added
+    finally:
+        plt.close(fig)

@@ -380,6 +380,21 @@ def _atomicity_mode(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 
 # --- rules only a spec can break: where the box lands, and how a kernel uses the map
+@rule("interleave-row-within-span",
+      "an interleaved box's rows fit the swizzle span too, for tmagen's layout model and kernels",
+      "tmagen.swizzle: the layout of interleaved rows wider than the span is not measured (the driver "
+      "accepts them); found by the reliability campaign")
+def _interleave_span(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    span = PATTERNS[a.swizzle].span
+    if a.interleave is not Interleave.NONE and span and a.box_dim and a.inner_box_bytes > span:
+        yield _fail("interleave-row-within-span", n.box(0),
+                    f"{a.box_dim[0]} {a.dtype.name} = {_bytes(a.inner_box_bytes)} bytes",
+                    f"tmagen models interleaved boxes whose rows fit the {span}-byte span of {a.swizzle.spec_name}; "
+                    "where TMA puts wider ones has not been measured",
+                    f"use {n.box(0)} <= {int(span / a.elem_bytes)} and several boxes")
+
+
+
 @rule("smem-offset-alignment", "the box's shared-memory address is a multiple of 128 bytes",
       f"{CPG} (alignment table); {HW}: 16 or 64 bytes past a 128-byte boundary faults with cudaErrorMisalignedAddress")
 def _smem_align(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
@@ -524,7 +539,7 @@ def _mma_contiguous(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 
 # ----------------------------------------------------------------------------- entry points
-ENCODE_RULES = [r for r in RULES.values() if not r.id.startswith("mma-") and r.id not in (
+ENCODE_RULES = [r for r in RULES.values() if not r.id.startswith("mma-") and r.id not in ("interleave-row-within-span",
     "atomicity-needs-128B", "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
     "start-coordinate-16-bytes")]
 

@@ -108,8 +108,8 @@ class TensorSpec(_Model):
         None, description="Stride of each dimension in elements, outermost first (as torch.Tensor.stride()); "
         "the innermost must be 1. Default: contiguous.")
     alignment: int = Field(
-        16, ge=1, description="Bytes to which the caller promises the tensor's base pointer is aligned; "
-        "the generated host code checks it at run time.")
+        16, ge=1, le=1 << 32, description="Bytes to which the caller promises the tensor's base pointer is aligned "
+        "(at most 2^32); the generated host code checks it at run time.")
     box: list[Annotated[int, Field(ge=1)]] = Field(
         min_length=1, max_length=limits.MAX_RANK,
         description="The TMA box in elements, outermost first; box[-1] is the contiguous row.")
@@ -187,8 +187,9 @@ class InspectKernel(_Model):
     """One TMA load of each tensor's box at ``coords``, then the raw shared memory copied out."""
 
     kind: Literal["inspect"]
-    coords: list[int] | None = Field(None, description="Start coordinates of the box, outermost first. "
-                                     "Default: the origin.")
+    coords: list[Annotated[int, Field(ge=-(1 << 31), le=(1 << 31) - 1)]] | None = Field(
+        None, description="Start coordinates of the box, outermost first, 32-bit signed integers as TMA takes them "
+        "(a box may start outside the tensor). Default: the origin.")
 
 
 class CopyKernel(_Model):
@@ -363,7 +364,7 @@ class Spec(_Model):
 
     @staticmethod
     def _check_transpose(kernel: "TransposeKernel", t: TensorSpec) -> None:
-        unit = kernel.unit_bytes or t.dt.nbytes
+        unit = kernel.unit_bytes if kernel.unit_bytes is not None else t.dt.nbytes
         if t.rank not in (2, 3):
             raise _form_error("tensors[0].shape", f"has {t.rank} dimensions, but transpose takes a 2-D or a batched "
                               "(3-D) tensor")
@@ -418,7 +419,7 @@ def kernel_maps(spec: Spec) -> list[MapSpec]:
     if isinstance(k, CopyKernel):
         return [MapSpec(role="src", tensor=t, index=0, unit_bytes=t.dt.nbytes),
                 MapSpec(role="dst", tensor=t, index=0, stores=True, unit_bytes=t.dt.nbytes)]
-    unit = k.unit_bytes or t.dt.nbytes
+    unit = k.unit_bytes if k.unit_bytes is not None else t.dt.nbytes
     per_unit = unit // t.dt.nbytes
     rows, cols = t.shape[-2], t.shape[-1] // per_unit
     box_rows, box_cols = t.box[-2], t.box[-1] // per_unit
@@ -482,7 +483,7 @@ def load_spec(path: str | Path) -> Spec:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: undecodable bytes, or a NUL in the path
         raise SpecError(str(p), [f"cannot read the file: {exc.strerror if isinstance(exc, OSError) else exc}"]) from None
     return parse_spec(read_json(text, str(p)), str(p))
 

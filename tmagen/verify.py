@@ -1,7 +1,8 @@
 """Running generated kernels on the GPU and checking them bit for bit against numpy and the model.
 
 Every output buffer is poisoned before a launch (never zeros) and every input is fresh random
-data, so an unwritten byte or a wrong index cannot pass.
+data, so an unwritten byte or a wrong index cannot pass. Tensors may have padded strides: the
+padding of a source is random too, and the padding of an output must keep its poison.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from typing import Sequence
 import numpy as np
 
 from tmagen import runtime
+from tmagen.enums import Interleave
 from tmagen.errors import RuleError
-from tmagen.launch import encode, launch_arguments
+from tmagen.launch import contiguous_strides, encode, launch_arguments
 from tmagen.launch import Tiles, tiles  # noqa: F401 - where callers of tmagen.verify found them
 from tmagen.plan import KernelPlan
 from tmagen.render import render
-from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, check_spec,
-                         kernel_maps, kernel_plans)
+from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TensorSpec, TransposeKernel,
+                         check_spec, kernel_maps, kernel_plans)
 from tmagen.swizzle import BoxLayout, PATTERNS
 
 OUT_POISON = 0xA5  # output buffers before a launch
@@ -58,30 +60,56 @@ def random_bytes(rng: np.random.Generator, shape: Sequence[int], elem_bytes: int
     return rng.integers(0, 256, size=(*shape, elem_bytes), dtype=np.uint8)
 
 
-def _box_of(host: np.ndarray, coords: Sequence[int], box: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The box at ``coords`` of ``host`` (shape + (elem_bytes,)), zeros outside, and the in-bounds mask."""
-    out = np.zeros((*box, host.shape[-1]), dtype=np.uint8)
-    inside = np.zeros(tuple(box), dtype=bool)
-    src, dst = [], []
-    for c, b, n in zip(coords, box, host.shape[:-1]):
-        lo, hi = max(c, 0), min(c + b, n)
-        if hi <= lo:
-            return out, inside
-        src.append(slice(lo, hi))
-        dst.append(slice(lo - c, hi - c))
-    out[tuple(dst)] = host[tuple(src)]
-    inside[tuple(dst)] = True
+def strided_span(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """Elements from the first to the last of a tensor of ``shape`` and element ``strides``."""
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+def strided_view(memory: np.ndarray, shape: Sequence[int], strides: Sequence[int]) -> np.ndarray:
+    """The tensor of ``shape`` and element ``strides`` in ``memory`` (elements x element bytes)."""
+    es = memory.shape[-1]
+    return np.lib.stride_tricks.as_strided(memory, shape=(*shape, es), strides=(*[s * es for s in strides], 1),
+                                           writeable=False)
+
+
+def loaded_box(t: TensorSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Elements one load brings per dimension and the step between them, outermost first:
+    ceil(box / elementStride) at that stride, except the innermost without interleave, which TMA
+    traverses whole (DRV)."""
+    steps = list(t.element_strides_or_default)
+    if Interleave.parse(t.interleave) is Interleave.NONE:
+        steps[-1] = 1
+    return tuple(-(-b // e) for b, e in zip(t.box, steps)), tuple(steps)
+
+
+def _box_of(host: np.ndarray, coords: Sequence[int], box: Sequence[int],
+            steps: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``box`` elements at ``coords`` of ``host`` (shape + (elem_bytes,)), ``steps`` apart
+    (default 1), zeros outside the tensor, and the in-bounds mask."""
+    steps = steps or [1] * len(box)
+    index = [c + e * np.arange(b) for c, b, e in zip(coords, box, steps)]
+    inside_1d = [(i >= 0) & (i < n) for i, n in zip(index, host.shape[:-1])]
+    inside = np.ones(tuple(box), dtype=bool)
+    for d, mask in enumerate(inside_1d):
+        inside &= mask.reshape([-1 if k == d else 1 for k in range(len(box))])
+    clipped = [np.clip(i, 0, n - 1) for i, n in zip(index, host.shape[:-1])]
+    out = np.array(host[np.ix_(*clipped)], dtype=np.uint8)
+    out[~inside] = 0
     return out, inside
 
 
 class Verifier:
     """Runs the kernels of one compiled spec."""
 
-    def __init__(self, spec: Spec, cubin: bytes, device: runtime.Device, seed: int | None = None) -> None:
+    def __init__(self, spec: Spec, cubin: bytes | None, device: runtime.Device, seed: int | None = None,
+                 module: runtime.Module | None = None) -> None:
+        """Loads ``cubin``, or uses ``module`` (already loaded, holding the spec's kernels among
+        others, and left loaded by close())."""
         self.spec = spec
         self.device = device
         self.rng = np.random.default_rng(seed)
-        self.module = runtime.Module(cubin)
+        self._owns_module = module is None
+        self.module = module if module is not None else runtime.Module(cubin)  # type: ignore[arg-type]
         self.views = {k.symbol: k for k in kernel_plans(spec)}
         self.maps = {m.role: m for m in kernel_maps(spec)}
 
@@ -107,18 +135,26 @@ class Verifier:
         return t.ms
 
     def inspect(self, role: str, coords: Sequence[int] | None = None, shape: Sequence[int] | None = None,
-                timed: bool = False) -> Outcome:
+                strides: Sequence[int] | None = None, timed: bool = False) -> Outcome:
+        """One load of map ``role`` at ``coords`` (default: the spec's) from a random tensor of
+        ``shape`` and element ``strides`` (default: the spec's shape and strides; contiguous for a
+        shape of the caller's)."""
         m = self.maps[role]
         t = m.tensor
         view = self.views[f"{self.spec.name}_inspect_{role}"]
+        if shape is None and strides is None:
+            strides = t.strides
         shape = list(shape or t.shape)
+        strides = list(strides) if strides is not None else contiguous_strides(shape)
         coords = list(coords if coords is not None else (self.spec.kernel.coords or [0] * t.rank))  # type: ignore[union-attr]
         es = t.dt.nbytes
-        host = random_bytes(self.rng, shape, es)
-        layout = BoxLayout(tuple(t.box), es, PATTERNS[t.swizzle.driver], t.smem_offset)
-        with runtime.Buffer.from_array(host) as src, runtime.Buffer(layout.footprint) as out:
+        memory = random_bytes(self.rng, [strided_span(shape, strides)], es)
+        host = strided_view(memory, shape, strides)
+        loaded, steps = loaded_box(t)
+        layout = BoxLayout(loaded, es, PATTERNS[t.swizzle.driver], t.smem_offset)
+        with runtime.Buffer.from_array(memory) as src, runtime.Buffer(layout.footprint) as out:
             out.fill(OUT_POISON)
-            tmap = encode(m, src.ptr, shape)
+            tmap = encode(m, src.ptr, shape, strides)
             kernel = self._kernel(view)
             params = [tmap, *[ctypes.c_int32(c) for c in coords[::-1]], ctypes.c_uint8(SMEM_POISON),
                       ctypes.c_uint64(out.ptr)]
@@ -130,8 +166,8 @@ class Verifier:
             self.device.synchronize()
             got = out.download()
             ms = self._time(launch) if timed else None
-        box, inside = _box_of(host, coords, t.box)
-        expected = layout.place(box.view(_uint(es)).reshape(t.box), fill=SMEM_POISON)
+        box, inside = _box_of(host, coords, loaded, steps)
+        expected = layout.place(box.view(_uint(es)).reshape(loaded), fill=SMEM_POISON)
         care = np.ones(layout.footprint, dtype=bool)
         if t.oob_fill == "nan":  # the NaN pattern is the hardware's: compare in-bounds elements only
             starts = layout.offsets()[~inside]
@@ -143,11 +179,24 @@ class Verifier:
             f"got {got[bad[0]]:#04x}, model {expected[bad[0]]:#04x}")
         return Outcome(view.symbol, tuple(shape), t.dtype, bad.size == 0, detail, ms)
 
-    def copy(self, shape: Sequence[int] | None = None, timed: bool = False) -> Outcome:
+    def copy(self, shape: Sequence[int] | None = None, strides: Sequence[int] | None = None,
+             timed: bool = False) -> Outcome:
+        """A random tensor of ``shape`` and element ``strides`` (default: the spec's; contiguous for a
+        shape of the caller's) copied into a poisoned one of the same layout, whose padding must stay
+        poisoned."""
         t = self.maps["src"].tensor
+        if shape is None and strides is None:
+            strides = t.strides
         shape = list(shape or t.shape)
-        host = random_bytes(self.rng, shape, t.dt.nbytes)
-        return self._persistent("copy", host, host, "element", timed)
+        es = t.dt.nbytes
+        if strides is None:
+            host = random_bytes(self.rng, shape, es)
+            return self._persistent("copy", host, host, "element", timed, shape)
+        memory = random_bytes(self.rng, [strided_span(shape, strides)], es)
+        expected = np.full_like(memory, OUT_POISON)
+        np.lib.stride_tricks.as_strided(expected, shape=(*shape, es), strides=(*[s * es for s in strides], 1))[...] = \
+            strided_view(memory, shape, strides)
+        return self._persistent("copy", memory, expected, "element (padding included)", timed, shape, list(strides))
 
     def transpose(self, shape: Sequence[int] | None = None, timed: bool = False) -> Outcome:
         src_map = self.maps["src"]
@@ -159,17 +208,20 @@ class Verifier:
         rows, cols = shape[-2], shape[-1] // per
         units = host.reshape(*shape[:-2], rows, cols, unit)
         expected = np.ascontiguousarray(np.swapaxes(units, -2, -3))  # (..., cols, rows, unit)
-        return self._persistent("transpose", host, expected, "unit", timed)
+        return self._persistent("transpose", host, expected, "unit", timed, shape)
 
-    def _persistent(self, kind: str, host: np.ndarray, expected: np.ndarray, what: str, timed: bool) -> Outcome:
-        """Runs the copy or transpose kernel from ``host`` into a poisoned output and compares it with
-        ``expected`` (last axis: the bytes of one element or unit)."""
+    def _persistent(self, kind: str, host: np.ndarray, expected: np.ndarray, what: str, timed: bool,
+                    shape: list[int], strides: list[int] | None = None) -> Outcome:
+        """Runs the copy or transpose kernel on a tensor of ``shape`` and ``strides`` whose memory is
+        ``host`` into a poisoned output and compares the output's memory with ``expected`` (last
+        axis: the bytes of one element or unit)."""
         t = self.maps["src"].tensor
         view = self.views[f"{self.spec.name}_{kind}"]
-        shape = list(host.shape[:-1])
         with runtime.Buffer.from_array(host) as src, runtime.Buffer(host.nbytes) as dst:
             dst.fill(OUT_POISON)
-            grid, params = launch_arguments(self.spec, view, self.device, src.ptr, dst.ptr, shape)
+            # a copy writes its output with the input's strides; a transpose writes a contiguous one
+            grid, params = launch_arguments(self.spec, view, self.device, src.ptr, dst.ptr, shape, strides,
+                                            strides if kind == "copy" else None)
             kernel = self._kernel(view)
 
             def launch() -> None:
@@ -218,7 +270,8 @@ class Verifier:
         return Outcome(view.symbol, (m, n, kk), f"{a_t.dtype}->{c_t.dtype}", bad == 0, detail, ms)
 
     def close(self) -> None:
-        self.module.unload()
+        if self._owns_module:
+            self.module.unload()
 
 
 UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 2.0 ** -24}

@@ -82,7 +82,7 @@ __device__ __forceinline__ void transpose_registers(const uint4 (&in)[16 / Unit]
 
 }  // namespace transpose_int4_8x8
 
-extern "C" __global__ void __launch_bounds__(256) transpose_int4_8x8_transpose(
+extern "C" __global__ void __launch_bounds__(256, 1) transpose_int4_8x8_transpose(
     const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst, transpose_int4_8x8_tiles tiles) {
   using src_box = transpose_int4_8x8::src_box;
   using dst_box = transpose_int4_8x8::dst_box;

@@ -1,0 +1,199 @@
+"""A GPU in numpy, for running `tmagen.verify` and the campaign's worker on the CPU: device memory,
+tensor maps the way the driver checks them (`check_encode_tiled`), and the three kernel kinds as
+TMA and the generated kernels move bytes, written from the documents and independently of the
+verifier's own expectations (element by element, the swizzle applied to absolute addresses).
+
+It proves the host side (layouts, strides, run-time shapes, element strides, out-of-bounds boxes)
+handles every run the generator draws; it proves nothing about the silicon.
+`install(monkeypatch)` swaps it into `tmagen.runtime`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from tmagen.dtypes import BY_DRIVER
+from tmagen.enums import Interleave, Swizzle
+from tmagen.rules import check_encode_tiled
+from tmagen.swizzle import PATTERNS
+
+MEMORY: dict[int, np.ndarray] = {}  # device address -> bytes
+_NEXT = [1 << 24]
+
+
+class GpuError(Exception):
+    pass
+
+
+class Buffer:
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = int(nbytes)
+        self.ptr = _NEXT[0]
+        _NEXT[0] += -(-max(self.nbytes, 1) // 4096) * 4096 + 4096
+        MEMORY[self.ptr] = np.full(max(self.nbytes, 1), 0xEE, dtype=np.uint8)  # what cuMemAlloc leaves
+
+    @classmethod
+    def from_array(cls, array: np.ndarray) -> "Buffer":
+        buf = cls(array.nbytes)
+        buf.upload(array)
+        return buf
+
+    def upload(self, array: np.ndarray) -> None:
+        data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        MEMORY[self.ptr][: data.size] = data
+
+    def fill(self, byte: int) -> None:
+        MEMORY[self.ptr][: self.nbytes] = byte & 0xFF
+
+    def download(self, dtype: Any = np.uint8, shape: Sequence[int] | None = None) -> np.ndarray:
+        out = MEMORY[self.ptr][: self.nbytes].copy().view(dtype)
+        return out.reshape(shape) if shape is not None else out
+
+    def free(self) -> None:
+        MEMORY.pop(self.ptr, None)
+
+    def __enter__(self) -> "Buffer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
+
+@dataclass
+class TensorMap:
+    args: dict[str, Any]
+
+    def as_parameter(self) -> "TensorMap":
+        return self
+
+
+def encode_tiled(*, into: Any = None, **kwargs: Any) -> TensorMap:
+    """The runtime's encode_tiled; ``into`` (storage to reuse) has no meaning here."""
+    violations = check_encode_tiled(**kwargs)
+    if violations:
+        raise GpuError(f"cuTensorMapEncodeTiled returned CUDA_ERROR_INVALID_VALUE: {violations[0]}")
+    return TensorMap(kwargs)
+
+
+def _view(m: TensorMap) -> np.ndarray:
+    """The tensor a map describes, outermost first, last axis the element's bytes."""
+    a = m.args
+    es = BY_DRIVER[a["dtype"]].nbytes
+    memory = MEMORY[a["global_address"]]
+    dims = list(a["global_dim"])[::-1]
+    strides = [*list(a["global_strides"])[::-1], es]
+    return np.lib.stride_tricks.as_strided(memory, shape=(*dims, es), strides=(*strides, 1))
+
+
+def _copy(src: TensorMap, dst: TensorMap) -> None:
+    """Every box loaded and stored: within the tensor that is every element, once."""
+    _view(dst)[...] = _view(src)
+
+
+def _transpose(src: TensorMap, dst: TensorMap) -> None:
+    s, d = _view(src), _view(dst)
+    es = s.shape[-1]
+    rows, cols = s.shape[-3], s.shape[-2]
+    units = d.shape[-3]  # the output's rows: the input's columns, in units
+    per = cols // units
+    units_in = s.reshape(*s.shape[:-3], rows, units, per * es)
+    out = np.swapaxes(units_in, -2, -3)  # (..., units, rows, unit bytes)
+    d[...] = out.reshape(d.shape)
+
+
+def _inspect(m: TensorMap, coords: list[int], poison: int, out_ptr: int, smem_offset: int) -> None:
+    """One load at ``coords`` (innermost first) into shared memory filled with ``poison``: element k of
+    the box is at coords + k x elementStride (dimension 0 whole without interleave), outside the
+    tensor zero (or NaN), placed at row x pitch + column, then the swizzle of the absolute address."""
+    a = m.args
+    es = BY_DRIVER[a["dtype"]].nbytes
+    tensor = _view(m)  # outermost first
+    box, steps = list(a["box_dim"]), list(a["element_strides"])
+    if Interleave(a["interleave"]) is Interleave.NONE:
+        steps[0] = 1
+    counts = [math.ceil(b / e) for b, e in zip(box, steps)][::-1]  # outermost first from here on
+    starts, steps = coords[::-1], steps[::-1]
+    pattern = PATTERNS[Swizzle(a["swizzle"])]
+    inner = counts[-1] * es
+    if inner % 16 or (pattern.span and inner > pattern.span):
+        raise GpuError("a box row TMA cannot place (not whole 16-byte chunks, or wider than the span)")
+    pitch = pattern.row_pitch(inner)
+    index = np.meshgrid(*[c + e * np.arange(n) for c, e, n in zip(starts, steps, counts)], indexing="ij")
+    inside = np.ones(counts, dtype=bool)
+    for i, n in zip(index, tensor.shape[:-1]):
+        inside &= (i >= 0) & (i < n)
+    values = tensor[tuple(np.clip(i, 0, n - 1) for i, n in zip(index, tensor.shape[:-1]))].copy()
+    fill = {2: b"\x00\x7e", 4: b"\x00\x00\xc0\x7f", 8: b"\x00" * 6 + b"\xf8\x7f"}.get(es) if a["oob_fill"] else None
+    values[~inside] = np.frombuffer(fill, dtype=np.uint8) if fill else 0
+    k = np.meshgrid(*[np.arange(n) for n in counts], indexing="ij")
+    row = np.ravel_multi_index(k[:-1], counts[:-1]) if len(counts) > 1 else np.zeros(counts, dtype=np.int64)
+    logical = smem_offset + row * pitch + k[-1] * es  # the box starts smem_offset past a 1024-byte boundary
+    physical = pattern.apply(logical.astype(np.int64)) - smem_offset
+    footprint = math.prod(counts[:-1]) * pitch
+    smem = np.full(footprint, poison, dtype=np.uint8)
+    for b in range(es):
+        smem[(physical + b).reshape(-1)] = values[..., b].reshape(-1)
+    MEMORY[out_ptr][:footprint] = smem
+
+
+class Kernel:
+    def __init__(self, symbol: str, smem: int) -> None:
+        self.symbol, self.dynamic_smem = symbol, smem
+
+    def launch(self, grid: int, block: int, params: Sequence[Any], stream: Any = 0) -> None:
+        if self.symbol.endswith("_copy"):
+            _copy(params[0], params[1])
+        elif self.symbol.endswith("_transpose"):
+            _transpose(params[0], params[1])
+        else:  # the coordinates come innermost first, as the kernel takes them
+            coords = [int(p.value) for p in params[1:-2]]
+            _inspect(params[0], coords, int(params[-2].value), int(params[-1].value), Module.smem_offsets[self.symbol])
+
+
+class Module:
+    """Kernels by symbol. A cubin bakes each inspect kernel's smem_offset in: the emulation is told."""
+
+    smem_offsets: dict[str, int] = {}  # inspect kernel symbol -> its map's smem_offset
+
+    def __init__(self, cubin: bytes) -> None:
+        pass
+
+    def function(self, symbol: str, dynamic_smem: int = 0) -> Kernel:
+        return Kernel(symbol, dynamic_smem)
+
+    def unload(self) -> None:
+        pass
+
+
+class Timer:
+    ms = 0.0
+
+    def __enter__(self) -> "Timer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+@dataclass
+class Device:
+    name: str = "Emulated GPU"
+    compute_capability: tuple[int, int] = (9, 0)
+    multiprocessors: int = 132
+    driver_version: int = 13000
+    hang_error: type = type("KernelHang", (Exception,), {})
+
+    def synchronize(self) -> None:
+        pass
+
+
+def install(monkeypatch: Any) -> Device:
+    from tmagen import runtime
+
+    for name, value in (("Buffer", Buffer), ("encode_tiled", encode_tiled), ("Module", Module), ("Timer", Timer),
+                        ("GpuError", GpuError)):
+        monkeypatch.setattr(runtime, name, value)
+    return Device()

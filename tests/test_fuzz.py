@@ -1,0 +1,147 @@
+"""The random spec generator of the reliability campaign (tmagen.fuzz), on the CPU: the same spec for
+the same seed and number, every spec valid and renderable, every run one the driver would encode,
+and a few hundred draws covering every dimension of the space."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from tmagen import fuzz
+from tmagen.dtypes import DTYPES
+from tmagen.limits import TARGETS
+from tmagen.render import render
+from tmagen.rules import check_encode_tiled
+from tmagen.spec import check_spec, kernel_maps, kernel_plans, parse_spec
+from tmagen.verify import contiguous_strides, loaded_box
+
+DRAWS = 450
+
+
+@pytest.fixture(scope="module")
+def drawn() -> list[fuzz.Case]:
+    return [fuzz.draw_case(5, i) for i in range(DRAWS)]
+
+
+def test_same_seed_and_number_same_case() -> None:
+    for i in (0, 7, 311):
+        a, b = fuzz.draw_case(42, i), fuzz.draw_case(42, i)
+        assert a == b and a.spec["name"] == fuzz.case_name(42, i)
+    assert fuzz.draw_case(42, 3).spec != fuzz.draw_case(43, 3).spec
+    assert fuzz.draw_case(42, 3).spec != fuzz.draw_case(42, 4).spec
+
+
+def test_every_case_passes_every_rule_and_renders(drawn) -> None:
+    for c in drawn:
+        spec = parse_spec(c.spec)
+        assert check_spec(spec) == [], c.spec
+        files = render(spec, f"{c.name}.json")
+        assert f"{c.name}_kernels.cuh" in files
+    # the filter has something to filter: some candidates break rules on purpose
+    refused = Counter()
+    for c in drawn:
+        refused.update(c.refused)
+    assert sum(c.attempts for c in drawn) > len(drawn) and len(refused) >= 3, refused
+
+
+def _run_maps(spec, run: dict) -> list[tuple[object, list[int], list[int]]]:
+    """(map, shape, element strides) of each tensor map a run encodes."""
+    maps = {m.role: m for m in kernel_maps(spec)}
+    args = run["args"]
+    shape = list(args.get("shape") or maps[args.get("role", "src")].tensor.shape)
+    strides = args.get("strides") or contiguous_strides(shape)
+    if run["call"] == "inspect":
+        return [(maps[args["role"]], shape, strides)]
+    if run["call"] == "copy":
+        return [(maps["src"], shape, strides), (maps["dst"], shape, strides)]
+    unit, es = maps["src"].unit_bytes, maps["src"].tensor.dt.nbytes
+    dst = [*shape[:-2], shape[-1] * es // unit, shape[-2] * unit // es]
+    return [(maps["src"], shape, contiguous_strides(shape)), (maps["dst"], dst, contiguous_strides(dst))]
+
+
+def test_every_run_is_one_the_driver_encodes(drawn) -> None:
+    """Run-time shapes, strides and coordinates pass the driver's rules, fit the size cap, and the
+    copies and transposes are checked at a shape other than the spec's."""
+    other_shape = 0
+    for c in drawn:
+        spec = parse_spec(c.spec)
+        assert c.runs, c.name
+        for run in c.runs:
+            assert run["call"] in ("inspect", "copy", "transpose")
+            for m, shape, strides in _run_maps(spec, run):
+                t = m.tensor
+                es = t.dt.nbytes
+                violations = check_encode_tiled(
+                    dtype=t.dt.driver, rank=t.rank, global_address=256, global_dim=shape[::-1],
+                    global_strides=[s * es for s in strides[::-1][1:]], box_dim=t.box[::-1],
+                    element_strides=t.element_strides_or_default[::-1], interleave=t.interleave,
+                    swizzle=int(t.swizzle.driver), l2_promotion=t.l2_promotion, oob_fill=t.oob_fill,
+                    arch=spec.target)
+                assert violations == [], (c.name, run, [str(v) for v in violations])
+                assert (1 + sum((n - 1) * s for n, s in zip(shape, strides))) * es <= fuzz.TENSOR_BYTES_CAP
+            coords = run["args"].get("coords")
+            if coords is not None:
+                t = {m.role: m for m in kernel_maps(spec)}[run["args"]["role"]].tensor
+                assert len(coords) == t.rank and (coords[-1] * t.dt.nbytes) % 16 == 0
+        if c.kind != "inspect":
+            other_shape += any(r["args"]["shape"] != c.spec["tensors"][0]["shape"] for r in c.runs)
+    kernels = sum(c.kind != "inspect" for c in drawn)
+    assert other_shape >= 0.95 * kernels
+
+
+def test_a_few_hundred_draws_cover_the_space(drawn) -> None:
+    seen: dict[str, Counter[str]] = {}
+    for c in drawn:
+        for dim, values in c.features().items():
+            seen.setdefault(dim, Counter()).update(values)
+    assert set(seen["kind"]) == set(fuzz.KINDS)
+    assert set(seen["target"]) == set(TARGETS)
+    assert set(seen["dtype"]) == {n for n, d in DTYPES.items() if not d.packed}
+    assert set(seen["rank"]) == {"1", "2", "3", "4", "5"}
+    assert set(seen["swizzle"]) == {"none", "32B", "64B", "128B", "128B_atom_32B", "128B_atom_32B_flip_8B",
+                                    "128B_atom_64B"}
+    assert set(seen["interleave"]) == {"none", "16B", "32B"}
+    assert set(seen["oob_fill"]) == {"zero", "nan"}
+    assert set(seen["l2_promotion"]) == {"none", "64B", "128B", "256B"}
+    assert set(seen["smem_offset"]) == {str(128 * k) for k in range(8)}
+    assert set(seen["element_strides"]) == {"dense", "strided"}
+    assert set(seen["strides"]) == {"contiguous", "padded"}
+    assert set(seen["shape"]) == {"whole boxes", "ragged", "smaller than the box"}
+    assert set(seen["box_bytes"]) == {"16 B", "<= 4 KiB", "<= 64 KiB", "> 64 KiB"}
+    assert set(seen["tensors"]) == {"1", "2", "3"}
+    assert set(seen["coords"]) == {"origin", "inside", "partly or wholly outside"}
+    transposes = [c for c in drawn if c.kind == "transpose"]
+    units = {c.spec["kernel"].get("unit_bytes") or DTYPES[c.spec["tensors"][0]["dtype"]].nbytes for c in transposes}
+    assert units == {1, 2, 4, 8, 16}
+    assert {"unit_bytes" in c.spec["kernel"] for c in transposes} == {True, False}
+    copies = [c for c in drawn if c.kind == "copy"]
+    assert {c.spec["kernel"]["boxes_per_stage"] > 1 for c in copies} == {True, False}
+
+
+def test_boxes_reach_the_largest_that_fits(drawn) -> None:
+    """From one 16-byte chunk to kernels using most of a block's shared memory, for every kind."""
+    limit = TARGETS["sm_90a"].smem_per_block_optin
+    for kind in fuzz.KINDS:
+        cases = [c for c in drawn if c.kind == kind]
+        smem = [max(k.smem_bytes for k in kernel_plans(parse_spec(c.spec))) for c in cases]
+        assert max(smem) > 0.6 * limit, (kind, max(smem))
+        inner = [t["box"][-1] * DTYPES[t["dtype"]].nbytes for c in cases for t in c.spec["tensors"]]
+        assert min(inner) == 16, kind
+
+
+def test_loaded_box_of_element_strides() -> None:
+    """What the verifier expects of a strided box: ceil(box / stride) elements, the innermost dimension
+    whole without interleave (the driver's rule) and strided with it."""
+    spec = parse_spec({"name": "s", "tensors": [
+        {"name": "a", "dtype": "float32", "shape": [40, 30, 64], "box": [5, 7, 32], "element_strides": [2, 3, 4]},
+        {"name": "b", "dtype": "float16", "shape": [2, 9, 64], "box": [2, 3, 16], "element_strides": [1, 2, 2],
+         "interleave": "16B"}], "kernel": {"kind": "inspect"}})
+    assert loaded_box(spec.tensors[0]) == ((3, 3, 32), (2, 3, 1))
+    assert loaded_box(spec.tensors[1]) == ((2, 2, 8), (1, 2, 2))
+
+
+def test_sizes_are_capped() -> None:
+    shape = fuzz._cap([300, 300, 300, 64], 8, 2)
+    assert math.prod(shape) * 8 <= fuzz.TENSOR_BYTES_CAP and shape[-1] % 2 == 0

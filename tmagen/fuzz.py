@@ -1,0 +1,435 @@
+"""Random valid specs for the reliability campaign: seeded, reproducible, from every corner of the space.
+
+`draw_case(seed, index)` is a pure function of its two integers: the spec that a campaign of
+`seed` draws as its number `index`, and the runs that check it on the GPU. Candidates are drawn
+until `tmagen.spec.check_spec` accepts one; those refused on the way are counted by what refused
+them, so the space the rules close off is measured too.
+
+The space: every dtype kernels take, ranks 1 to 5, every swizzle (and on sm_100a every 128B
+atomicity) and interleave the target has, element strides, both out-of-bounds fills, L2
+promotion, shared-memory offsets, promised alignments, boxes from one 16-byte chunk to the
+largest that fits, shapes that are no multiple of the box (and smaller than it), padded
+strides, several tensors per inspect kernel, start coordinates partly or wholly outside the
+tensor, and the kernels' own parameters (stages, boxes per stage, units, tiles per stage).
+
+A kernel kind plugs in with one function, registered in `KINDS`:
+``draw(rng, target) -> (spec dict without its name, [run, ...])``. A run is
+``{"call": <tmagen.verify.Verifier method>, "args": {...}}``; the first run of each kernel is
+at the spec's own shape, the others at a run-time shape, strides or coordinates of their own.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tmagen.dtypes import DTYPES
+from tmagen.errors import SpecError
+from tmagen.limits import TARGETS
+from tmagen.spec import check_spec, parse_spec
+
+Run = dict[str, Any]
+Draw = Callable[[random.Random, str], tuple[dict[str, Any], list[Run]]]
+
+KERNEL_DTYPES = tuple(name for name, d in DTYPES.items() if not d.packed)
+TENSOR_BYTES_CAP = 4 << 20  # per run: keeps one verification to milliseconds
+RUNTIME_TILES = 2  # a run-time shape spans up to this many boxes per dimension, ragged
+# Refusals that a smaller box or fewer buffers cure: the draw shrinks instead of starting over.
+SIZE_RULES = {"kernel-fits-shared-memory", "box-fits-shared-memory", "box-bytes-driver-limit"}
+TARGET_WEIGHTS = {"sm_90a": 0.9, "sm_100a": 0.1}  # sm_100a: compiled, cannot run on Hopper
+
+
+@dataclass(frozen=True)
+class Case:
+    """One accepted spec of a campaign and the runs that check it."""
+
+    seed: int
+    index: int
+    spec: dict[str, Any]  # JSON that check_spec accepts
+    runs: tuple[Run, ...]
+    attempts: int  # candidates drawn, this one included
+    refused: dict[str, int] = field(default_factory=dict)  # rule id or "form" -> candidates refused
+
+    @property
+    def name(self) -> str:
+        return str(self.spec["name"])
+
+    @property
+    def kind(self) -> str:
+        return str(self.spec["kernel"]["kind"])
+
+    @property
+    def target(self) -> str:
+        return str(self.spec.get("target", "sm_90a"))
+
+    def features(self) -> dict[str, list[str]]:
+        """The dimensions of the space this case covers: each value once per tensor that has it."""
+        tensors = self.spec["tensors"]
+        k = self.spec["kernel"]
+
+        def per_tensor(fn: Callable[[dict[str, Any]], object]) -> list[str]:
+            return [str(fn(t)) for t in tensors]
+
+        return {
+            "kind": [self.kind],
+            "target": [self.target],
+            "dtype": per_tensor(lambda t: t["dtype"]),
+            "rank": per_tensor(lambda t: len(t["shape"])),
+            "swizzle": per_tensor(_swizzle_name),
+            "interleave": per_tensor(lambda t: t.get("interleave", "none")),
+            "oob_fill": per_tensor(lambda t: t.get("oob_fill", "zero")),
+            "l2_promotion": per_tensor(lambda t: t.get("l2_promotion", "none")),
+            "smem_offset": per_tensor(lambda t: t.get("smem_offset", 0)),
+            "element_strides": per_tensor(lambda t: "strided" if any(e != 1 for e in t.get("element_strides") or [1])
+                                          else "dense"),
+            "strides": per_tensor(lambda t: "padded" if t.get("strides") else "contiguous"),
+            "shape": per_tensor(_shape_class),
+            "box_bytes": per_tensor(_box_class),
+            "tensors": [str(len(tensors))],
+            "coords": [_coords_class(self.spec)] if self.kind == "inspect" else [],
+            "kernel": [f"{key}={value}" for key, value in sorted(k.items()) if key not in ("kind", "coords")],
+        }
+
+
+def _swizzle_name(t: dict[str, Any]) -> str:
+    sw = t.get("swizzle", {})
+    mode, atom = sw.get("mode", "none"), sw.get("atomicity", "16B")
+    return mode if atom == "16B" else f"{mode}_atom_{atom}"
+
+
+def _shape_class(t: dict[str, Any]) -> str:
+    shape, box = t["shape"], t["box"]
+    if any(n < b for n, b in zip(shape, box)):
+        return "smaller than the box"
+    return "ragged" if any(n % b for n, b in zip(shape, box)) else "whole boxes"
+
+
+def _box_class(t: dict[str, Any]) -> str:
+    nbytes = math.prod(t["box"]) * DTYPES[t["dtype"]].nbytes
+    return "16 B" if nbytes == 16 else "<= 4 KiB" if nbytes <= 4096 else "<= 64 KiB" if nbytes <= 65536 else "> 64 KiB"
+
+
+def _coords_class(spec: dict[str, Any]) -> str:
+    coords = spec["kernel"].get("coords")
+    if coords is None:
+        return "origin"
+    t = spec["tensors"][0]
+    if any(c < 0 or c + b > n for c, b, n in zip(coords, t["box"], t["shape"])):
+        return "partly or wholly outside"
+    return "inside"
+
+
+# ----------------------------------------------------------------------------- drawing helpers
+def _weighted(rng: random.Random, weights: dict[Any, float]) -> Any:
+    return rng.choices(list(weights), weights=list(weights.values()))[0]
+
+
+def _chance(rng: random.Random, p: float) -> bool:
+    return rng.random() < p
+
+
+def _inner_box_bytes(rng: random.Random, limit: int) -> int:
+    """A multiple of 16 bytes from one chunk to ``limit``, the ends drawn often."""
+    chunks = max(limit // 16, 1)
+    r = rng.random()
+    return 16 * (1 if r < 0.25 else chunks if r < 0.5 else rng.randint(1, chunks))
+
+
+def _outer_box_dim(rng: random.Random) -> int:
+    r = rng.random()
+    return 1 if r < 0.2 else rng.randint(2, 8) if r < 0.5 else rng.randint(9, 64) if r < 0.75 else rng.randint(65, 256)
+
+
+def _swizzle(rng: random.Random, target: str) -> dict[str, str]:
+    """Every mode the target has, equally likely (the 128B atomicities count as modes)."""
+    modes = [{"mode": m} for m in ("none", "32B", "64B", "128B")]
+    if TARGETS[target].atom_swizzles:
+        modes += [{"mode": "128B", "atomicity": a} for a in ("32B", "32B_flip_8B", "64B")]
+    return dict(rng.choice(modes))
+
+
+SPANS = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+
+
+def _alignment(rng: random.Random) -> int:
+    # 8 is refused by the rules (global-address-alignment): a candidate the filter must catch
+    return _weighted(rng, {16: 4, 32: 2, 64: 1, 128: 1, 256: 1, 4096: 1, 8: 0.1})
+
+
+def _smem_offset(rng: random.Random) -> int:
+    if _chance(rng, 0.4):
+        return 0
+    return 64 if _chance(rng, 0.02) else 128 * rng.randint(1, 7)  # 64: refused (smem-offset-alignment)
+
+
+def _oob_fill(rng: random.Random, dtype: str) -> str:
+    return "nan" if _chance(rng, 0.35 if DTYPES[dtype].is_float else 0.03) else "zero"
+
+
+def _base_tensor(rng: random.Random, name: str, dtype: str, box: list[int], swizzle: dict[str, str]) -> dict[str, Any]:
+    return {"name": name, "dtype": dtype, "shape": list(box), "box": box, "swizzle": swizzle,
+            "alignment": _alignment(rng), "l2_promotion": rng.choice(["none", "64B", "128B", "256B"]),
+            "oob_fill": _oob_fill(rng, dtype), "smem_offset": _smem_offset(rng)}
+
+
+def _extent(rng: random.Random, box: int, max_tiles: int = 3) -> int:
+    """An extent that is rarely a multiple of ``box``, sometimes smaller than it."""
+    tiles = _weighted(rng, {0: 0.15, 1: 0.35, 2: 0.3, 3: 0.2}) if max_tiles >= 3 else rng.randint(0, max_tiles)
+    return max(1, tiles * box + rng.randrange(box))
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def _shape(rng: random.Random, box: list[int], es: int, quantum: int, max_tiles: int = 3) -> list[int]:
+    """A shape for ``box``; the innermost extent a multiple of ``quantum`` elements (1: free)."""
+    shape = [_extent(rng, b, max_tiles) for b in box]
+    shape[-1] = _round_up(shape[-1], quantum)
+    return _cap(shape, es, quantum)
+
+
+def _cap(shape: list[int], es: int, quantum: int) -> list[int]:
+    """Halves extents, outermost first, until the tensor holds at most TENSOR_BYTES_CAP bytes."""
+    d = 0
+    while math.prod(shape) * es > TENSOR_BYTES_CAP:
+        if d == len(shape) - 1:
+            shape[d] = max(quantum, _round_up(shape[d] // 2, quantum))
+        else:
+            shape[d] = max(1, shape[d] // 2)
+        d = (d + 1) % len(shape)
+    return shape
+
+
+def _padded_strides(rng: random.Random, shape: list[int], es: int, align: int) -> list[int]:
+    """Element strides, outermost first, each outer one a multiple of ``align`` bytes with some
+    padding; outer extents halved until the padded tensor fits TENSOR_BYTES_CAP."""
+    quantum = align // math.gcd(align, es)
+    pads = [quantum * rng.randint(0, 3) for _ in shape[1:]]
+    while True:
+        strides = [1]
+        for n, pad in zip(reversed(shape[1:]), reversed(pads)):
+            strides.insert(0, _round_up(strides[0] * n + pad, quantum))
+        if _strides_span(shape, strides) * es <= TENSOR_BYTES_CAP:
+            return strides
+        d = next((d for d in range(len(shape) - 1) if shape[d] > 1), len(shape) - 1)
+        shape[d] = max(1, shape[d] // 2)
+
+
+def _strides_span(shape: list[int], strides: list[int] | None) -> int:
+    if strides is None:
+        return math.prod(shape)
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+def _fit(rng: random.Random, spec: dict[str, Any], shrinkable: Callable[[dict[str, Any]], list[tuple[int, int, int]]],
+         kernel_knobs: dict[str, int] | None = None) -> bool:
+    """Shrinks boxes (then ``kernel_knobs``, down to their minimum) until no size rule refuses
+    ``spec``; False if it cannot.
+
+    ``shrinkable(spec)`` lists (tensor, dimension, quantum): box dimensions that may be halved,
+    each kept a multiple of its quantum."""
+    for _ in range(64):
+        try:
+            refused = {v.rule for v in check_spec(parse_spec({"name": "fit", **spec}))}
+        except SpecError:
+            return True  # a form error: the final check counts it
+        if not refused & SIZE_RULES:
+            return True
+        dims = [(spec["tensors"][i]["box"][d], i, d, q) for i, d, q in shrinkable(spec)
+                if spec["tensors"][i]["box"][d] > q]
+        if dims:
+            _, i, d, q = max(dims)
+            box = spec["tensors"][i]["box"]
+            box[d] = max(q, box[d] // 2 // q * q)
+            continue
+        knobs = {k: low for k, low in (kernel_knobs or {}).items() if spec["kernel"].get(k, low) > low}
+        if not knobs:
+            return False
+        knob = rng.choice(sorted(knobs))
+        spec["kernel"][knob] = max(knobs[knob], spec["kernel"][knob] // 2)
+    return False
+
+
+# ----------------------------------------------------------------------------- inspect
+def draw_inspect(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run]]:
+    """One to three tensors, each its own load; element strides, interleave and start coordinates."""
+    count = _weighted(rng, {1: 0.6, 2: 0.25, 3: 0.15})
+    shared_rank = rng.randint(1, 5) if _chance(rng, 0.6) else None
+    tensors = []
+    for i in range(count):
+        dtype = rng.choice(KERNEL_DTYPES)
+        es = DTYPES[dtype].nbytes
+        rank = shared_rank or rng.randint(1, 5)
+        interleave = rng.choice(["16B", "32B"]) if rank >= 3 and _chance(rng, 0.15) else "none"
+        swizzle = {"mode": "32B"} if interleave == "32B" and _chance(rng, 0.9) else _swizzle(rng, target)
+        span = SPANS[swizzle["mode"]]
+        limit = 256 * es if interleave != "none" or not span else min(span, 256 * es)
+        box = [_outer_box_dim(rng) for _ in range(rank - 1)] + [_inner_box_bytes(rng, limit) // es]
+        t = _base_tensor(rng, f"t{i}", dtype, box, swizzle)
+        t["interleave"] = interleave
+        if interleave == "32B" and t["alignment"] % 32:
+            t["alignment"] = 32
+        if _chance(rng, 0.2):
+            t["element_strides"] = [1 if _chance(rng, 0.5) else rng.randint(1, 8) for _ in range(rank)]
+        tensors.append(t)
+    spec: dict[str, Any] = {"target": target, "tensors": tensors, "kernel": {"kind": "inspect"}}
+    _fit(rng, spec, lambda s: [(i, d, 1) for i, t in enumerate(s["tensors"]) for d in range(len(t["box"]) - 1)])
+    for t in tensors:
+        es = DTYPES[t["dtype"]].nbytes
+        align = 32 if t["interleave"] == "32B" else 16
+        padded = len(t["box"]) > 1 and _chance(rng, 0.3)
+        t["shape"] = _shape(rng, t["box"], es, 1 if padded or len(t["box"]) == 1 else align // math.gcd(align, es))
+        if padded:
+            t["strides"] = _padded_strides(rng, t["shape"], es, align)
+    if shared_rank is not None and _chance(rng, 0.5):
+        spec["kernel"]["coords"] = _coords(rng, tensors)
+    runs: list[Run] = []
+    for t in tensors:
+        runs.append({"call": "inspect", "args": {"role": t["name"], "coords": spec["kernel"].get("coords"),
+                                                 "shape": t["shape"], "strides": t.get("strides")}})
+    for t in tensors:
+        es = DTYPES[t["dtype"]].nbytes
+        align = 32 if t["interleave"] == "32B" else 16
+        shape, strides = _runtime_layout(rng, t["box"], es, align)
+        runs.append({"call": "inspect", "args": {"role": t["name"], "coords": _coords(rng, [{**t, "shape": shape}]),
+                                                 "shape": shape, "strides": strides}})
+    return spec, runs
+
+
+def _coords(rng: random.Random, tensors: list[dict[str, Any]]) -> list[int]:
+    """Start coordinates, outermost first, valid for every tensor: the innermost on a 16-byte
+    step of each, some outside the tensor (TMA fills what lies outside)."""
+    quantum = max(16 // DTYPES[t["dtype"]].nbytes for t in tensors)
+    first = tensors[0]
+    coords = []
+    for d, (n, b) in enumerate(zip(first["shape"], first["box"])):
+        r = rng.random()
+        c = (-rng.randint(1, b) if r < 0.1 else n + rng.randint(0, b) if r < 0.15
+             else n - rng.randint(1, b) if r < 0.35 else rng.randrange(n))
+        if d == len(first["shape"]) - 1:
+            c = c // quantum * quantum
+        coords.append(c)
+    return coords
+
+
+def _runtime_layout(rng: random.Random, box: list[int], es: int, align: int) -> tuple[list[int], list[int] | None]:
+    """A shape (and strides) for a run other than the spec's own, of up to RUNTIME_TILES boxes per dimension."""
+    padded = len(box) > 1 and _chance(rng, 0.5)
+    quantum = 1 if padded or len(box) == 1 else align // math.gcd(align, es)
+    shape = _shape(rng, box, es, quantum, RUNTIME_TILES)
+    return shape, _padded_strides(rng, shape, es, align) if padded else None
+
+
+# ----------------------------------------------------------------------------- copy
+def draw_copy(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run]]:
+    """Ranks 1 to 5, stages and boxes per stage, padded strides; checked at a second shape."""
+    dtype = rng.choice(KERNEL_DTYPES)
+    es = DTYPES[dtype].nbytes
+    rank = rng.randint(1, 5)
+    swizzle = _swizzle(rng, target)
+    span = SPANS[swizzle["mode"]]
+    box = [_outer_box_dim(rng) for _ in range(rank - 1)] + [_inner_box_bytes(rng, min(span, 256 * es) if span else 256 * es) // es]
+    t = _base_tensor(rng, "data", dtype, box, swizzle)
+    kernel = {"kind": "copy", "stages": _weighted(rng, {2: 3, 3: 2, 4: 2, rng.randint(5, 16): 1}),
+              "boxes_per_stage": 1 if _chance(rng, 0.6) else rng.randint(2, 32),
+              "blocks_per_sm": _weighted(rng, {1: 4, 2: 2, rng.randint(3, 32): 1})}
+    spec: dict[str, Any] = {"target": target, "tensors": [t], "kernel": kernel}
+    _fit(rng, spec, lambda s: [(0, d, 1) for d in range(rank - 1)], {"boxes_per_stage": 1, "stages": 2})
+    padded = rank > 1 and _chance(rng, 0.3)
+    t["shape"] = _shape(rng, t["box"], es, 1 if padded or rank == 1 else 16 // math.gcd(16, es))
+    if padded:
+        t["strides"] = _padded_strides(rng, t["shape"], es, 16)
+    shape, strides = _runtime_layout(rng, t["box"], es, 16)
+    runs = [{"call": "copy", "args": {"shape": t["shape"], "strides": t.get("strides")}},
+            {"call": "copy", "args": {"shape": shape, "strides": strides}}]
+    return spec, runs
+
+
+# ----------------------------------------------------------------------------- transpose
+def draw_transpose(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run]]:
+    """2-D and batched, units of 1 to 16 bytes, interleaved batches; checked at a second shape."""
+    dtype = rng.choice(KERNEL_DTYPES)
+    es = DTYPES[dtype].nbytes
+    rank = rng.choice([2, 3])
+    unit = rng.choice([u for u in (1, 2, 4, 8, 16) if u >= es and u % es == 0])
+    interleave = rng.choice(["16B", "32B"]) if rank == 3 and _chance(rng, 0.1) else "none"
+    swizzle = {"mode": "32B"} if interleave == "32B" else _swizzle(rng, target)
+    span = SPANS[swizzle["mode"]]
+    rows_per_block = 16 // unit
+    inner = _inner_box_bytes(rng, span if span and interleave == "none" else 256 * es)
+    # the output's rows are box[-2] units: the same limits apply to them
+    row_limit = (span // unit) if span and interleave == "none" else 256 * es // unit
+    rows = rows_per_block * rng.randint(1, max(1, row_limit // rows_per_block))
+    if _chance(rng, 0.3):
+        rows = rows_per_block * max(1, row_limit // rows_per_block)
+    box = ([1] if rank == 3 else []) + [rows, inner // es]
+    t = _base_tensor(rng, "matrix", dtype, box, swizzle)
+    t["interleave"] = interleave
+    if interleave == "32B":
+        t["alignment"] = max(t["alignment"], 32)
+    kernel: dict[str, Any] = {"kind": "transpose", "stages": rng.randint(1, 8),
+                              "blocks_per_sm": _weighted(rng, {1: 4, 2: 2, rng.randint(3, 32): 1})}
+    if unit != es or _chance(rng, 0.3):
+        kernel["unit_bytes"] = unit
+    if _chance(rng, 0.3):
+        kernel["tiles_per_stage"] = rng.randint(1, 8)
+    spec: dict[str, Any] = {"target": target, "tensors": [t], "kernel": kernel}
+    _fit(rng, spec, lambda s: [(0, rank - 2, rows_per_block)], {"tiles_per_stage": 1, "stages": 1})
+    align = 32 if interleave == "32B" else 16
+    t["shape"] = _transpose_shape(rng, t["box"], es, unit, align, 3)
+    other = _transpose_shape(rng, t["box"], es, unit, align, RUNTIME_TILES)
+    runs = [{"call": "transpose", "args": {"shape": t["shape"]}}, {"call": "transpose", "args": {"shape": other}}]
+    return spec, runs
+
+
+def _transpose_shape(rng: random.Random, box: list[int], es: int, unit: int, align: int, max_tiles: int) -> list[int]:
+    """Rows that make whole ``align``-byte output rows, columns of whole units and ``align``-byte
+    rows: both tensors contiguous; a batch of 1 to 4 matrices where the box has one."""
+    shape = [_extent(rng, b, max_tiles) for b in box]
+    if len(box) == 3:
+        shape[0] = rng.randint(1, 4)
+    shape[-2] = _round_up(shape[-2], max(1, align // unit))
+    shape[-1] = _round_up(shape[-1], align // math.gcd(align, es))
+    return _cap(shape, es, align // math.gcd(align, es))
+
+
+KINDS: dict[str, Draw] = {"inspect": draw_inspect, "copy": draw_copy, "transpose": draw_transpose}
+
+
+# ----------------------------------------------------------------------------- the generator
+def case_name(seed: int, index: int) -> str:
+    return f"fz{seed}_{index}"
+
+
+def draw_case(seed: int, index: int, kinds: tuple[str, ...] | None = None, max_attempts: int = 200) -> Case:
+    """The spec number ``index`` of the campaign ``seed``: candidates drawn until one passes every rule."""
+    rng = random.Random(f"tmagen.fuzz/{seed}/{index}")
+    chosen = kinds or tuple(KINDS)
+    refused: Counter[str] = Counter()
+    for attempt in range(1, max_attempts + 1):
+        target = _weighted(rng, TARGET_WEIGHTS)
+        kind = rng.choice(chosen)
+        body, runs = KINDS[kind](rng, target)
+        raw = {"name": case_name(seed, index), **body}
+        try:
+            violations = check_spec(parse_spec(raw))
+        except SpecError:
+            refused["form"] += 1
+            continue
+        if violations:
+            refused.update({v.rule for v in violations})
+            continue
+        return Case(seed, index, raw, tuple(runs), attempt, dict(refused))
+    raise RuntimeError(f"no valid spec in {max_attempts} candidates for seed {seed}, index {index}: {dict(refused)}")
+
+
+def draw_cases(seed: int, start: int, count: int, kinds: tuple[str, ...] | None = None) -> list[Case]:
+    return [draw_case(seed, i, kinds) for i in range(start, start + count)]
+
+
+__all__ = ["Case", "KINDS", "KERNEL_DTYPES", "draw_case", "draw_cases", "case_name",
+           "draw_inspect", "draw_copy", "draw_transpose"]
