@@ -172,6 +172,9 @@ KERNEL_VALUES: dict[str, list[tuple[str, list[Any]]]] = {
     "transpose": [("stages", [0, 9, -1]), ("tiles_per_stage", [0, 9, -2]), ("unit_bytes", [0, 3, 5, 32, -16]),
                   ("blocks_per_sm", [0, 33])],
     "inspect": [],
+    "matmul": [("stages", [0, 1, 9]), ("consumers", [0, 5]), ("raster_group", [0, 65]), ("b_major", ["x", "K"]),
+               ("tile", [[0, 256, 64], [128, 256], [96, 256, 64], [128, 264, 64], [128, 256, 40]]),
+               ("a", ["nope", "c"])],
 }
 
 

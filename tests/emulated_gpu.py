@@ -139,6 +139,29 @@ def _inspect(m: TensorMap, coords: list[int], poison: int, out_ptr: int, smem_of
     MEMORY[out_ptr][:footprint] = smem
 
 
+def _floats(view: np.ndarray, dtype: int) -> np.ndarray:
+    """A tensor's elements (bfloat16, float16 or float32 bytes on the last axis) as float64."""
+    name = BY_DRIVER[dtype].name
+    bits = np.ascontiguousarray(view).view({2: np.uint16, 4: np.uint32}[view.shape[-1]])[..., 0]
+    if name == "bfloat16":
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return bits.view({"float16": np.float16, "float32": np.float32}[name]).astype(np.float64)
+
+
+def _matmul(a: TensorMap, b: TensorMap, c: TensorMap, b_major: str) -> None:
+    """C = A B^T (B [N, K]) or A B (B [K, N]) in float64, rounded to C's type to nearest even."""
+    av, bv = _floats(_view(a), a.args["dtype"]), _floats(_view(b), b.args["dtype"])
+    product = av @ (bv.T if b_major == "k" else bv)
+    out = _view(c)
+    name = BY_DRIVER[c.args["dtype"]].name
+    if name == "bfloat16":
+        bits32 = product.astype(np.float32).view(np.uint32)
+        rounded = ((bits32 + 0x7FFF + ((bits32 >> 16) & 1)) >> 16).astype(np.uint16)
+    else:
+        rounded = product.astype({"float16": np.float16, "float32": np.float32}[name])
+    out[...] = rounded.view(np.uint8).reshape(out.shape)
+
+
 class Kernel:
     def __init__(self, symbol: str, smem: int) -> None:
         self.symbol, self.dynamic_smem = symbol, smem
@@ -146,6 +169,8 @@ class Kernel:
     def launch(self, grid: int, block: int, params: Sequence[Any], stream: Any = 0) -> None:
         if self.symbol.endswith("_copy"):
             _copy(params[0], params[1])
+        elif self.symbol.endswith("_matmul"):
+            _matmul(params[0], params[1], params[2], Module.b_major[self.symbol])
         elif self.symbol.endswith("_transpose"):
             _transpose(params[0], params[1])
         else:  # the coordinates come innermost first, as the kernel takes them
@@ -157,6 +182,7 @@ class Module:
     """Kernels by symbol. A cubin bakes each inspect kernel's smem_offset in: the emulation is told."""
 
     smem_offsets: dict[str, int] = {}  # inspect kernel symbol -> its map's smem_offset
+    b_major: dict[str, str] = {}  # matmul kernel symbol -> its B's major-ness
 
     def __init__(self, cubin: bytes) -> None:
         pass

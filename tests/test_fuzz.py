@@ -50,6 +50,10 @@ def _run_maps(spec, run: dict) -> list[tuple[object, list[int], list[int]]]:
     """(map, shape, element strides) of each tensor map a run encodes."""
     maps = {m.role: m for m in kernel_maps(spec)}
     args = run["args"]
+    if run["call"] == "matmul":
+        m, n, k = args["mnk"]
+        b = [n, k] if spec.kernel.b_major == "k" else [k, n]
+        return [(maps[role], s, contiguous_strides(s)) for role, s in (("a", [m, k]), ("b", b), ("c", [m, n]))]
     shape = list(args.get("shape") or maps[args.get("role", "src")].tensor.shape)
     strides = args.get("strides") or contiguous_strides(shape)
     if run["call"] == "inspect":
@@ -69,7 +73,7 @@ def test_every_run_is_one_the_driver_encodes(drawn) -> None:
         spec = parse_spec(c.spec)
         assert c.runs, c.name
         for run in c.runs:
-            assert run["call"] in ("inspect", "copy", "transpose")
+            assert run["call"] in ("inspect", "copy", "transpose", "matmul")
             for m, shape, strides in _run_maps(spec, run):
                 t = m.tensor
                 es = t.dt.nbytes
@@ -85,8 +89,11 @@ def test_every_run_is_one_the_driver_encodes(drawn) -> None:
             if coords is not None:
                 t = {m.role: m for m in kernel_maps(spec)}[run["args"]["role"]].tensor
                 assert len(coords) == t.rank and (coords[-1] * t.dt.nbytes) % 16 == 0
-        if c.kind != "inspect":
+        if c.kind in ("copy", "transpose"):
             other_shape += any(r["args"]["shape"] != c.spec["tensors"][0]["shape"] for r in c.runs)
+        if c.kind == "matmul":
+            a, _, cc = c.spec["tensors"]
+            other_shape += any(r["args"]["mnk"] != [a["shape"][0], cc["shape"][1], a["shape"][1]] for r in c.runs)
     kernels = sum(c.kind != "inspect" for c in drawn)
     assert other_shape >= 0.95 * kernels
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import emulated_gpu
+from tmagen.dtypes import BY_DRIVER
 from tmagen import campaign
 from tmagen.campaign import data_seed, run_job
 from tmagen.dtypes import DTYPES
@@ -45,6 +46,8 @@ def _run(cases, device, tmp_path: Path) -> list[dict]:
     cubin.write_bytes(b"emulated")
     emulated_gpu.Module.smem_offsets = {f"{c.name}_inspect_{t['name']}": t.get("smem_offset", 0)
                                         for c in cases if c.kind == "inspect" for t in c.spec["tensors"]}
+    emulated_gpu.Module.b_major = {f"{c.name}_matmul": c.spec["kernel"].get("b_major", "k")
+                                   for c in cases if c.kind == "matmul"}
     job = {"job": "emulated", "cases": [{"name": c.name, "spec": c.spec, "runs": list(c.runs),
                                          "data_seed": data_seed(c), "cubin": str(cubin)} for c in cases]}
     records: list[dict] = []
@@ -70,16 +73,21 @@ def test_every_drawn_run_matches_on_the_emulated_gpu(gpu, tmp_path) -> None:
     assert {r["status"] for r in results} >= {"match"}
 
 
-@pytest.mark.parametrize("kind", ["copy", "transpose", "inspect"])
+@pytest.mark.parametrize("kind", ["copy", "transpose", "inspect", "matmul"])
 def test_a_wrong_kernel_is_caught(gpu, tmp_path, monkeypatch, kind) -> None:
     """The same runs with a kernel that writes one byte wrong: each run is a mismatch."""
     # a NaN-filled element outside the tensor is the hardware's to fill, and not compared: zero fills only
     cases = [c for c in (draw_case(22, i) for i in range(80)) if c.target == "sm_90a" and c.kind == kind
-             and not any(_unplaceable(t) or t["oob_fill"] == "nan" for t in c.spec["tensors"])][:4]
-    real = {"copy": emulated_gpu._copy, "transpose": emulated_gpu._transpose, "inspect": emulated_gpu._inspect}[kind]
+             and not any(_unplaceable(t) or t.get("oob_fill") == "nan" for t in c.spec["tensors"])][:4]
+    real = {"copy": emulated_gpu._copy, "transpose": emulated_gpu._transpose, "inspect": emulated_gpu._inspect,
+            "matmul": emulated_gpu._matmul}[kind]
 
     def wrong(*args, **kwargs) -> None:
         real(*args, **kwargs)
+        if kind == "matmul":  # C's first element negated: a rounding-sized change could pass the tolerance
+            c = args[2].args
+            emulated_gpu.MEMORY[c["global_address"]][BY_DRIVER[c["dtype"]].nbytes - 1] ^= 0x80
+            return
         out = args[1].args["global_address"] if kind != "inspect" else args[3]
         emulated_gpu.MEMORY[out][0] ^= 0x01  # the first byte the kernel wrote (or should have left alone)
 

@@ -397,7 +397,65 @@ def _transpose_shape(rng: random.Random, box: list[int], es: int, unit: int, ali
     return _cap(shape, es, align // math.gcd(align, es))
 
 
-KINDS: dict[str, Draw] = {"inspect": draw_inspect, "copy": draw_copy, "transpose": draw_transpose}
+# ----------------------------------------------------------------------------- matmul
+def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run]]:
+    """bf16/fp16 in, bf16/fp16/fp32 out, K-major or MN-major B, every swizzle of the operands and of
+    C, 1 to 3 consumer warpgroups, tiles, stages, raster groups and shared-memory offsets; checked
+    at its own ragged M, N, K and at another, K below one tile among them. sm_90a only (wgmma)."""
+    dtype = rng.choice(["bfloat16", "float16"])
+    out = rng.choice(["bfloat16", "float16", "float32"])
+    b_major = rng.choice(["k", "mn"])
+    consumers = _weighted(rng, {1: 3, 2: 4, 3: 1})
+    bm = 64 * consumers * _weighted(rng, {1: 4, 2: 1})
+    swizzle = _weighted(rng, {"128B": 6, "64B": 2, "32B": 2, "none": 1})
+    atom = (SPANS[swizzle] or 16) // 2  # elements of one box row: a span, or one 16-byte core-matrix column
+    bk = atom * rng.randint(1, max(1, 128 // atom)) if atom >= 16 else 16 * rng.randint(1, 4)
+    bn = 8 * rng.randint(1, 32) if b_major == "k" else atom * rng.randint(1, 256 // atom)
+    a_rows = rng.choice([r for r in (64, 128, 192, 256) if bm % r == 0])
+    k_rows = rng.choice([r for r in range(16, bk + 1, 16) if bk % r == 0])
+    c_swizzle = _weighted(rng, {"128B": 4, "64B": 1, "32B": 1, "none": 1})
+    c_es = DTYPES[out].nbytes
+    c_limit = min(SPANS[c_swizzle] or 256, bn * c_es)
+    c_cols = rng.choice([c for c in range(8, c_limit // c_es + 1, 8) if bn % c == 0] or [8])
+    offset = (lambda: _smem_offset(rng)) if _chance(rng, 0.2) else (lambda: 0)
+    a = {"name": "a", "dtype": dtype, "box": [a_rows, atom], "swizzle": {"mode": swizzle}, "smem_offset": offset()}
+    b = {"name": "b", "dtype": dtype, "box": [bn, atom] if b_major == "k" else [k_rows, atom],
+         "swizzle": {"mode": swizzle}, "smem_offset": offset()}
+    c = {"name": "c", "dtype": out, "box": [64, c_cols], "swizzle": {"mode": c_swizzle}, "smem_offset": offset()}
+    for t in (a, b, c):
+        t["l2_promotion"] = rng.choice(["none", "64B", "128B", "256B"])
+    kernel = {"kind": "matmul", "b_major": b_major, "tile": [bm, bn, bk], "consumers": consumers,
+              "stages": rng.randint(2, 6), "raster_group": rng.choice([1, 2, 4, 8, 16])}
+    mnk = [_matmul_sizes(rng, bm, bn, bk) for _ in range(2)]
+    m, n, k = mnk[0]
+    a["shape"], c["shape"] = [m, k], [m, n]
+    b["shape"] = [n, k] if b_major == "k" else [k, n]
+    spec: dict[str, Any] = {"target": "sm_90a", "tensors": [a, b, c], "kernel": kernel}
+    while kernel["stages"] > 2 and _matmul_smem(spec) > TARGETS["sm_90a"].smem_per_block_optin:
+        kernel["stages"] -= 1
+    return spec, [{"call": "matmul", "args": {"mnk": list(s)}} for s in mnk]
+
+
+def _matmul_sizes(rng: random.Random, bm: int, bn: int, bk: int) -> tuple[int, int, int]:
+    """M anything; N and K multiples of 8 (rows of whole 16 bytes, as TMA needs), up to about three
+    tiles each, K sometimes below one tile."""
+    m = _extent(rng, bm)
+    n = _round_up(_extent(rng, bn), 8)
+    k = _round_up(_extent(rng, bk) if _chance(rng, 0.7) else rng.randint(1, bk), 8)
+    return m, n, k
+
+
+def _matmul_smem(spec: dict[str, Any]) -> int:
+    from tmagen.spec import kernel_plans
+
+    try:
+        return kernel_plans(parse_spec({"name": "x", **spec}))[0].smem_bytes
+    except (SpecError, ValueError):
+        return 0  # the form is wrong: check_spec refuses the candidate anyway
+
+
+KINDS: dict[str, Draw] = {"inspect": draw_inspect, "copy": draw_copy, "transpose": draw_transpose,
+                          "matmul": draw_matmul}
 
 
 # ----------------------------------------------------------------------------- the generator

@@ -141,7 +141,7 @@ def transpose_kernel(spec_name: str, plan: TransposePlan, blocks_per_sm: int) ->
 
 # ----------------------------------------------------------------------------- matmul
 REGISTERS_PER_SM = 65536
-PRODUCER_REGISTERS = 40  # the producer warpgroup only issues copies: setmaxnreg gives the rest away
+PRODUCER_REGISTERS = 56  # the producer warpgroup only issues copies (40 made ptxas spill its loop state): setmaxnreg gives the rest away
 MAX_CONSUMER_REGISTERS = 240
 REGISTERS_BESIDE_ACCUMULATORS = 48  # addresses, descriptors, loop state and the epilogue's temporaries
 C_STAGING_BUFFERS = 2  # per consumer: one being filled while TMA stores the other

@@ -316,6 +316,10 @@ class Spec(_Model):
             if t.mma is not None:
                 raise _form_error(f"tensors[{i}].mma", "is set, but the matmul kernel decides how it reads its "
                                   "operands: remove it")
+        for i, t in ((ia, a), (ib, b)):
+            if t.oob_fill != "zero":
+                raise _form_error(f"tensors[{i}].oob_fill", f"= {t.oob_fill!r}, but the matmul finishes partial tiles "
+                                  "with the zeros TMA loads outside A and B: use 'zero'")
         if a.dtype not in ("bfloat16", "float16"):
             raise _form_error(f"tensors[{ia}].dtype", f"= {a.dtype!r}, but the matmul takes bfloat16 or float16 A and B")
         if b.dtype != a.dtype:
@@ -325,10 +329,11 @@ class Spec(_Model):
         m, kk = a.shape
         n, kb = (b.shape if k.b_major == "k" else b.shape[::-1])
         if kb != kk:
-            raise _form_error(f"tensors[{ib}].shape", f"= {b.shape}, but A is {a.shape}: B needs K = {kk} "
-                              + ("([N, K] with b_major k)" if k.b_major == "k" else "([K, N] with b_major mn)"))
+            raise _form_error(f"tensors[{ib}].shape", f"= {b.shape}, but A (tensors[{ia}].shape) is {a.shape}: B needs "
+                              f"K = {kk} " + ("([N, K] with b_major k)" if k.b_major == "k" else "([K, N] with b_major mn)"))
         if c.shape != [m, n]:
-            raise _form_error(f"tensors[{ic}].shape", f"= {c.shape}, but C of A {a.shape} and B {b.shape} is [{m}, {n}]")
+            raise _form_error(f"tensors[{ic}].shape", f"= {c.shape}, but C of A (tensors[{ia}].shape) {a.shape} and B "
+                              f"(tensors[{ib}].shape) {b.shape} is [{m}, {n}]")
         bm, bn, bk = k.tile
         rows = bm // k.consumers
         if bm % k.consumers or rows % 64:
@@ -358,9 +363,10 @@ class Spec(_Model):
         if k.b_major == "k" and b_box[0] != bn:
             raise _form_error(f"tensors[{ib}].box[0]", f"= {b_box[0]}, but each wgmma reads all BN = {bn} rows of a "
                               f"K-major B from one box: use {bn}")
-        if c_box[0] != 64 or bn % c_box[1]:
+        if c_box[0] != 64 or bn % c_box[1] or c_box[1] % 8:
             raise _form_error(f"tensors[{ic}].box", f"= {c_box}, but the epilogue stores 64-row pieces of the "
-                              f"{bm} x {bn} tile: use [64, n] with n dividing {bn}")
+                              f"{bm} x {bn} tile, whole groups of 8 columns of the wgmma's accumulators: use [64, n] "
+                              f"with n a multiple of 8 dividing {bn}")
 
     @staticmethod
     def _check_transpose(kernel: "TransposeKernel", t: TensorSpec) -> None:

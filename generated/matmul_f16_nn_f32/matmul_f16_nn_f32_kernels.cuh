@@ -77,7 +77,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
   __syncthreads();
 
   if (warpgroup == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
     if (threadIdx.x != 0) return;
     uint32_t it = 0;
     for (uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -103,7 +103,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
   const uint32_t consumer = warpgroup - 1, thread = threadIdx.x % 128;
   const uint32_t warp = thread / 32, lane = thread % 32;
   uint8_t* c_staging = pattern + stages * stage_bytes + consumer * 2 * c_stride + C::smem_offset;
@@ -119,14 +119,17 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
       wgmma::fence();
+      // A K step moves the start address by the same bytes at any row, so each wgmma's descriptor is
+      // the stage's first one plus a constant (in the start field: bytes >> 4).
+      const uint64_t a_first = A::wgmma::descriptor(a_tile, consumer * rows_per_consumer, 0);
+      const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
 #pragma unroll
       for (uint32_t kk = 0; kk < BK / 16; ++kk) {
-        const uint64_t b_desc = B::wgmma::descriptor(b_tile, 0, 16 * kk);
 #pragma unroll
         for (uint32_t mb = 0; mb < m_blocks; ++mb)
           wgmma::mma_m64n256k16<0, 1>(
-              acc[mb], A::wgmma::descriptor(a_tile, consumer * rows_per_consumer + 64 * mb, 16 * kk), b_desc,
-              (kt | kk) != 0 ? 1u : 0u);
+              acc[mb], a_first + ((A::wgmma::offset(64 * mb, 16 * kk) - A::wgmma::offset(0, 0)) >> 4),
+              b_first + ((B::wgmma::offset(0, 16 * kk) - B::wgmma::offset(0, 0)) >> 4), (kt | kk) != 0 ? 1u : 0u);
       }
       wgmma::commit_group();
 #pragma unroll
