@@ -196,7 +196,7 @@ def test_a_loaded_kernel_checks_its_arrays_with_the_spec_s_names() -> None:
     # 30 rows: the transposed rows are 120 bytes, no multiple of 16
     with pytest.raises(ArgumentError) as info:
         k(FakeCuda((30, 64)), out=FakeCuda((64, 30)))
-    assert _fields(info) == [("global-stride-multiple", "out.strides[0]")]
+    assert _fields(info) == [("global-stride-multiple", "out.strides[0]"), ("store-inner-extent-16-bytes", "out.shape[-1]")]
     assert "out.strides[0] = 120 bytes, but strides must be multiples of 16 bytes" in str(info.value)
     with pytest.raises(ArgumentError) as info:
         k(FakeCuda((64, 64), ptr=0x7F0000000008), out=FakeCuda((64, 64), ptr=0x7F0000000104))

@@ -458,7 +458,7 @@ class Settings:
     oracle_sets: int = 100_000  # 0: none here
     oracle_figures: Path | None = None  # figures.json of a GPU test run that ran the oracle
     launch_timeout_s: float = 1.0  # the campaign's kernels take milliseconds: longer is a hang
-    silence_s: float = 120.0
+    silence_s: float = 30.0  # a worker reports every run (milliseconds each): silence this long is a hang
     sanitizer_launch_timeout_s: float = 600.0
     margin_s: float = 15.0  # kept at the end for writing the report
     first_cycle_s: float = 20.0  # assumed compile + verify time of a batch until one is measured

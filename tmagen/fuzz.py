@@ -267,14 +267,18 @@ def draw_inspect(rng: random.Random, target: str) -> tuple[dict[str, Any], list[
         interleave = rng.choice(["16B", "32B"]) if rank >= 3 and _chance(rng, 0.15) else "none"
         swizzle = {"mode": "32B"} if interleave == "32B" and _chance(rng, 0.9) else _swizzle(rng, target)
         span = SPANS[swizzle["mode"]]
-        limit = 256 * es if interleave != "none" or not span else min(span, 256 * es)
-        box = [_outer_box_dim(rng) for _ in range(rank - 1)] + [_inner_box_bytes(rng, limit) // es]
+        limit = 256 * es if not span else min(span, 256 * es)
+        # an interleaved row is one chunk, as NC/8HWC8 and NC/16HWC16 have it (rule interleave-row-is-one-chunk)
+        inner = _inner_box_bytes(rng, limit) if interleave == "none" else int(interleave[:-1])
+        box = [_outer_box_dim(rng) for _ in range(rank - 1)] + [max(1, inner // es)]
         t = _base_tensor(rng, f"t{i}", dtype, box, swizzle)
         t["interleave"] = interleave
         if interleave == "32B" and t["alignment"] % 32:
             t["alignment"] = 32
         if _chance(rng, 0.2):
             t["element_strides"] = [1 if _chance(rng, 0.5) else rng.randint(1, 8) for _ in range(rank)]
+            if interleave != "none":
+                t["element_strides"][-1] = 1
         tensors.append(t)
     spec: dict[str, Any] = {"target": target, "tensors": tensors, "kernel": {"kind": "inspect"}}
     _fit(rng, spec, lambda s: [(i, d, 1) for i, t in enumerate(s["tensors"]) for d in range(len(t["box"]) - 1)])
@@ -316,10 +320,12 @@ def _coords(rng: random.Random, tensors: list[dict[str, Any]]) -> list[int]:
     return coords
 
 
-def _runtime_layout(rng: random.Random, box: list[int], es: int, align: int) -> tuple[list[int], list[int] | None]:
-    """A shape (and strides) for a run other than the spec's own, of up to RUNTIME_TILES boxes per dimension."""
+def _runtime_layout(rng: random.Random, box: list[int], es: int, align: int,
+                    stored: bool = False) -> tuple[list[int], list[int] | None]:
+    """A shape (and strides) for a run other than the spec's own, of up to RUNTIME_TILES boxes per
+    dimension; rows of whole 16 bytes where a kernel stores them (rule store-inner-extent-16-bytes)."""
     padded = len(box) > 1 and _chance(rng, 0.5)
-    quantum = 1 if padded or len(box) == 1 else align // math.gcd(align, es)
+    quantum = 1 if (padded or len(box) == 1) and not stored else align // math.gcd(align, es)
     shape = _shape(rng, box, es, quantum, RUNTIME_TILES)
     return shape, _padded_strides(rng, shape, es, align) if padded else None
 
@@ -340,10 +346,10 @@ def draw_copy(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run
     spec: dict[str, Any] = {"target": target, "tensors": [t], "kernel": kernel}
     _fit(rng, spec, lambda s: [(0, d, 1) for d in range(rank - 1)], {"boxes_per_stage": 1, "stages": 2})
     padded = rank > 1 and _chance(rng, 0.3)
-    t["shape"] = _shape(rng, t["box"], es, 1 if padded or rank == 1 else 16 // math.gcd(16, es))
+    t["shape"] = _shape(rng, t["box"], es, 16 // math.gcd(16, es))  # the copy stores whole 16-byte rows
     if padded:
         t["strides"] = _padded_strides(rng, t["shape"], es, 16)
-    shape, strides = _runtime_layout(rng, t["box"], es, 16)
+    shape, strides = _runtime_layout(rng, t["box"], es, 16, stored=True)
     runs = [{"call": "copy", "args": {"shape": t["shape"], "strides": t.get("strides")}},
             {"call": "copy", "args": {"shape": shape, "strides": strides}}]
     return spec, runs
@@ -360,12 +366,14 @@ def draw_transpose(rng: random.Random, target: str) -> tuple[dict[str, Any], lis
     swizzle = {"mode": "32B"} if interleave == "32B" else _swizzle(rng, target)
     span = SPANS[swizzle["mode"]]
     rows_per_block = 16 // unit
-    inner = _inner_box_bytes(rng, span if span and interleave == "none" else 256 * es)
+    inner = _inner_box_bytes(rng, span if span else 256 * es)
     # the output's rows are box[-2] units: the same limits apply to them
-    row_limit = (span // unit) if span and interleave == "none" else 256 * es // unit
+    row_limit = (span // unit) if span else 256 * es // unit
     rows = rows_per_block * rng.randint(1, max(1, row_limit // rows_per_block))
     if _chance(rng, 0.3):
         rows = rows_per_block * max(1, row_limit // rows_per_block)
+    if interleave != "none":  # both maps' rows are one chunk (rule interleave-row-is-one-chunk)
+        inner, rows = int(interleave[:-1]), int(interleave[:-1]) // unit
     box = ([1] if rank == 3 else []) + [rows, inner // es]
     t = _base_tensor(rng, "matrix", dtype, box, swizzle)
     t["interleave"] = interleave
@@ -449,7 +457,7 @@ def _matmul_smem(spec: dict[str, Any]) -> int:
     from tmagen.spec import kernel_plans
 
     try:
-        return kernel_plans(parse_spec({"name": "x", **spec}))[0].smem_bytes
+        return kernel_plans(parse_spec({"name": "x", **spec}))[0].total_smem_bytes
     except (SpecError, ValueError):
         return 0  # the form is wrong: check_spec refuses the candidate anyway
 

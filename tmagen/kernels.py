@@ -244,7 +244,8 @@ class Kernel:
                 args = array_map_args(a, t.dt, name, box=t.box, element_strides=t.element_strides_or_default,
                                       interleave=_enum(t.interleave, "Interleave"), swizzle=t.swizzle.driver,
                                       l2_promotion=_enum(t.l2_promotion, "L2Promotion"),
-                                      oob_fill=_enum(t.oob_fill, "OobFill"), target=self.spec.target)
+                                      oob_fill=_enum(t.oob_fill, "OobFill"), target=self.spec.target,
+                                      loads=not m.stores, stores=m.stores)
                 found += run_rules(args, ArrayFieldNames(name, a.rank), ENCODE_RULES)
         if found:
             raise ArgumentError(self._source, found)

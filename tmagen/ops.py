@@ -20,7 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tmagen.arrays import ArrayView, describe, empty_view, merge_dims
+from tmagen import runtime
+from tmagen.arrays import ArrayView, current_stream, describe, empty_view, merge_dims
 from tmagen.dtypes import DTYPES
 from tmagen.errors import ArgumentError
 from tmagen.kernels import Kernel
@@ -184,10 +185,19 @@ def copy_eager(x: Any, out: Any = None) -> Any:
         raise _merge_error(call, "x", src.shape, src.strides, f"its dimensions merge into {len(shape)}, and TMA "
                            "moves at most 5")
     s, d = src.with_layout(shape, s_strides), dst.with_layout(shape, d_strides)
-    if len(shape) == 1 and (shape[0] * src.itemsize) % 4 == 0 and s_strides == [1] and d_strides == [1]:
-        # One contiguous run of bytes: moved as 4-byte words by the tuned float32 kernels, as rows
-        # of the 2-D one where the count allows (rank 1 boxes are at most 256 elements).
-        layout = contiguous_layout(shape[0] * src.itemsize // 4, 4)
+    if len(shape) == 1 and s_strides == [1] and d_strides == [1]:
+        # One contiguous run of bytes: its whole 16-byte chunks moved as 4-byte words by the tuned
+        # float32 kernels, as rows of the 2-D one where the count allows (rank 1 boxes are at most
+        # 256 elements). A TMA store writes whole 16-byte chunks, so the last bytes past the final
+        # chunk go by a plain device copy on the same stream, never by TMA.
+        nbytes = shape[0] * src.itemsize
+        whole = nbytes // 16 * 16
+        if whole < nbytes:
+            device = src.device if src.device is not None else runtime.pointer_device(src.ptr)
+            runtime.copy_bytes_async(d.ptr + whole, s.ptr + whole, nbytes - whole, current_stream(src), device)
+        if whole == 0:
+            return out
+        layout = contiguous_layout(whole // 4, 4)
         s, d, carrier = s.with_layout(layout, _contiguous(layout)), d.with_layout(layout, _contiguous(layout)), "float32"
         s.itemsize = d.itemsize = 4
     kernel("copy", carrier, s.rank).launch([s], d)

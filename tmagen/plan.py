@@ -26,6 +26,8 @@ INSPECT_THREADS = 128
 COPY_THREADS = 32  # one thread issues; the copy engine moves every byte
 TRANSPOSE_THREADS_PER_STAGE = 256  # the transpose fills a stage with as many tiles as this many threads take
 MAX_TRANSPOSE_TILES_PER_STAGE = 8
+MBARRIER_BYTES = 8
+MAX_THREADS_PER_BLOCK = 1024
 
 
 def round_up(n: int, to: int) -> int:
@@ -118,6 +120,16 @@ class KernelPlan:
     persistent: bool = False  # takes a tiles argument and loops over tiles
     transpose: TransposePlan | None = None
     matmul: "MatmulPlan | None" = None
+    barriers: int = 1  # 8-byte mbarriers in static shared memory
+
+    @property
+    def static_smem_bytes(self) -> int:
+        return MBARRIER_BYTES * self.barriers
+
+    @property
+    def total_smem_bytes(self) -> int:
+        """What the block holds: the dynamic buffer and the static mbarriers (the limit covers both)."""
+        return self.smem_bytes + self.static_smem_bytes
 
 
 def inspect_kernels(spec_name: str, layouts: dict[str, BoxLayout]) -> list[KernelPlan]:
@@ -130,13 +142,13 @@ def copy_kernel(spec_name: str, src: BoxLayout, stages: int, boxes_per_stage: in
     stride = box_stride(src)
     return KernelPlan(f"{spec_name}_copy", ("src", "dst"), COPY_THREADS,
                       stride * boxes_per_stage * stages + PATTERN_ALIGN, stride, stages, blocks_per_sm,
-                      boxes_per_stage, persistent=True)
+                      boxes_per_stage, persistent=True, barriers=stages)
 
 
 def transpose_kernel(spec_name: str, plan: TransposePlan, blocks_per_sm: int) -> KernelPlan:
     return KernelPlan(f"{spec_name}_transpose", ("src", "dst"), plan.threads_per_tile * plan.tiles_per_stage,
                       plan.smem_bytes, plan.in_stride, plan.stages, blocks_per_sm, plan.tiles_per_stage,
-                      persistent=True, transpose=plan)
+                      persistent=True, transpose=plan, barriers=plan.stages)
 
 
 # ----------------------------------------------------------------------------- matmul
@@ -216,4 +228,4 @@ def matmul_kernel(spec_name: str, a: "OperandTile", b: "OperandTile", c: BoxLayo
                       b_stage_bytes=b.stride * b.mn_boxes * (bk // b.k_per_box),
                       c_stride=box_stride(c), accumulators=accumulators(bm, bn, consumers))
     return KernelPlan(f"{spec_name}_matmul", ("a", "b", "c"), plan.threads, plan.smem_bytes, plan.stage_bytes, stages,
-                      persistent=True, matmul=plan)
+                      persistent=True, matmul=plan, barriers=2 * stages)  # full and empty

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -21,7 +22,7 @@ from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.limits import TARGETS
 from tmagen.mma import BASE_OFFSET_FROM_ADDRESS, OperandTile
 from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, box_layout,
-                         kernel_maps, kernel_plans, operand_tile)
+                         kernel_maps, kernel_plans, loaded_box, operand_tile)
 from tmagen.swizzle import PATTERNS
 
 _HERE = Path(__file__).resolve().parent
@@ -53,6 +54,7 @@ class MapView:
     rank: int
     shape: tuple[int, ...]  # the spec's shape, outermost first
     box: tuple[int, ...]  # outermost first
+    smem_shape: tuple[int, ...]  # the elements one load brings, outermost first: the box in shared memory
     box_driver: tuple[int, ...]  # innermost first
     element_strides_driver: tuple[int, ...]
     interleave: str
@@ -73,6 +75,7 @@ class MapView:
     tx_bytes: int
     smem_offset: int
     buffer_stride: int  # from the box's pattern boundary to the first boundary after the box
+    stores: bool  # the kernel stores through the map
     mma: OperandTile | None = None  # a wgmma reads the box: its descriptors go in the header
     mma_operand: str = ""
 
@@ -91,22 +94,21 @@ def map_view(m: MapSpec) -> MapView:
     t = m.tensor
     pat = PATTERNS[t.swizzle.driver]
     es = t.dt.nbytes
-    rows = 1
-    for b in t.box[:-1]:
-        rows *= b
-    row_bytes = t.box[-1] * es
+    smem_shape = loaded_box(t)[0]  # with element strides, fewer elements than the box
+    rows = math.prod(smem_shape[:-1])
+    row_bytes = smem_shape[-1] * es
     pitch = pat.row_pitch(row_bytes)
     return MapView(
         name=m.role, dtype_name=t.dtype, cpp_type=t.cpp_type, raw_type=RAW_TYPES[es], unit_type=RAW_TYPES[m.unit_bytes],
         dtype_enum=f"CU_TENSOR_MAP_DATA_TYPE_{t.dt.driver_name}", elem_bytes=es, unit_bytes=m.unit_bytes,
-        rank=t.rank, shape=tuple(t.shape), box=tuple(t.box), box_driver=tuple(t.box[::-1]),
+        rank=t.rank, shape=tuple(t.shape), box=tuple(t.box), smem_shape=smem_shape, box_driver=tuple(t.box[::-1]),
         element_strides_driver=tuple(t.element_strides_or_default[::-1]),
         interleave=Interleave.parse(t.interleave).driver_name, swizzle=t.swizzle.driver.driver_name,
         l2_promotion=L2Promotion.parse(t.l2_promotion).driver_name, oob_fill=OobFill.parse(t.oob_fill).driver_name,
         alignment=max(t.alignment, 16), swizzle_bits=pat.bits, swizzle_base=pat.base, swizzle_shift=pat.shift,
         flip_8b=pat.flip_8b, span=pat.span, period=pat.period, rows=rows, row_bytes=row_bytes, row_pitch=pitch,
         footprint=rows * pitch, tx_bytes=rows * row_bytes, smem_offset=t.smem_offset,
-        buffer_stride=plan.box_stride(box_layout(m)), mma=operand_tile(m), mma_operand=m.mma.operand if m.mma else "")
+        buffer_stride=plan.box_stride(box_layout(m)), stores=m.stores, mma=operand_tile(m), mma_operand=m.mma.operand if m.mma else "")
 
 
 def _file_header(spec: Spec, spec_file: str, comment: str) -> str:

@@ -78,7 +78,8 @@ class TensorMapArgs:
     loads: bool = True
     start_coords: tuple[tuple[int, ...], ...] = ()  # innermost first, as the kernel issues them
     requested_swizzle: tuple[str, str] | None = None  # a spec's (mode, atomicity), before mapping
-    kernel_smem_bytes: int | None = None  # dynamic shared memory of the kernel using the map
+    kernel_smem_bytes: int | None = None  # shared memory (dynamic and static) of the kernel using the map
+    kernel_threads: int | None = None  # threads per block of that kernel
     mma: "MmaUse | None" = None  # the box is a tensor-core operand
 
     @property
@@ -380,19 +381,23 @@ def _atomicity_mode(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 
 # --- rules only a spec can break: where the box lands, and how a kernel uses the map
-@rule("interleave-row-within-span",
-      "an interleaved box's rows fit the swizzle span too, for tmagen's layout model and kernels",
-      "tmagen.swizzle: the layout of interleaved rows wider than the span is not measured (the driver "
-      "accepts them); found by the reliability campaign")
-def _interleave_span(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    span = PATTERNS[a.swizzle].span
-    if a.interleave is not Interleave.NONE and span and a.box_dim and a.inner_box_bytes > span:
-        yield _fail("interleave-row-within-span", n.box(0),
+@rule("interleave-row-is-one-chunk",
+      "an interleaved box's rows are one interleave chunk (16 or 32 bytes), traversed whole, for tmagen's "
+      "layout model and kernels",
+      "tmagen.swizzle: only boxes laid out as NC/8HWC8 and NC/16HWC16 (one chunk per row) are measured; the "
+      "driver accepts others, and the reliability campaign saw them fault and hang")
+def _interleave_chunk(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.interleave is Interleave.NONE or not a.box_dim:
+        return
+    chunk = 16 if a.interleave is Interleave.B16 else 32
+    if a.inner_box_bytes != chunk:
+        yield _fail("interleave-row-is-one-chunk", n.box(0),
                     f"{a.box_dim[0]} {a.dtype.name} = {_bytes(a.inner_box_bytes)} bytes",
-                    f"tmagen models interleaved boxes whose rows fit the {span}-byte span of {a.swizzle.spec_name}; "
-                    "where TMA puts wider ones has not been measured",
-                    f"use {n.box(0)} <= {int(span / a.elem_bytes)} and several boxes")
-
+                    f"tmagen models {n.enum(a.interleave)} boxes whose rows are one {chunk}-byte chunk; where TMA puts "
+                    "other rows has not been measured", f"use {n.box(0)} = {_bytes(chunk / a.elem_bytes)}")
+    elif a.element_strides and a.element_strides[0] != 1:
+        yield _fail("interleave-row-is-one-chunk", n.estride(0), a.element_strides[0],
+                    "an interleaved chunk is traversed whole in tmagen's model", "use 1")
 
 
 @rule("smem-offset-alignment", "the box's shared-memory address is a multiple of 128 bytes",
@@ -419,6 +424,29 @@ def _kernel_fits(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
         yield _fail("kernel-fits-shared-memory", n.kernel, f"{a.kernel_smem_bytes} bytes of shared memory",
                     f"a block of {a.target.name} has at most {a.target.smem_per_block_optin} bytes",
                     "use fewer stages (kernel.stages), fewer tiles per stage, or a smaller box")
+
+
+@rule("store-inner-extent-16-bytes",
+      "a map the kernel stores through has rows (globalDim[0] x element size) of whole 16 bytes",
+      f"{HW}: a TMA store writes a row's last 16-byte chunk whole, past the row's end (the reliability "
+      "campaign found the padding of strided outputs overwritten)")
+def _store_inner(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.stores and a.global_dim and (a.global_dim[0] * a.elem_bytes) % 16:
+        row = a.global_dim[0] * a.elem_bytes
+        per = _bytes(16 / math.gcd(16, int(a.elem_bytes)) if a.elem_bytes >= 1 else 16)
+        yield _fail("store-inner-extent-16-bytes", n.dim(0), f"{a.global_dim[0]} {a.dtype.name} = {_bytes(row)} bytes",
+                    "a TMA store writes whole 16-byte chunks, so the bytes after the row's end, up to the next "
+                    "multiple of 16, would be overwritten",
+                    f"make the rows a multiple of 16 bytes ({per} elements), padding the tensor")
+
+
+@rule("kernel-threads-per-block", "the kernel's block has at most 1024 threads",
+      f"{CPG}: maximum threads per block; the launch fails with CUDA_ERROR_INVALID_VALUE beyond")
+def _kernel_threads(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.kernel_threads is not None and a.kernel_threads > 1024:
+        yield _fail("kernel-threads-per-block", n.kernel, f"{a.kernel_threads} threads",
+                    "a block has at most 1024 threads",
+                    "use fewer tiles per stage (kernel.tiles_per_stage) or a smaller box (fewer micro-tiles per tile)")
 
 
 @rule("flip-8b-load-only", "128B_ATOM_32B_FLIP_8B is for loads only", PTX_TC)
@@ -539,9 +567,13 @@ def _mma_contiguous(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 
 # ----------------------------------------------------------------------------- entry points
-ENCODE_RULES = [r for r in RULES.values() if not r.id.startswith("mma-") and r.id not in ("interleave-row-within-span",
-    "atomicity-needs-128B", "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern", "flip-8b-load-only",
-    "start-coordinate-16-bytes")]
+# Rules only a spec can break (where the box lands, the kernel that uses it, the tensor cores'
+# use of it): check_encode_tiled and the Python path's checks of arrays leave them out.
+SPEC_ONLY_RULES = frozenset({"interleave-row-is-one-chunk", "kernel-threads-per-block", "atomicity-needs-128B",
+                             "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern",
+                             "flip-8b-load-only", "start-coordinate-16-bytes"}
+                            | {r for r in RULES if r.startswith("mma-")})
+ENCODE_RULES = [r for r in RULES.values() if r.id not in SPEC_ONLY_RULES]
 
 
 def run_rules(args: TensorMapArgs, names: FieldNames, rules: Sequence[Rule] | None = None) -> list[Violation]:

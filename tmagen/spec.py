@@ -571,6 +571,7 @@ class SpecFieldNames(FieldNames):
 def tensor_map_args(spec: Spec, m: MapSpec) -> TensorMapArgs:
     """The driver's arguments of map ``m`` (innermost first), plus its use by the kernel."""
     t = m.tensor
+    smem, threads = _kernel_use(spec, m)
     kernel = spec.kernel
     coords: tuple[tuple[int, ...], ...] = ()
     if isinstance(kernel, InspectKernel) and kernel.coords is not None:
@@ -583,26 +584,39 @@ def tensor_map_args(spec: Spec, m: MapSpec) -> TensorMapArgs:
         l2_promotion=L2Promotion.parse(t.l2_promotion), oob_fill=OobFill.parse(t.oob_fill),
         target=limits.TARGETS[spec.target], smem_offset=t.smem_offset,
         stores=m.stores, loads=not m.stores, start_coords=coords,
-        requested_swizzle=(t.swizzle.mode, t.swizzle.atomicity), kernel_smem_bytes=_kernel_smem(spec, m),
+        requested_swizzle=(t.swizzle.mode, t.swizzle.atomicity), kernel_smem_bytes=smem, kernel_threads=threads,
         mma=MmaUse(m.mma.operand, m.mma.major, m.mma.mn_boxes) if m.mma else None)
 
 
-def _kernel_smem(spec: Spec, m: MapSpec) -> int | None:
-    """Dynamic shared memory of the kernel that uses map ``m``; 0 while a box cannot be laid out at
-    all (the rules that it breaks are reported instead). None without a kernel: the box itself is
-    then the budget (rule box-fits-shared-memory), the user's kernel adds what it adds."""
+def _kernel_use(spec: Spec, m: MapSpec) -> tuple[int | None, int | None]:
+    """Shared memory (dynamic and static) and threads of the kernel that uses map ``m``; (0, 0) while
+    a box cannot be laid out at all (the rules that it breaks are reported instead), (None, None)
+    without a kernel: the box itself is then the budget (rule box-fits-shared-memory), the user's
+    kernel adds what it adds."""
     if spec.kernel is None:
-        return None
+        return None, None
     try:
-        return max((k.smem_bytes for k in kernel_plans(spec) if m.role in k.maps), default=0)
+        mine = [k for k in kernel_plans(spec) if m.role in k.maps]
     except ModelError:
-        return 0
+        return 0, 0
+    return max((k.total_smem_bytes for k in mine), default=0), max((k.threads for k in mine), default=0)
+
+
+def loaded_box(t: TensorSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Elements one load brings per dimension and the step between them, outermost first:
+    ceil(box / elementStride) at that stride, except the innermost without interleave, which TMA
+    traverses whole (DRV). The loaded elements lie in shared memory as a dense box of that shape."""
+    steps = list(t.element_strides_or_default)
+    if Interleave.parse(t.interleave) is Interleave.NONE:
+        steps[-1] = 1
+    return tuple(-(-b // e) for b, e in zip(t.box, steps)), tuple(steps)
 
 
 def box_layout(m: MapSpec) -> BoxLayout:
-    """Where TMA puts the box of map ``m`` in shared memory, from its smem_offset on."""
+    """Where TMA puts the box of map ``m`` in shared memory, from its smem_offset on: the elements
+    one load brings (fewer than the box with element strides), as a dense box."""
     t = m.tensor
-    return BoxLayout(tuple(t.box), t.dt.nbytes, PATTERNS[t.swizzle.driver], t.smem_offset)
+    return BoxLayout(loaded_box(t)[0], t.dt.nbytes, PATTERNS[t.swizzle.driver], t.smem_offset)
 
 
 def operand_tile(m: MapSpec) -> OperandTile | None:

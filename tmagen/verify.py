@@ -21,7 +21,7 @@ from tmagen.launch import contiguous_strides, encode, launch_arguments
 from tmagen.launch import Tiles, tiles  # noqa: F401 - where callers of tmagen.verify found them
 from tmagen.plan import KernelPlan
 from tmagen.render import render
-from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TensorSpec, TransposeKernel,
+from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, loaded_box,
                          check_spec, kernel_maps, kernel_plans)
 from tmagen.swizzle import BoxLayout, PATTERNS
 
@@ -70,16 +70,6 @@ def strided_view(memory: np.ndarray, shape: Sequence[int], strides: Sequence[int
     es = memory.shape[-1]
     return np.lib.stride_tricks.as_strided(memory, shape=(*shape, es), strides=(*[s * es for s in strides], 1),
                                            writeable=False)
-
-
-def loaded_box(t: TensorSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Elements one load brings per dimension and the step between them, outermost first:
-    ceil(box / elementStride) at that stride, except the innermost without interleave, which TMA
-    traverses whole (DRV)."""
-    steps = list(t.element_strides_or_default)
-    if Interleave.parse(t.interleave) is Interleave.NONE:
-        steps[-1] = 1
-    return tuple(-(-b // e) for b, e in zip(t.box, steps)), tuple(steps)
 
 
 def _box_of(host: np.ndarray, coords: Sequence[int], box: Sequence[int],

@@ -60,7 +60,7 @@ struct Swizzle {
 // Rows of 128 bytes start every 128 bytes.
 struct src_box {
   static constexpr int rank = 3;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_COPY_F32_3D_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {1, 32, 32};
     return dims[d];
@@ -119,7 +119,7 @@ struct src_box {
 // Rows of 128 bytes start every 128 bytes.
 struct dst_box {
   static constexpr int rank = 3;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_COPY_F32_3D_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {1, 32, 32};
     return dims[d];

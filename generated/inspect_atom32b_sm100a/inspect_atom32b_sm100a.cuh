@@ -65,7 +65,7 @@ struct Swizzle {
 // Rows of 128 bytes start every 128 bytes.
 struct tile_box {
   static constexpr int rank = 2;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_INSPECT_ATOM32B_SM100A_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {16, 64};
     return dims[d];

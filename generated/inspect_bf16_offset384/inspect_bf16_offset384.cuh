@@ -64,7 +64,7 @@ struct Swizzle {
 // Rows of 80 bytes start every 128 bytes (a swizzled row takes the full span, measured on sm_90).
 struct tile_box {
   static constexpr int rank = 2;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_INSPECT_BF16_OFFSET384_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {16, 40};
     return dims[d];

@@ -64,7 +64,7 @@ struct Swizzle {
 // Rows of 64 bytes start every 64 bytes.
 struct x_box {
   static constexpr int rank = 2;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_MAPS_ONLY_BF16_F32_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {32, 32};
     return dims[d];
@@ -123,7 +123,7 @@ struct x_box {
 // Rows of 128 bytes start every 128 bytes.
 struct w_box {
   static constexpr int rank = 2;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_MAPS_ONLY_BF16_F32_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {32, 32};
     return dims[d];

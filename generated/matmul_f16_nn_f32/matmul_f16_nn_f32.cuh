@@ -64,7 +64,7 @@ struct Swizzle {
 // Rows of 128 bytes start every 128 bytes.
 struct a_box {
   static constexpr int rank = 2;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_MATMUL_F16_NN_F32_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {128, 64};
     return dims[d];
@@ -156,7 +156,7 @@ struct a_box {
 // Rows of 128 bytes start every 128 bytes.
 struct b_box {
   static constexpr int rank = 2;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_MATMUL_F16_NN_F32_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {64, 64};
     return dims[d];
@@ -248,7 +248,7 @@ struct b_box {
 // Rows of 128 bytes start every 128 bytes.
 struct c_box {
   static constexpr int rank = 2;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_MATMUL_F16_NN_F32_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {64, 32};
     return dims[d];

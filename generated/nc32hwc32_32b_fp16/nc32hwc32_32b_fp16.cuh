@@ -64,7 +64,7 @@ struct Swizzle {
 // Rows of 32 bytes start every 32 bytes.
 struct activations_box {
   static constexpr int rank = 5;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_NC32HWC32_32B_FP16_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {1, 2, 10, 10, 16};
     return dims[d];

@@ -64,7 +64,7 @@ struct Swizzle {
 // Rows of 128 bytes start every 128 bytes.
 struct activations_box {
   static constexpr int rank = 4;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_NHWC_128B_FP16_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {1, 10, 10, 64};
     return dims[d];

@@ -67,8 +67,16 @@ const char* driver_error_name(CUresult result) {
 
 // The run-time half of the rules: what the spec could not know.
 transpose_int4_8x8_status check_tensor(const char* map, const void* ptr, uint64_t alignment, int rank, const uint64_t* shape,
-                              const int64_t* strides, uint64_t elem_bytes, cuuint64_t* dims, cuuint64_t* byte_strides) {
+                              const int64_t* strides, uint64_t elem_bytes, bool stored, cuuint64_t* dims,
+                              cuuint64_t* byte_strides) {
   if (ptr == nullptr || shape == nullptr) return fail(transpose_int4_8x8_bad_argument, "%s: the pointer and the shape are required", map);
+  // A TMA store writes a row's last 16-byte chunk whole (measured): rows of other lengths would be
+  // followed by bytes the store overwrites.
+  if (stored && (shape[rank - 1] * elem_bytes) % 16 != 0) {
+    return fail(transpose_int4_8x8_bad_shape, "%s: shape[-1] = %llu elements = %llu bytes, but the kernel stores through this map and "
+                "TMA stores whole 16-byte chunks: rows must be multiples of 16 bytes (pad the tensor)", map,
+                (unsigned long long)shape[rank - 1], (unsigned long long)(shape[rank - 1] * elem_bytes));
+  }
   if (reinterpret_cast<uintptr_t>(ptr) % alignment != 0) {
     return fail(transpose_int4_8x8_misaligned, "%s: the pointer %p is %llu bytes past a %llu-byte boundary; the spec promises %llu",
                 map, ptr, (unsigned long long)(reinterpret_cast<uintptr_t>(ptr) % alignment),
@@ -135,7 +143,8 @@ extern "C" transpose_int4_8x8_status transpose_int4_8x8_encode_src(transpose_int
   }
   cuuint64_t dims[2] = {};
   cuuint64_t byte_strides[2] = {};
-  const transpose_int4_8x8_status checked = check_tensor("src", ptr, 16, 2, shape, strides, 4, dims, byte_strides);
+  const transpose_int4_8x8_status checked = check_tensor("src", ptr, 16, 2, shape, strides, 4,
+                                                  false, dims, byte_strides);
   if (checked != transpose_int4_8x8_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   const transpose_int4_8x8_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
@@ -161,7 +170,8 @@ extern "C" transpose_int4_8x8_status transpose_int4_8x8_encode_dst(transpose_int
   }
   cuuint64_t dims[2] = {};
   cuuint64_t byte_strides[2] = {};
-  const transpose_int4_8x8_status checked = check_tensor("dst", ptr, 16, 2, shape, strides, 4, dims, byte_strides);
+  const transpose_int4_8x8_status checked = check_tensor("dst", ptr, 16, 2, shape, strides, 4,
+                                                  true, dims, byte_strides);
   if (checked != transpose_int4_8x8_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   const transpose_int4_8x8_status found = driver_entry("cuTensorMapEncodeTiled", &encode);

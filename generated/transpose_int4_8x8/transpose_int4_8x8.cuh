@@ -60,7 +60,7 @@ struct Swizzle {
 // Rows of 128 bytes start every 128 bytes.
 struct src_box {
   static constexpr int rank = 2;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_TRANSPOSE_INT4_8X8_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {8, 32};
     return dims[d];
@@ -123,7 +123,7 @@ struct src_box {
 // Rows of 128 bytes start every 128 bytes.
 struct dst_box {
   static constexpr int rank = 2;
-  // Extent of box dimension d, outermost first.
+  // Elements of dimension d in shared memory, outermost first.
   TMAGEN_TRANSPOSE_INT4_8X8_HD static constexpr uint32_t dim(int d) {
     const uint32_t dims[rank] = {8, 32};
     return dims[d];
