@@ -18,6 +18,7 @@ import numpy as np
 from tmagen.dtypes import BY_DRIVER
 from tmagen.enums import Interleave, Swizzle
 from tmagen.rules import check_encode_tiled
+from tmagen.verify import through_tma
 from tmagen.swizzle import PATTERNS
 
 MEMORY: dict[int, np.ndarray] = {}  # device address -> bytes
@@ -88,13 +89,18 @@ def _view(m: TensorMap) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(memory, shape=(*dims, es), strides=(*strides, 1))
 
 
+def _loaded(m: TensorMap) -> np.ndarray:
+    """The tensor as TMA loads it: TF32 maps round each value (tmagen.verify.through_tma)."""
+    return through_tma(np.ascontiguousarray(_view(m)), BY_DRIVER[m.args["dtype"]].name)[0]
+
+
 def _copy(src: TensorMap, dst: TensorMap) -> None:
     """Every box loaded and stored: within the tensor that is every element, once."""
-    _view(dst)[...] = _view(src)
+    _view(dst)[...] = _loaded(src)
 
 
 def _transpose(src: TensorMap, dst: TensorMap) -> None:
-    s, d = _view(src), _view(dst)
+    s, d = _loaded(src), _view(dst)
     es = s.shape[-1]
     rows, cols = s.shape[-3], s.shape[-2]
     units = d.shape[-3]  # the output's rows: the input's columns, in units
@@ -110,7 +116,7 @@ def _inspect(m: TensorMap, coords: list[int], poison: int, out_ptr: int, smem_of
     tensor zero (or NaN), placed at row x pitch + column, then the swizzle of the absolute address."""
     a = m.args
     es = BY_DRIVER[a["dtype"]].nbytes
-    tensor = _view(m)  # outermost first
+    tensor = _loaded(m)  # outermost first
     box, steps = list(a["box_dim"]), list(a["element_strides"])
     if Interleave(a["interleave"]) is Interleave.NONE:
         steps[0] = 1

@@ -110,12 +110,16 @@ def test_a_few_hundred_draws_cover_the_space(drawn) -> None:
     assert set(seen["rank"]) == {"1", "2", "3", "4", "5"}
     assert set(seen["swizzle"]) == {"none", "32B", "64B", "128B", "128B_atom_32B", "128B_atom_32B_flip_8B",
                                     "128B_atom_64B"}
-    assert set(seen["interleave"]) == {"none", "16B", "32B"}
+    assert set(seen["interleave"]) == {"none"}  # interleaved boxes are refused (rule interleave-unmeasured)
     assert set(seen["oob_fill"]) == {"zero", "nan"}
     assert set(seen["l2_promotion"]) == {"none", "64B", "128B", "256B"}
     assert set(seen["smem_offset"]) == {str(128 * k) for k in range(8)}
     assert set(seen["element_strides"]) == {"dense", "strided"}
     assert set(seen["strides"]) == {"contiguous", "padded"}
+    refused: Counter[str] = Counter()
+    for c in drawn:
+        refused.update(c.refused)
+    assert refused["interleave-unmeasured"] > 0, "interleaved candidates are still drawn, and counted as refused"
     assert set(seen["shape"]) == {"whole boxes", "ragged", "smaller than the box"}
     assert set(seen["box_bytes"]) == {"16 B", "<= 4 KiB", "<= 64 KiB", "> 64 KiB"}
     assert set(seen["tensors"]) == {"1", "2", "3"}

@@ -331,23 +331,15 @@ CASES = [
          tensor={"shape": [1000], "box": [256], "swizzle": {"mode": "none"}}, id="copy-rank1-4000B"),
     spec("store-inner-extent-16-bytes", False, tensor={"shape": [1001], "box": [256], "swizzle": {"mode": "none"}},
          id="inspect-loads-only"),
-    # --- interleave-row-is-one-chunk (spec only): what tmagen's layout model covers
-    spec("interleave-row-is-one-chunk", True,
-         tensor={"dtype": "uint32", "shape": [4, 9, 264], "box": [3, 4, 16], "interleave": "32B", "alignment": 32,
-                 "swizzle": {"mode": "32B"}},
-         fragments=("tensors[0].box[-1] = 16 uint32 = 64 bytes", "one 32-byte chunk", "box[-1] = 8"),
-         field_name="tensors[0].box[-1]", id="u32-64B-rows"),
-    spec("interleave-row-is-one-chunk", True,
-         tensor={"dtype": "float16", "shape": [4, 9, 16], "box": [3, 4, 16], "interleave": "16B",
-                 "swizzle": {"mode": "32B"}},
-         fragments=("16 float16 = 32 bytes", "one 16-byte chunk", "box[-1] = 8"), id="f16-32B-rows"),
-    spec("interleave-row-is-one-chunk", True,
-         tensor={"dtype": "float16", "shape": [4, 9, 16], "box": [3, 4, 8], "interleave": "16B",
-                 "element_strides": [1, 1, 2], "swizzle": {"mode": "32B"}},
-         fragments=("tensors[0].element_strides[-1] = 2",), id="strided-chunk"),
-    spec("interleave-row-is-one-chunk", False,
+    # --- interleave-unmeasured (spec only): what tmagen's layout model covers
+    spec("interleave-unmeasured", True,
          tensor={"dtype": "uint32", "shape": [4, 9, 264], "box": [3, 4, 8], "interleave": "32B", "alignment": 32,
-                 "swizzle": {"mode": "32B"}}, id="u32-32B-rows"),
+                 "swizzle": {"mode": "32B"}},
+         fragments=("tensors[0].interleave = 32B", "not what tmagen's model says", "tmagen diagnose"),
+         field_name="tensors[0].interleave", id="32B"),
+    spec("interleave-unmeasured", False,
+         tensor={"dtype": "uint32", "shape": [4, 9, 264], "box": [3, 4, 8], "alignment": 32,
+                 "swizzle": {"mode": "32B"}}, id="none"),
     # --- the wgmma operand rules (spec only: a tensor marked "mma")
     spec("mma-dtype", True, tensor={"box": [8, 16], "mma": {"operand": "a"}},
          fragments=("tensors[0].dtype = float32", "bfloat16 and float16"), field_name="tensors[0].dtype", id="f32"),
@@ -434,7 +426,7 @@ def test_spec_only_rules_are_not_encode_rules() -> None:
     from tmagen.rules import ENCODE_RULES
 
     spec_only = {"atomicity-needs-128B", "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern",
-                 "flip-8b-load-only", "start-coordinate-16-bytes", "interleave-row-is-one-chunk",
+                 "flip-8b-load-only", "start-coordinate-16-bytes", "interleave-unmeasured",
                  "kernel-threads-per-block"} | {r for r in RULES if r.startswith("mma-")}
     # encode rules that only a store through the map breaks: a spec or a Python call on arrays knows
     # that, check_encode_tiled (the driver's arguments alone) does not, so their cases are specs

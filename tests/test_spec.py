@@ -287,7 +287,7 @@ def test_second_tensor_is_named_by_its_index() -> None:
     (dict(t_oob_fill="nan", t_dtype="int32"), "oob-nan-float-only", "tensors[0].oob_fill"),
     (dict(t_smem_offset=64), "smem-offset-alignment", "tensors[0].smem_offset"),
     (dict(t_swizzle={"mode": "128B", "atomicity": "64B"}), "target-atom-swizzle", "tensors[0].swizzle"),
-    (dict(t_interleave="16B", t_swizzle={"mode": "none"}, t_box=[8, 4]), "interleave-rank", "tensors[0].interleave"),
+    (dict(t_smem_offset=1024), "smem-offset-in-pattern", "tensors[0].smem_offset"),
     (dict(kernel={"kind": "inspect", "coords": [0, 1]}), "start-coordinate-16-bytes", "kernel.coords[-1]"),
 ])
 def test_rule_fields_are_spec_paths(changes, rule, path) -> None:

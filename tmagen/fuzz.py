@@ -264,11 +264,12 @@ def draw_inspect(rng: random.Random, target: str) -> tuple[dict[str, Any], list[
         dtype = rng.choice(KERNEL_DTYPES)
         es = DTYPES[dtype].nbytes
         rank = shared_rank or rng.randint(1, 5)
-        interleave = rng.choice(["16B", "32B"]) if rank >= 3 and _chance(rng, 0.15) else "none"
+        # interleaved boxes are refused (rule interleave-unmeasured): drawn rarely, to count the refusals
+        interleave = rng.choice(["16B", "32B"]) if rank >= 3 and _chance(rng, 0.03) else "none"
         swizzle = {"mode": "32B"} if interleave == "32B" and _chance(rng, 0.9) else _swizzle(rng, target)
         span = SPANS[swizzle["mode"]]
         limit = 256 * es if not span else min(span, 256 * es)
-        # an interleaved row is one chunk, as NC/8HWC8 and NC/16HWC16 have it (rule interleave-row-is-one-chunk)
+        # an interleaved row is one chunk, as NC/8HWC8 and NC/16HWC16 have it
         inner = _inner_box_bytes(rng, limit) if interleave == "none" else int(interleave[:-1])
         box = [_outer_box_dim(rng) for _ in range(rank - 1)] + [max(1, inner // es)]
         t = _base_tensor(rng, f"t{i}", dtype, box, swizzle)
@@ -362,7 +363,7 @@ def draw_transpose(rng: random.Random, target: str) -> tuple[dict[str, Any], lis
     es = DTYPES[dtype].nbytes
     rank = rng.choice([2, 3])
     unit = rng.choice([u for u in (1, 2, 4, 8, 16) if u >= es and u % es == 0])
-    interleave = rng.choice(["16B", "32B"]) if rank == 3 and _chance(rng, 0.1) else "none"
+    interleave = rng.choice(["16B", "32B"]) if rank == 3 and _chance(rng, 0.02) else "none"  # refused: rare
     swizzle = {"mode": "32B"} if interleave == "32B" else _swizzle(rng, target)
     span = SPANS[swizzle["mode"]]
     rows_per_block = 16 // unit
@@ -372,7 +373,7 @@ def draw_transpose(rng: random.Random, target: str) -> tuple[dict[str, Any], lis
     rows = rows_per_block * rng.randint(1, max(1, row_limit // rows_per_block))
     if _chance(rng, 0.3):
         rows = rows_per_block * max(1, row_limit // rows_per_block)
-    if interleave != "none":  # both maps' rows are one chunk (rule interleave-row-is-one-chunk)
+    if interleave != "none":  # both maps' rows are one chunk
         inner, rows = int(interleave[:-1]), int(interleave[:-1]) // unit
     box = ([1] if rank == 3 else []) + [rows, inner // es]
     t = _base_tensor(rng, "matrix", dtype, box, swizzle)

@@ -150,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if reason:
         print(f"python -m tmagen.oracle: nothing run, {reason}", file=sys.stderr)
         return 3
+    runtime.Device.open()  # the primary context, current: the driver allocates and encodes in it
     figures = compare(args.sets, args.seed if args.seed is not None else fresh_seed())
     text = json.dumps(figures, indent=1)
     if args.out:

@@ -56,6 +56,32 @@ def proof(spec: Spec, files: dict[str, str], spec_file: str) -> tuple[Spec, dict
     return inspected, render(inspected, spec_file)
 
 
+TF32_TYPES = frozenset({"tfloat32", "tfloat32_ftz"})
+
+
+def through_tma(values: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The bytes TMA brings for ``values`` (last axis: one element's bytes) of ``dtype``, and where
+    the model leaves them to the hardware (None: nowhere). Every type moves its bits unchanged but
+    the TF32 ones: measured on an H200 (scripts/probe/tf32_probe.py), a TFLOAT32 or TFLOAT32_FTZ map
+    rounds each float32 to 10 mantissa bits, to nearest even (carrying into the exponent, to infinity
+    at the top, denormals too: no flush), and turns a NaN into a NaN of its own (0x7fffe000 seen):
+    only NaN-ness is compared there."""
+    if dtype not in TF32_TYPES:
+        return values, None
+    bits = np.ascontiguousarray(values).view(np.uint32)[..., 0].astype(np.uint64)
+    nan = ((bits >> 23) & 0xFF == 0xFF) & (bits & 0x7FFFFF != 0)
+    low, keep = bits & 0x1FFF, bits & ~np.uint64(0x1FFF)
+    up = (low > 0x1000) | ((low == 0x1000) & ((bits >> 13) & 1 == 1))
+    inf = (bits >> 23) & 0xFF == 0xFF
+    rounded = np.where(inf, bits, np.where(up, keep + 0x2000, keep)).astype(np.uint32)
+    return rounded.view(np.uint8).reshape(values.shape), nan
+
+
+def _is_nan32(elements: np.ndarray) -> np.ndarray:
+    bits = np.ascontiguousarray(elements).view(np.uint32)[..., 0]
+    return ((bits >> 23) & 0xFF == 0xFF) & (bits & 0x7FFFFF != 0)
+
+
 def random_bytes(rng: np.random.Generator, shape: Sequence[int], elem_bytes: int) -> np.ndarray:
     return rng.integers(0, 256, size=(*shape, elem_bytes), dtype=np.uint8)
 
@@ -157,12 +183,18 @@ class Verifier:
             got = out.download()
             ms = self._time(launch) if timed else None
         box, inside = _box_of(host, coords, loaded, steps)
+        box, nan = through_tma(box, t.dtype)
         expected = layout.place(box.view(_uint(es)).reshape(loaded), fill=SMEM_POISON)
         care = np.ones(layout.footprint, dtype=bool)
-        if t.oob_fill == "nan":  # the NaN pattern is the hardware's: compare in-bounds elements only
-            starts = layout.offsets()[~inside]
-            for b in range(es):
-                care[starts + b] = False
+        # the NaN patterns are the hardware's: the out-of-bounds fill, and TF32's NaNs
+        hardwares = ~inside if t.oob_fill == "nan" else np.zeros(loaded, dtype=bool)
+        if nan is not None:
+            hardwares |= nan & inside
+        starts = layout.offsets()[hardwares]
+        for b in range(es):
+            care[starts + b] = False
+        if nan is not None and not np.all(_is_nan32(np.stack([got[starts + b] for b in range(es)], axis=-1))):
+            care[:] = True  # a NaN that came out as a number: report the byte differences
         bad = np.nonzero((got != expected) & care)[0]
         detail = "every byte of the footprint" if bad.size == 0 else (
             f"{bad.size} of {layout.footprint} bytes differ, first at offset {bad[0]}: "
@@ -181,12 +213,20 @@ class Verifier:
         es = t.dt.nbytes
         if strides is None:
             host = random_bytes(self.rng, shape, es)
-            return self._persistent("copy", host, host, "element", timed, shape)
+            expected, nan = through_tma(host, t.dtype)
+            return self._persistent("copy", host, expected, "element", timed, shape, nan=nan)
         memory = random_bytes(self.rng, [strided_span(shape, strides)], es)
+        moved, moved_nan = through_tma(memory, t.dtype)
         expected = np.full_like(memory, OUT_POISON)
-        np.lib.stride_tricks.as_strided(expected, shape=(*shape, es), strides=(*[s * es for s in strides], 1))[...] = \
-            strided_view(memory, shape, strides)
-        return self._persistent("copy", memory, expected, "element (padding included)", timed, shape, list(strides))
+        nan = np.zeros(memory.shape[:-1], dtype=bool)
+        byte_strides = (*[s * es for s in strides], 1)
+        np.lib.stride_tricks.as_strided(expected, shape=(*shape, es), strides=byte_strides)[...] = \
+            strided_view(moved, shape, strides)
+        if moved_nan is not None:
+            np.lib.stride_tricks.as_strided(nan, shape=tuple(shape), strides=byte_strides[:-1])[...] = \
+                np.lib.stride_tricks.as_strided(moved_nan, shape=tuple(shape), strides=byte_strides[:-1])
+        return self._persistent("copy", memory, expected, "element (padding included)", timed, shape, list(strides),
+                                nan=nan if moved_nan is not None else None)
 
     def transpose(self, shape: Sequence[int] | None = None, timed: bool = False) -> Outcome:
         src_map = self.maps["src"]
@@ -196,15 +236,19 @@ class Verifier:
         per = unit // es
         host = random_bytes(self.rng, shape, es)
         rows, cols = shape[-2], shape[-1] // per
-        units = host.reshape(*shape[:-2], rows, cols, unit)
+        moved, nan = through_tma(host, t.dtype)
+        units = moved.reshape(*shape[:-2], rows, cols, unit)
         expected = np.ascontiguousarray(np.swapaxes(units, -2, -3))  # (..., cols, rows, unit)
-        return self._persistent("transpose", host, expected, "unit", timed, shape)
+        if nan is not None:  # a unit holding a NaN: its bytes are the hardware's there
+            nan = np.ascontiguousarray(np.swapaxes(nan.reshape(*shape[:-2], rows, cols, per).any(axis=-1), -1, -2))
+        return self._persistent("transpose", host, expected, "unit", timed, shape, nan=nan)
 
     def _persistent(self, kind: str, host: np.ndarray, expected: np.ndarray, what: str, timed: bool,
-                    shape: list[int], strides: list[int] | None = None) -> Outcome:
+                    shape: list[int], strides: list[int] | None = None, nan: np.ndarray | None = None) -> Outcome:
         """Runs the copy or transpose kernel on a tensor of ``shape`` and ``strides`` whose memory is
         ``host`` into a poisoned output and compares the output's memory with ``expected`` (last
-        axis: the bytes of one element or unit)."""
+        axis: the bytes of one element or unit); where ``nan`` is set, the output need only hold NaNs
+        (TF32's NaN patterns are the hardware's)."""
         t = self.maps["src"].tensor
         view = self.views[f"{self.spec.name}_{kind}"]
         with runtime.Buffer.from_array(host) as src, runtime.Buffer(host.nbytes) as dst:
@@ -221,7 +265,14 @@ class Verifier:
             self.device.synchronize()
             got = dst.download().reshape(expected.shape)
             ms = self._time(launch) if timed else None
-        bad = int(np.count_nonzero(np.any(got != expected, axis=-1)))
+        differs = np.any(got != expected, axis=-1)
+        if nan is not None:  # the 4-byte words of a NaN unit must be NaNs where the input's were
+            words_got = got.view(np.uint8).reshape(*got.shape[:-1], -1, 4)
+            words_in = expected.view(np.uint8).reshape(*expected.shape[:-1], -1, 4)
+            nan_ok = np.all(_is_nan32(words_got) | ~_is_nan32(words_in) & np.all(words_got == words_in, axis=-1),
+                            axis=-1)
+            differs = np.where(nan, ~nan_ok, differs)
+        bad = int(np.count_nonzero(differs))
         count = expected.size // expected.shape[-1]
         detail = f"every {what}" if bad == 0 else f"{bad} of {count} {what}s differ"
         return Outcome(view.symbol, tuple(shape), t.dtype, bad == 0, detail, ms)
