@@ -155,7 +155,8 @@ def transpose_kernel(spec_name: str, plan: TransposePlan, blocks_per_sm: int) ->
 REGISTERS_PER_SM = 65536
 PRODUCER_REGISTERS = 56  # the producer warpgroup only issues copies (40 made ptxas spill its loop state): setmaxnreg gives the rest away
 MAX_CONSUMER_REGISTERS = 240
-REGISTERS_BESIDE_ACCUMULATORS = 48  # addresses, descriptors, loop state and the epilogue's temporaries
+MAX_THREAD_REGISTERS = 255
+REGISTERS_BESIDE_ACCUMULATORS = 32  # addresses, descriptors, loop state, the epilogue (128 + 32 fit in 168: ptxas)
 C_STAGING_BUFFERS = 2  # per consumer: one being filled while TMA stores the other
 
 
@@ -200,6 +201,11 @@ class MatmulPlan:
         return consumer_registers(self.consumers)
 
     @property
+    def setmaxnreg_consumers(self) -> int:
+        """What the consumers ask setmaxnreg for: the register file the producer gives up."""
+        return setmaxnreg_consumers(self.consumers)
+
+    @property
     def producer_registers(self) -> int:
         return PRODUCER_REGISTERS
 
@@ -209,10 +215,19 @@ class MatmulPlan:
         return C_STAGING_BUFFERS
 
 
-def consumer_registers(consumers: int) -> int:
-    """What setmaxnreg gives each consumer thread: the rest of the register file, in steps of 8."""
+def setmaxnreg_consumers(consumers: int) -> int:
+    """The rest of the register file after the producer's, per consumer thread, in steps of 8."""
     free = (REGISTERS_PER_SM - 128 * PRODUCER_REGISTERS) // (128 * consumers)
     return min(MAX_CONSUMER_REGISTERS, free // 8 * 8)
+
+
+def consumer_registers(consumers: int) -> int:
+    """Registers a consumer thread can count on: what setmaxnreg gives it (the rest of the register
+    file, in steps of 8), but no more than ptxas allots every thread of the block under its launch
+    bounds, since it compiles the wgmmas within that (a 3-consumer block of 512 threads gets 128:
+    'Insufficient registers' for a 64 x 256 accumulator, seen in the reliability campaign)."""
+    launch_cap = min(MAX_THREAD_REGISTERS, REGISTERS_PER_SM // (128 * (consumers + 1)) // 8 * 8)
+    return min(setmaxnreg_consumers(consumers), launch_cap)
 
 
 def accumulators(bm: int, bn: int, consumers: int) -> int:

@@ -306,7 +306,7 @@ class Module:
     def function(self, symbol: str, dynamic_smem: int = 0) -> "Kernel":
         drv = _driver()
         fn = check(drv.cuModuleGetFunction(self._module, symbol.encode()), f"cuModuleGetFunction({symbol})")
-        if dynamic_smem > 48 * 1024:
+        if dynamic_smem > 0:  # a block's static and dynamic shared memory together past 48 KB need it
             check(drv.cuFuncSetAttribute(
                 fn, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem),
                 f"allowing {symbol} {dynamic_smem} bytes of shared memory")

@@ -222,9 +222,10 @@ class Verifier:
         byte_strides = (*[s * es for s in strides], 1)
         np.lib.stride_tricks.as_strided(expected, shape=(*shape, es), strides=byte_strides)[...] = \
             strided_view(moved, shape, strides)
-        if moved_nan is not None:
-            np.lib.stride_tricks.as_strided(nan, shape=tuple(shape), strides=byte_strides[:-1])[...] = \
-                np.lib.stride_tricks.as_strided(moved_nan, shape=tuple(shape), strides=byte_strides[:-1])
+        if moved_nan is not None:  # one flag per element: strides of elements, one byte each
+            flags = tuple(strides)
+            np.lib.stride_tricks.as_strided(nan, shape=tuple(shape), strides=flags)[...] = \
+                np.lib.stride_tricks.as_strided(moved_nan, shape=tuple(shape), strides=flags)
         return self._persistent("copy", memory, expected, "element (padding included)", timed, shape, list(strides),
                                 nan=nan if moved_nan is not None else None)
 
