@@ -269,7 +269,7 @@ class OnDevice:
 def copy_bytes_async(dst: int, src: int, nbytes: int, stream: int, device: int) -> None:
     """``nbytes`` from device address ``src`` to ``dst``, queued on ``stream`` (cuMemcpyDtoDAsync)."""
     with OnDevice(device):
-        _raise_for(driver_function("cuMemcpyDtoDAsync_v2", ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
+        _raise_for(driver_function("cuMemcpyDtoDAsync", ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
                                    ctypes.c_size_t, _VOIDP)(dst, src, nbytes, stream or None), "cuMemcpyDtoDAsync")
 
 

@@ -29,7 +29,7 @@ def test_copy_through_padded_strides(device, compiler, report) -> None:
     checker = Verifier(spec, cubin, device, seed=13)
     try:
         outcomes = [checker.copy(shape=[6, 100, 120], strides=[100 * 136, 136, 1]),  # rows padded to 544 bytes
-                    checker.copy(shape=[5, 33, 7], strides=[33 * 12, 12, 1]),  # rows of 28 bytes padded to 48
+                    checker.copy(shape=[5, 33, 8], strides=[33 * 12, 12, 1]),  # rows of 32 bytes padded to 48
                     checker.copy(shape=[2, 3, 4])]
     finally:
         checker.close()
