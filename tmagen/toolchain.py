@@ -12,8 +12,10 @@ import re
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from tmagen.errors import TmagenError
 from tmagen.limits import TARGETS
@@ -172,10 +174,7 @@ def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | Non
         return CompileResult(folder, *products, [KernelResources(**k) for k in data["kernels"]],
                              data["sass"], cached=True)
 
-    staging = Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=_ensure(cache_root())))
-    try:
-        for rel, text in files.items():
-            (staging / rel).write_text(text, encoding="utf-8")
+    with _staged_build(folder, spec.name, files) as staging:
         src = str(staging / f"{spec.name}.cu")
         lib_dir = tc.root / "lib"
         commands = [
@@ -187,22 +186,13 @@ def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | Non
         ]
         ptxas = ""
         for cmd in commands[:1] if cubin_only else commands:
-            run = subprocess.run(cmd, capture_output=True, text=True)
-            if run.returncode != 0:
-                raise ToolchainError(f"nvcc failed compiling {spec.name} ({' '.join(cmd[1:])}):\n"
-                                     + (run.stderr or run.stdout).strip())
+            output = _run_nvcc(cmd, f"{spec.name} ({' '.join(cmd[1:])})")
             if "-Xptxas" in cmd:
-                ptxas = run.stderr + run.stdout
+                ptxas = output
         kernels = parse_ptxas_report(ptxas)
         sass = sass_opcodes(tc, staging / products[0].name)
         (staging / "report.json").write_text(json.dumps(
             {"kernels": [asdict(k) for k in kernels], "sass": sass, "nvcc": tc.version}, indent=2))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return CompileResult(folder, *products, kernels, sass, cached=False, commands=commands)
 
 
@@ -219,28 +209,41 @@ def compile_cubin(name: str, files: dict[str, str], source: str, target: str,
     cubin, report = folder / f"{name}.cubin", folder / "report.json"
     if cubin.is_file() and report.is_file():
         return cubin, [KernelResources(**k) for k in json.loads(report.read_text())["kernels"]]
-    staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_ensure(cache_root())))
-    try:
-        for rel, text in files.items():
-            (staging / rel).write_text(text, encoding="utf-8")
-        cmd = [str(tc.nvcc), *flags, "-o", str(staging / cubin.name), str(staging / source)]
-        run = subprocess.run(cmd, capture_output=True, text=True)
-        if run.returncode != 0:
-            raise ToolchainError(f"nvcc failed compiling {source}:\n" + (run.stderr or run.stdout).strip())
-        kernels = parse_ptxas_report(run.stderr + run.stdout)
+    with _staged_build(folder, name, files) as staging:
+        output = _run_nvcc([str(tc.nvcc), *flags, "-o", str(staging / cubin.name), str(staging / source)], source)
+        kernels = parse_ptxas_report(output)
         (staging / "report.json").write_text(json.dumps({"kernels": [asdict(k) for k in kernels]}, indent=2))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     return cubin, kernels
 
 
 def _ensure(p: Path) -> Path:
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+@contextmanager
+def _staged_build(folder: Path, name: str, files: dict[str, str]) -> Iterator[Path]:
+    """A fresh folder holding ``files`` to build in, which becomes the cache entry ``folder`` when
+    the block succeeds and is removed when it fails: no half-built entry is ever found."""
+    staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_ensure(cache_root())))
+    try:
+        for rel, text in files.items():
+            (staging / rel).write_text(text, encoding="utf-8")
+        yield staging
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(staging, folder)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _run_nvcc(cmd: list[str], what: str) -> str:
+    """Runs one nvcc command: its output (ptxas's report among it), or ToolchainError with nvcc's words."""
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise ToolchainError(f"nvcc failed compiling {what}:\n" + (run.stderr or run.stdout).strip())
+    return run.stderr + run.stdout
 
 
 # The instructions the SASS of each kernel kind must hold, or the kernel does not do what it is for
