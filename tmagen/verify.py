@@ -15,14 +15,13 @@ from typing import Sequence
 import numpy as np
 
 from tmagen import runtime
-from tmagen.enums import Interleave
 from tmagen.errors import RuleError
 from tmagen.launch import contiguous_strides, encode, launch_arguments
 from tmagen.launch import Tiles, tiles  # noqa: F401 - where callers of tmagen.verify found them
 from tmagen.plan import KernelPlan
 from tmagen.render import render
-from tmagen.spec import (CopyKernel, InspectKernel, MapSpec, MatmulKernel, Spec, TransposeKernel, loaded_box,
-                         check_spec, kernel_maps, kernel_plans)
+from tmagen.spec import (CopyKernel, InspectKernel, MatmulKernel, Spec, check_spec, kernel_maps, kernel_plans,
+                         loaded_box)
 from tmagen.swizzle import BoxLayout, PATTERNS
 
 OUT_POISON = 0xA5  # output buffers before a launch
