@@ -26,7 +26,7 @@ from tmagen.fuzz import draw_case
 
 SPEC_FILE = "spec.json"  # every case's input, written afresh in the case's folder
 # Spec fields whose value may be null: any other null is bad (tests check this against the schema).
-NULLABLE = {"strides", "element_strides", "coords", "tiles_per_stage", "unit_bytes", "kernel", "element_type", "mma"}
+NULLABLE = {"strides", "element_strides", "coords", "tiles_per_stage", "tiles_per_block", "unit_bytes", "kernel", "element_type", "mma"}
 
 
 @dataclass
@@ -168,9 +168,10 @@ TENSOR_VALUES: list[tuple[str, tuple[str, ...], list[Any]]] = [
                      {"mode": "none", "atomicity": "64B"}, {"mode": "128B", "atom": "16B"}]),
 ]
 KERNEL_VALUES: dict[str, list[tuple[str, list[Any]]]] = {
-    "copy": [("stages", [0, 1, 17, -1, 2**31]), ("blocks_per_sm", [0, 33, -4]), ("boxes_per_stage", [0, 33])],
+    "copy": [("stages", [0, 1, 17, -1, 2**31]), ("blocks_per_sm", [0, 33, -4]), ("boxes_per_stage", [0, 33]),
+             ("tiles_per_block", [0, 1025, -1])],
     "transpose": [("stages", [0, 9, -1]), ("tiles_per_stage", [0, 9, -2]), ("unit_bytes", [0, 3, 5, 32, -16]),
-                  ("blocks_per_sm", [0, 33])],
+                  ("blocks_per_sm", [0, 33]), ("raster_group", [0, 1025]), ("tiles_per_block", [0, 1025])],
     "inspect": [],
     "matmul": [("stages", [0, 1, 9]), ("consumers", [0, 5]), ("raster_group", [0, 65]), ("b_major", ["x", "K"]),
                ("tile", [[0, 256, 64], [128, 256], [96, 256, 64], [128, 264, 64], [128, 256, 40]]),

@@ -282,10 +282,11 @@ CASES = [
     # --- kernel-fits-shared-memory (spec only): every stage of the kernel's buffers in one block
     spec("kernel-fits-shared-memory", False, tensor={"shape": [256, 256], "box": [128, 128], "dtype": "uint8",
                                                      "swizzle": {"mode": "128B"}},
-         kernel={"kind": "transpose", "stages": 8, "tiles_per_stage": 1}, id="uint8-8-stages-1-tile"),
+         kernel={"kind": "transpose", "stages": 8, "tiles_per_stage": 1, "tiles_per_block": None},
+         id="uint8-8-stages-1-tile"),
     spec("kernel-fits-shared-memory", True, tensor={"shape": [256, 256], "box": [128, 128], "dtype": "uint8",
                                                     "swizzle": {"mode": "128B"}},
-         kernel={"kind": "transpose", "stages": 8, "tiles_per_stage": 2},
+         kernel={"kind": "transpose", "stages": 8, "tiles_per_stage": 2, "tiles_per_block": None},
          fragments=("kernel = 328768 bytes of shared memory", "at most 232448 bytes", "fewer stages"),
          field_name="kernel", id="uint8-8-stages-2-tiles"),
     spec("smem-offset-in-pattern", False, tensor={"smem_offset": 896}, id="896"),

@@ -343,7 +343,8 @@ def draw_copy(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run
     t = _base_tensor(rng, "data", dtype, box, swizzle)
     kernel = {"kind": "copy", "stages": _weighted(rng, {2: 3, 3: 2, 4: 2, rng.randint(5, 16): 1}),
               "boxes_per_stage": 1 if _chance(rng, 0.6) else rng.randint(2, 32),
-              "blocks_per_sm": _weighted(rng, {1: 4, 2: 2, rng.randint(3, 32): 1})}
+              "blocks_per_sm": _weighted(rng, {1: 4, 2: 2, rng.randint(3, 32): 1}),
+              "tiles_per_block": _tiles_per_block(rng)}
     spec: dict[str, Any] = {"target": target, "tensors": [t], "kernel": kernel}
     _fit(rng, spec, lambda s: [(0, d, 1) for d in range(rank - 1)], {"boxes_per_stage": 1, "stages": 2})
     padded = rank > 1 and _chance(rng, 0.3)
@@ -354,6 +355,11 @@ def draw_copy(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run
     runs = [{"call": "copy", "args": {"shape": t["shape"], "strides": t.get("strides")}},
             {"call": "copy", "args": {"shape": shape, "strides": strides}}]
     return spec, runs
+
+
+def _tiles_per_block(rng: random.Random) -> int | None:
+    """A persistent grid (None), or one block per 1 to 64 tiles."""
+    return _weighted(rng, {None: 2, 1: 2, 2: 2, rng.randint(3, 64): 1})
 
 
 # ----------------------------------------------------------------------------- transpose
@@ -381,7 +387,9 @@ def draw_transpose(rng: random.Random, target: str) -> tuple[dict[str, Any], lis
     if interleave == "32B":
         t["alignment"] = max(t["alignment"], 32)
     kernel: dict[str, Any] = {"kind": "transpose", "stages": rng.randint(1, 8),
-                              "blocks_per_sm": _weighted(rng, {1: 4, 2: 2, rng.randint(3, 32): 1})}
+                              "blocks_per_sm": _weighted(rng, {1: 4, 2: 2, rng.randint(3, 32): 1}),
+                              "tiles_per_block": _tiles_per_block(rng),
+                              "raster_group": _weighted(rng, {1024: 3, 1: 1, rng.randint(2, 64): 1})}
     if unit != es or _chance(rng, 0.3):
         kernel["unit_bytes"] = unit
     if _chance(rng, 0.3):

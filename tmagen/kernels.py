@@ -59,7 +59,7 @@ class Kind(Protocol):
 
 
 class TileKind:
-    """copy and transpose: one input, one output, tiles of the input's box on a persistent grid."""
+    """copy and transpose: one input, one output, tiles of the input's box, a few per block or on a persistent grid."""
 
     inputs = 1
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from tmagen import runtime
 from tmagen.enums import Interleave, L2Promotion, OobFill
-from tmagen.plan import KernelPlan
+from tmagen.plan import KernelPlan, flat_copy_shape
 from tmagen.spec import MapSpec, Spec, TransposeKernel, kernel_maps
 
 __all__ = ["Tiles", "tiles", "MapArguments", "map_arguments", "encode",
@@ -97,8 +97,12 @@ def output_shape(spec: Spec, shape: Sequence[int]) -> list[int]:
 
 
 def grid_size(view: KernelPlan, total_tiles: int, multiprocessors: int) -> int:
-    """Blocks of the persistent grid: as many as are resident, at most one per tile."""
-    return max(1, min(total_tiles, multiprocessors * view.blocks_per_sm))
+    """Blocks of the grid: one per ``units_per_block`` stage units; for a persistent grid as many as
+    are resident, at most one per stage unit."""
+    units = -(-total_tiles // view.boxes_per_stage)
+    if view.units_per_block:
+        return max(1, -(-units // view.units_per_block))
+    return max(1, min(units, multiprocessors * view.blocks_per_sm))
 
 
 def launch_arguments(spec: Spec, view: KernelPlan, device: runtime.Device, src_ptr: int, dst_ptr: int,
@@ -108,6 +112,11 @@ def launch_arguments(spec: Spec, view: KernelPlan, device: runtime.Device, src_p
     ``src_ptr`` into its output (`output_shape`) at ``dst_ptr``, each contiguous unless given strides."""
     maps = {m.role: m for m in kernel_maps(spec)}
     src = maps["src"]
+    if not isinstance(spec.kernel, TransposeKernel):
+        contiguous = all(s is None or list(s) == contiguous_strides(shape) for s in (src_strides, dst_strides))
+        flat = flat_copy_shape(list(shape), src.tensor.box, src.tensor.dt.nbytes, contiguous)
+        if flat is not None:
+            shape, src_strides, dst_strides = flat, None, None
     tl = tiles(shape, src.tensor.box)
     params = [encode(src, src_ptr, shape, src_strides), encode(maps["dst"], dst_ptr, output_shape(spec, shape),
                                                                dst_strides), tl]

@@ -122,12 +122,15 @@ copy_f32_3d_status allow_smem(const void* kernel, uint32_t bytes, const char* ke
   return copy_f32_3d_ok;
 }
 
-uint32_t grid_for(uint32_t tiles, uint32_t blocks_per_sm) {
+// Blocks of the grid over `units` stages of tiles: one per `units_per_block` of them, or, for a
+// persistent grid (units_per_block 0), as many as are resident, at most one per unit.
+uint32_t grid_for(uint32_t units, uint32_t blocks_per_sm, uint32_t units_per_block = 0) {
+  if (units_per_block != 0) return (units + units_per_block - 1) / units_per_block;
   int device = 0, sms = 1;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   const uint64_t resident = static_cast<uint64_t>(sms) * blocks_per_sm;
-  return static_cast<uint32_t>(tiles < resident ? tiles : resident);
+  return static_cast<uint32_t>(units < resident ? units : resident);
 }
 
 }  // namespace
@@ -204,6 +207,25 @@ copy_f32_3d_tiles tiles_of(const cuuint64_t* dims, const uint32_t* box, int rank
 
 extern "C" copy_f32_3d_status copy_f32_3d_copy_launch(const void* src, void* dst, const uint64_t* shape, const int64_t* strides,
                                           void* stream) {
+  // A contiguous tensor whose rows are not whole 128-byte lines goes as its flat bytes, in rows of
+  // the box's width: boxes then start on lines (tmagen.plan.flat_copy_shape says why).
+  uint64_t flat[3];
+  if (shape != nullptr && (shape[2] * 4) % 128 != 0) {
+    bool contiguous = true;
+    uint64_t total = 1;
+    for (int d = 2; d >= 0; --d) {
+      contiguous = contiguous && (strides == nullptr || strides[d] == static_cast<int64_t>(total));
+      total *= shape[d];
+    }
+    constexpr uint64_t width = 32;
+    if (contiguous && total % width == 0 && total / width < (uint64_t{1} << 32)) {
+      for (int d = 0; d < 1; ++d) flat[d] = 1;
+      flat[1] = total / width;
+      flat[2] = width;
+      shape = flat;
+      strides = nullptr;
+    }
+  }
   copy_f32_3d_tensor_map src_map, dst_map;
   copy_f32_3d_status status = copy_f32_3d_encode_src(&src_map, src, shape, strides);
   if (status != copy_f32_3d_ok) return status;
@@ -217,7 +239,8 @@ extern "C" copy_f32_3d_status copy_f32_3d_copy_launch(const void* src, void* dst
   const uint32_t smem = copy_f32_3d_copy_smem_bytes;
   status = allow_smem(reinterpret_cast<const void*>(&copy_f32_3d_copy), smem, "copy_f32_3d_copy");
   if (status != copy_f32_3d_ok) return status;
-  copy_f32_3d_copy<<<grid_for(tiles.total, 1), copy_f32_3d_copy_threads, smem, static_cast<cudaStream_t>(stream)>>>(
+  const uint32_t units = (tiles.total + copy_f32_3d_copy_boxes_per_stage - 1) / copy_f32_3d_copy_boxes_per_stage;
+  copy_f32_3d_copy<<<grid_for(units, 1, 2), copy_f32_3d_copy_threads, smem, static_cast<cudaStream_t>(stream)>>>(
       *reinterpret_cast<const CUtensorMap*>(&src_map), *reinterpret_cast<const CUtensorMap*>(&dst_map), tiles);
   return launch_status("copy_f32_3d_copy");
 }

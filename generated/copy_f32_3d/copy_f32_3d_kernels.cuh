@@ -14,14 +14,15 @@ struct copy_f32_3d_tiles {
   uint32_t total;
 };
 
-// dst = src through shared memory: one thread drives the copy engine, 4 stages of
-// 1 box(es) in flight per block, on a persistent grid. Edge tiles need no care: TMA fills
+// dst = src through shared memory: one thread drives the copy engine, 2 stages of
+// 1 box(es) in flight per block, 2 stage(s) per block (the block scheduler
+// balances the multiprocessors). Edge tiles need no care: TMA fills
 // loads outside the tensor with zeros and drops stores outside it.
 constexpr uint32_t copy_f32_3d_copy_threads = 32;
-constexpr uint32_t copy_f32_3d_copy_stages = 4;
+constexpr uint32_t copy_f32_3d_copy_stages = 2;
 constexpr uint32_t copy_f32_3d_copy_boxes_per_stage = 1;
 constexpr uint32_t copy_f32_3d_copy_box_stride = 4096;  // each box starts on a pattern boundary
-constexpr uint32_t copy_f32_3d_copy_smem_bytes = 17408;     // dynamic: the stages + 1024 of slack
+constexpr uint32_t copy_f32_3d_copy_smem_bytes = 9216;     // dynamic: the stages + 1024 of slack
 static_assert(copy_f32_3d_copy_box_stride % 1024 == 0 &&
               copy_f32_3d_copy_box_stride >= copy_f32_3d::src_box::smem_offset + copy_f32_3d::src_box::footprint, "");
 static_assert(copy_f32_3d_copy_smem_bytes >=
@@ -60,11 +61,11 @@ extern "C" __global__ void __launch_bounds__(32, 1) copy_f32_3d_copy(
     }
   };
 
-  const uint32_t first = blockIdx.x, step = gridDim.x;
-  for (uint32_t s = 0; s < stages && first + s * step < units; ++s) load(s, first + s * step);
+  const uint32_t first = blockIdx.x * 2, step = 1, end = min(units, first + 2);
+  for (uint32_t s = 0; s < stages && first + s * step < end; ++s) load(s, first + s * step);
 
   tma::PhaseBits phases;
-  for (uint32_t k = 0; first + k * step < units; ++k) {
+  for (uint32_t k = 0; first + k * step < end; ++k) {
     const uint32_t stage = k % stages, g = first + k * step;
     phases.wait(full, stage);
     for (uint32_t j = 0; j < min(group, tiles.total - g * group); ++j) {
@@ -76,7 +77,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) copy_f32_3d_copy(
     // Refill the buffers of the previous stage once its stores have read them, keeping one in flight.
     if (k >= 1) {
       const uint32_t next = first + (k - 1 + stages) * step;
-      if (next < units) {
+      if (next < end) {
         tma::wait_group_read<1>();
         load((k - 1) % stages, next);
       }

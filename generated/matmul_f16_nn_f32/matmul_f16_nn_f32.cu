@@ -122,12 +122,15 @@ matmul_f16_nn_f32_status allow_smem(const void* kernel, uint32_t bytes, const ch
   return matmul_f16_nn_f32_ok;
 }
 
-uint32_t grid_for(uint32_t tiles, uint32_t blocks_per_sm) {
+// Blocks of the grid over `units` stages of tiles: one per `units_per_block` of them, or, for a
+// persistent grid (units_per_block 0), as many as are resident, at most one per unit.
+uint32_t grid_for(uint32_t units, uint32_t blocks_per_sm, uint32_t units_per_block = 0) {
+  if (units_per_block != 0) return (units + units_per_block - 1) / units_per_block;
   int device = 0, sms = 1;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   const uint64_t resident = static_cast<uint64_t>(sms) * blocks_per_sm;
-  return static_cast<uint32_t>(tiles < resident ? tiles : resident);
+  return static_cast<uint32_t>(units < resident ? units : resident);
 }
 
 }  // namespace

@@ -122,12 +122,15 @@ transpose_int4_8x8_status allow_smem(const void* kernel, uint32_t bytes, const c
   return transpose_int4_8x8_ok;
 }
 
-uint32_t grid_for(uint32_t tiles, uint32_t blocks_per_sm) {
+// Blocks of the grid over `units` stages of tiles: one per `units_per_block` of them, or, for a
+// persistent grid (units_per_block 0), as many as are resident, at most one per unit.
+uint32_t grid_for(uint32_t units, uint32_t blocks_per_sm, uint32_t units_per_block = 0) {
+  if (units_per_block != 0) return (units + units_per_block - 1) / units_per_block;
   int device = 0, sms = 1;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   const uint64_t resident = static_cast<uint64_t>(sms) * blocks_per_sm;
-  return static_cast<uint32_t>(tiles < resident ? tiles : resident);
+  return static_cast<uint32_t>(units < resident ? units : resident);
 }
 
 }  // namespace
@@ -224,7 +227,8 @@ extern "C" transpose_int4_8x8_status transpose_int4_8x8_transpose_launch(const v
   const uint32_t smem = transpose_int4_8x8_transpose_smem_bytes;
   status = allow_smem(reinterpret_cast<const void*>(&transpose_int4_8x8_transpose), smem, "transpose_int4_8x8_transpose");
   if (status != transpose_int4_8x8_ok) return status;
-  transpose_int4_8x8_transpose<<<grid_for(tiles.total, 1), transpose_int4_8x8_transpose_threads, smem, static_cast<cudaStream_t>(stream)>>>(
+  const uint32_t units = (tiles.total + transpose_int4_8x8_transpose_tiles_per_stage - 1) / transpose_int4_8x8_transpose_tiles_per_stage;
+  transpose_int4_8x8_transpose<<<grid_for(units, 1, 1), transpose_int4_8x8_transpose_threads, smem, static_cast<cudaStream_t>(stream)>>>(
       *reinterpret_cast<const CUtensorMap*>(&src_map), *reinterpret_cast<const CUtensorMap*>(&dst_map), tiles);
   return launch_status("transpose_int4_8x8_transpose");
 }

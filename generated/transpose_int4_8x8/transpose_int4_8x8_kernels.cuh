@@ -15,17 +15,18 @@ struct transpose_int4_8x8_tiles {
 };
 
 // dst = src^T over the last two dimensions (batched over a leading one), in units of
-// 16 bytes. Per stage a block loads 4 tile(s) with TMA into a ring of 3
+// 16 bytes. Per stage a block loads 1 tile(s) with TMA into a ring of 1
 // stages; each tile is split into 64 micro-tiles of 1 rows x 16 bytes, one per thread,
 // read with 1 16-byte loads, transposed in registers and written with 1 16-byte stores into
-// one of two output buffers, which TMA stores while the next tile is transposed.
+// the output buffer, which TMA stores.
+// Each block takes 1 stage(s) of consecutive tiles; the block scheduler balances the multiprocessors.
 // Thread -> micro-tile: a = m / chunks, c = m % chunks (16-byte units: the swizzle keeps the writes down a column apart) (chosen by tmagen; tmagen.banks predicts its conflicts).
-constexpr uint32_t transpose_int4_8x8_transpose_threads = 256;
-constexpr uint32_t transpose_int4_8x8_transpose_stages = 3;
-constexpr uint32_t transpose_int4_8x8_transpose_tiles_per_stage = 4;
+constexpr uint32_t transpose_int4_8x8_transpose_threads = 64;
+constexpr uint32_t transpose_int4_8x8_transpose_stages = 1;
+constexpr uint32_t transpose_int4_8x8_transpose_tiles_per_stage = 1;
 constexpr uint32_t transpose_int4_8x8_transpose_in_stride = 1024;    // bytes between src tile buffers
 constexpr uint32_t transpose_int4_8x8_transpose_out_stride = 1024;  // bytes between dst tile buffers
-constexpr uint32_t transpose_int4_8x8_transpose_smem_bytes = 21504;  // dynamic: all buffers + 1024 of slack
+constexpr uint32_t transpose_int4_8x8_transpose_smem_bytes = 3072;  // dynamic: all buffers + 1024 of slack
 static_assert(transpose_int4_8x8_transpose_in_stride % 1024 == 0 &&
               transpose_int4_8x8_transpose_in_stride >= transpose_int4_8x8::src_box::smem_offset + transpose_int4_8x8::src_box::footprint, "");
 static_assert(transpose_int4_8x8_transpose_out_stride % 1024 == 0 &&
@@ -82,7 +83,7 @@ __device__ __forceinline__ void transpose_registers(const uint4 (&in)[16 / Unit]
 
 }  // namespace transpose_int4_8x8
 
-extern "C" __global__ void __launch_bounds__(256, 1) transpose_int4_8x8_transpose(
+extern "C" __global__ void __launch_bounds__(64, 1) transpose_int4_8x8_transpose(
     const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst, transpose_int4_8x8_tiles tiles) {
   using src_box = transpose_int4_8x8::src_box;
   using dst_box = transpose_int4_8x8::dst_box;
@@ -104,10 +105,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) transpose_int4_8x8_transpos
   const uint32_t a = m / 8, c = m % 8;
 
   const uint32_t groups = (tiles.total + group - 1) / group;
+  // Tile t of a batch: bands of 1024 tile row(s), walked column by column down each band, so
+  // that the tiles in flight at once read 1024 and write up to 1024 neighbouring rows of tiles.
   auto origin = [&](uint32_t t, int32_t& col, int32_t& row, int32_t& batch) {
-    col = static_cast<int32_t>((t % tiles.count[0]) * tile_cols);
-    row = static_cast<int32_t>((t / tiles.count[0] % tiles.count[1]) * tile_rows);
-    batch = static_cast<int32_t>(t / (tiles.count[0] * tiles.count[1]));
+    constexpr uint32_t band = 1024;
+    const uint32_t per_batch = tiles.count[0] * tiles.count[1];
+    batch = static_cast<int32_t>(t / per_batch);
+    t %= per_batch;
+    const uint32_t first = t / tiles.count[0] / band * band, height = min(band, tiles.count[1] - first);
+    t -= first * tiles.count[0];
+    col = static_cast<int32_t>(t / height * tile_cols);
+    row = static_cast<int32_t>((first + t % height) * tile_rows);
   };
   auto load = [&](uint32_t stage, uint32_t g) {
     const uint32_t first = g * group, count = min(group, tiles.total - first);
@@ -119,16 +127,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) transpose_int4_8x8_transpos
     }
   };
 
+  const uint32_t first = blockIdx.x * 1, step = 1, end = min(groups, first + 1);
   if (threadIdx.x == 0) {
     for (uint32_t st = 0; st < stages; ++st) tma::mbarrier_init(&full[st], 1);
     tma::fence_mbarrier_init();
-    for (uint32_t st = 0; st < stages && blockIdx.x + st * gridDim.x < groups; ++st) load(st, blockIdx.x + st * gridDim.x);
+    for (uint32_t st = 0; st < stages && first + st * step < end; ++st) load(st, first + st * step);
   }
+  // The barriers are initialized before anyone waits on them. This barrier also keeps the block
+  // converged: without it, nvcc folded the prologue's loop test into the main loop's and left the
+  // whole loop inside thread 0's branch, so warp 0 reached bar.sync divergent (synccheck) and
+  // threads waited on barriers thread 0 had not initialized (torn tiles and hangs on an H200).
+  __syncthreads();
 
   tma::PhaseBits phases;
-  for (uint32_t it = 0; blockIdx.x + it * gridDim.x < groups; ++it) {
-    const uint32_t g = blockIdx.x + it * gridDim.x, stage = it % stages, buffer = it % 2;
-    if (threadIdx.x == 0) tma::wait_group_read<1>();  // the store that last used this output buffer has read it
+  for (uint32_t it = 0; first + it * step < end; ++it) {
+    const uint32_t g = first + it * step, stage = it % stages, buffer = it % 1;
+    if (threadIdx.x == 0) tma::wait_group_read<0>();  // the store that last used this output buffer has read it
     __syncthreads();
     phases.wait(full, stage);
     const uint32_t t = g * group + slot;
@@ -156,8 +170,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) transpose_int4_8x8_transpos
                       row * static_cast<int32_t>(per_unit), col / static_cast<int32_t>(per_unit));
       }
       tma::commit_group();
-      const uint32_t next = g + stages * gridDim.x;
-      if (next < groups) load(stage, next);
+      const uint32_t next = g + stages * step;
+      if (next < end) load(stage, next);
     }
   }
   if (threadIdx.x == 0) tma::wait_group<0>();
