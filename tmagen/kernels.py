@@ -22,10 +22,11 @@ from typing import Any, Protocol, Sequence
 from tmagen import runtime
 from tmagen.arrays import ArrayView, current_stream, describe, empty_view
 from tmagen.errors import ArgumentError, RuleError, SpecError
-from tmagen.launch import grid_size, map_arguments, output_shape, tiles
+from tmagen.launch import contiguous_strides, grid_size, map_arguments, output_shape, tiles
+from tmagen.plan import flat_copy_shape
 from tmagen.plan import KernelPlan
 from tmagen.rules import ENCODE_RULES, Violation, run_rules
-from tmagen.spec import MapSpec, Spec, check_spec, kernel_maps, kernel_plans, load_spec, parse_spec
+from tmagen.spec import CopyKernel, MapSpec, Spec, check_spec, kernel_maps, kernel_plans, load_spec, parse_spec
 from tmagen.tensor_maps import ArrayFieldNames, array_map_args, layout_problems
 
 _CACHE_LIMIT = 256  # launches kept per kernel: pointer and layout pairs seen lately
@@ -52,9 +53,13 @@ class Kind(Protocol):
         """Each tensor map of the kernel, in parameter order, with the array it covers and its name."""
         ...
 
+    def flat_shape(self, spec: Spec, inputs: Sequence[ArrayView], out: ArrayView) -> list[int] | None:
+        """The shape every map takes instead of its array's (contiguous), or None."""
+        ...
+
     def launch(self, spec: Spec, view: KernelPlan, maps: Sequence[runtime.TensorMap], inputs: Sequence[ArrayView],
-               multiprocessors: int) -> tuple[int, list[Any]]:
-        """The grid and the parameters after the maps."""
+               multiprocessors: int, shape: Sequence[int] | None = None) -> tuple[int, list[Any]]:
+        """The grid and the parameters after the maps (tiles over ``shape`` when given)."""
         ...
 
 
@@ -70,9 +75,18 @@ class TileKind:
         maps = {m.role: m for m in kernel_maps(spec)}
         return [(maps["src"], inputs[0], "x"), (maps["dst"], out, "out")]
 
+    def flat_shape(self, spec: Spec, inputs: Sequence[ArrayView], out: ArrayView) -> list[int] | None:
+        """The flat view a copy of contiguous arrays takes (`tmagen.plan.flat_copy_shape`), as the
+        generated C API does; None: the arrays' own shapes and strides."""
+        if not isinstance(spec.kernel, CopyKernel):
+            return None
+        x = inputs[0]
+        contiguous = all(tuple(a.strides) == tuple(contiguous_strides(a.shape)) for a in (x, out))
+        return flat_copy_shape(list(x.shape), kernel_maps(spec)[0].tensor.box, x.itemsize, contiguous)
+
     def launch(self, spec: Spec, view: KernelPlan, maps: Sequence[runtime.TensorMap], inputs: Sequence[ArrayView],
-               multiprocessors: int) -> tuple[int, list[Any]]:
-        tl = tiles(inputs[0].shape, kernel_maps(spec)[0].tensor.box)
+               multiprocessors: int, shape: Sequence[int] | None = None) -> tuple[int, list[Any]]:
+        tl = tiles(inputs[0].shape if shape is None else shape, kernel_maps(spec)[0].tensor.box)
         return grid_size(view, tl.total, multiprocessors), [tl]
 
 
@@ -257,10 +271,12 @@ class Kernel:
             device = runtime.pointer_device(inputs[0].ptr)
         loaded = self._loaded.get(device) or self._load(device, stream)
         maps = []
+        flat = self.kind.flat_shape(self.spec, inputs, out)
         with runtime.OnDevice(device):  # the driver encodes in a current context
             for m, a, _ in self.kind.bindings(self.spec, inputs, out):
-                maps.append(map_arguments(m, a.ptr, a.shape, a.strides).encode(into=runtime.TensorMap()))
-        grid, extra = self.kind.launch(self.spec, self.view, maps, inputs, loaded.multiprocessors)
+                shape, strides = (a.shape, a.strides) if flat is None else (flat, None)
+                maps.append(map_arguments(m, a.ptr, shape, strides).encode(into=runtime.TensorMap()))
+        grid, extra = self.kind.launch(self.spec, self.view, maps, inputs, loaded.multiprocessors, flat)
         addresses = [s.address for s in maps] + [ctypes.addressof(v) for v in extra]
         launch = Launch(device, grid, (ctypes.c_void_p * len(addresses))(*addresses), (maps, extra))
         with self._lock:

@@ -140,6 +140,7 @@ def context(spec: Spec, spec_file: str) -> dict[str, object]:
         "target": target, "arch_number": target.name.removeprefix("sm_"),
         "runs_on_hopper": target.runs_here,
         "smem_limit": target.smem_per_block_optin, "flat_row_align": plan.FLAT_COPY_ROW_ALIGN,
+        "flat_narrow_row": plan.FLAT_COPY_NARROW_ROW,
         "base_offset_from_address": BASE_OFFSET_FROM_ADDRESS,
         "wgmma_n": wgmma_n, "mma_ptx_type": mma_ptx_type,
         "is_inspect": isinstance(kernel, InspectKernel), "is_copy": isinstance(kernel, CopyKernel),

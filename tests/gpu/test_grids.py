@@ -41,7 +41,7 @@ def test_transpose_grids_and_walks(device, compiler, report) -> None:
         es = spec.tensors[0].dt.nbytes
         checker = Verifier(spec, cubin, device, seed=5)
         try:
-            for shape in ([64, 128], [3 * 64 + 16, 5 * 64 + 32 // es], [1000, 1008 // es * 4]):
+            for shape in ([64, 128], [3 * 64 + 16, 5 * 64 + 32 // es], [1008, 1008 // es * 4]):  # rows of 16-byte multiples both ways
                 outcomes.append(checker.transpose(shape=shape))
         finally:
             checker.close()
@@ -51,15 +51,15 @@ def test_transpose_grids_and_walks(device, compiler, report) -> None:
 
 
 def copy_spec(dtype: str, rank: int, per_block: int | None) -> dict:
-    box = [1] * (rank - 2) + [16, 128 // ES[dtype]]
+    box = [1] * (rank - 2) + [16, min(256, 512 // ES[dtype])]  # float32: 512-byte rows; uint8: 256, narrow
     return {"name": f"grid_c_{dtype}_r{rank}_t{per_block or 0}", "tensors": [{
         "name": "d", "dtype": dtype, "shape": [8] * (rank - 2) + [64, 128], "box": box, "swizzle": {"mode": "none"}}],
         "kernel": {"kind": "copy", "stages": 2, "tiles_per_block": per_block}}
 
 
 def test_copy_flat_view_and_grids(device, compiler, report) -> None:
-    """Odd-stride contiguous tensors go flat (rows of whole 16-byte chunks, not of 128 bytes);
-    strided ones and aligned ones do not; every byte lands where numpy says."""
+    """Odd-stride contiguous tensors go flat (rows of whole 16-byte chunks, not of 128 bytes), and
+    so do aligned ones under narrow boxes; strided ones never do; every byte lands where numpy says."""
     raw = [copy_spec(d, r, t) for d in ("float32", "uint8") for r in (2, 3) for t in (2, None, 5)]
     compiled = compiler(raw)
     outcomes = []
@@ -69,8 +69,10 @@ def test_copy_flat_view_and_grids(device, compiler, report) -> None:
         lead = [3] * (t.rank - 2)
         odd = lead + [304, 16 * 37 // es]  # rows of 592 bytes: not whole lines; 37 * 304 boxes' widths in all
         aligned = lead + [77, 128 * 3 // es]
-        assert flat_copy_shape(odd, t.box, es, True) == [1] * (t.rank - 2) + [3 ** (t.rank - 2) * 37 * 304 * 16 // 128, 128 // es]
-        assert flat_copy_shape(aligned, t.box, es, True) is None
+        flat = flat_copy_shape(odd, t.box, es, True)
+        assert flat is not None and (flat[-1] * es) % 128 == 0 and flat[-2] * flat[-1] == int(np.prod(odd))
+        narrow = t.box[-1] * es < 512  # narrow box rows go flat over aligned rows too
+        assert (flat_copy_shape(aligned, t.box, es, True) is not None) == narrow
         checker = Verifier(spec, cubin, device, seed=9)
         try:
             outcomes.append(checker.copy(shape=odd))
@@ -95,7 +97,7 @@ def test_c_api_copies_odd_rows_flat(device) -> None:
     lib = ctypes.CDLL(str(toolchain.compile_folder(spec, render(spec, "x.json")).shared_library))
     getattr(lib, f"{spec.name}_last_error").restype = ctypes.c_char_p
     shape = [304, 148]
-    assert flat_copy_shape(shape, spec.tensors[0].box, 4, True) == [304 * 148 // 32, 32]
+    assert flat_copy_shape(shape, spec.tensors[0].box, 4, True) == [304 * 148 // 64, 64]  # 128 halved once
     host = np.random.default_rng(3).integers(0, 256, size=304 * 148 * 4, dtype=np.uint8)
     with runtime.Buffer(host.nbytes + 256) as src, runtime.Buffer(host.nbytes + 256) as dst:
         src.upload(np.concatenate([host, np.zeros(256, np.uint8)]))
@@ -107,3 +109,16 @@ def test_c_api_copies_odd_rows_flat(device) -> None:
         out = dst.download()
     assert np.array_equal(out[: host.nbytes], host)
     assert np.all(out[host.nbytes:] == 0xA5)
+
+
+def test_python_path_copies_odd_rows_flat(device) -> None:
+    """tmagen.ops.copy takes the same flat view as the C API on odd-stride contiguous tensors."""
+    torch = pytest.importorskip("torch")
+    from tmagen import ops
+
+    x = torch.randint(0, 256, (3, 304, 592), dtype=torch.uint8, device="cuda")
+    y = torch.randn(304, 148, device="cuda")
+    for a in (x, y, y[:, :144]):  # the last one strided: not flat
+        out = ops.copy(a)
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.uint8) if a.dtype == torch.uint8 else out, a)
