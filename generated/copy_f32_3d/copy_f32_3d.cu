@@ -207,8 +207,8 @@ copy_f32_3d_tiles tiles_of(const cuuint64_t* dims, const uint32_t* box, int rank
 
 extern "C" copy_f32_3d_status copy_f32_3d_copy_launch(const void* src, void* dst, const uint64_t* shape, const int64_t* strides,
                                           void* stream) {
-  // A contiguous tensor goes as its flat bytes, in rows of the box's width (halved until it divides
-  // the tensor), when its rows are not whole 128-byte lines or, as here, the box's rows are narrow:
+  // A contiguous tensor goes as its flat bytes, in rows of the box's width when that divides it, when
+  // its rows are not whole 128-byte lines or, as here, the box's rows are narrow:
   // boxes then start on lines and hold contiguous bytes (tmagen.plan.flat_copy_shape says why).
   uint64_t flat[3];
   if (shape != nullptr) {
@@ -218,9 +218,9 @@ extern "C" copy_f32_3d_status copy_f32_3d_copy_launch(const void* src, void* dst
       contiguous = contiguous && (strides == nullptr || strides[d] == static_cast<int64_t>(total));
       total *= shape[d];
     }
-    uint64_t width = 32;
-    while (width * 4 >= 128 && (total % width != 0 || (width * 4) % 128 != 0)) width /= 2;
-    if (contiguous && total != 0 && width * 4 >= 128 && total / width < (uint64_t{1} << 32)) {
+    constexpr uint64_t width = 32;
+    if (contiguous && total != 0 && total % width == 0 && (width * 4) % 128 == 0 &&
+        total / width < (uint64_t{1} << 32)) {
       for (int d = 0; d < 1; ++d) flat[d] = 1;
       flat[1] = total / width;
       flat[2] = width;

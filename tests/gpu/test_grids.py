@@ -67,8 +67,8 @@ def test_copy_flat_view_and_grids(device, compiler, report) -> None:
         t = spec.tensors[0]
         es = t.dt.nbytes
         lead = [3] * (t.rank - 2)
-        odd = lead + [304, 16 * 37 // es]  # rows of 592 bytes: not whole lines; 37 * 304 boxes' widths in all
-        aligned = lead + [77, 128 * 3 // es]
+        odd = lead + [256, 16 * 37 // es]  # rows of 592 bytes: not whole lines; 37 x 256 x 16 bytes in all
+        aligned = lead + [64, 128 * 3 // es]
         flat = flat_copy_shape(odd, t.box, es, True)
         assert flat is not None and (flat[-1] * es) % 128 == 0 and flat[-2] * flat[-1] == int(np.prod(odd))
         narrow = t.box[-1] * es < 512  # narrow box rows go flat over aligned rows too
@@ -96,9 +96,9 @@ def test_c_api_copies_odd_rows_flat(device) -> None:
     spec = parse_spec(copy_spec("float32", 2, 2))
     lib = ctypes.CDLL(str(toolchain.compile_folder(spec, render(spec, "x.json")).shared_library))
     getattr(lib, f"{spec.name}_last_error").restype = ctypes.c_char_p
-    shape = [304, 148]
-    assert flat_copy_shape(shape, spec.tensors[0].box, 4, True) == [304 * 148 // 64, 64]  # 128 halved once
-    host = np.random.default_rng(3).integers(0, 256, size=304 * 148 * 4, dtype=np.uint8)
+    shape = [256, 148]  # rows of 592 bytes; 37888 floats in all: 296 rows of the box's 128
+    assert flat_copy_shape(shape, spec.tensors[0].box, 4, True) == [256 * 148 // 128, 128]
+    host = np.random.default_rng(3).integers(0, 256, size=256 * 148 * 4, dtype=np.uint8)
     with runtime.Buffer(host.nbytes + 256) as src, runtime.Buffer(host.nbytes + 256) as dst:
         src.upload(np.concatenate([host, np.zeros(256, np.uint8)]))
         dst.fill(0xA5)
