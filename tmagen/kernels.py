@@ -23,8 +23,7 @@ from tmagen import runtime
 from tmagen.arrays import ArrayView, current_stream, describe, empty_view
 from tmagen.errors import ArgumentError, RuleError, SpecError
 from tmagen.launch import contiguous_strides, grid_size, map_arguments, output_shape, tiles
-from tmagen.plan import flat_copy_shape
-from tmagen.plan import KernelPlan
+from tmagen.plan import KernelPlan, flat_copy_shape
 from tmagen.rules import ENCODE_RULES, Violation, run_rules
 from tmagen.spec import CopyKernel, MapSpec, Spec, check_spec, kernel_maps, kernel_plans, load_spec, parse_spec
 from tmagen.tensor_maps import ArrayFieldNames, array_map_args, layout_problems
