@@ -22,10 +22,10 @@ from typing import Any, Protocol, Sequence
 from tmagen import runtime
 from tmagen.arrays import ArrayView, current_stream, describe, empty_view
 from tmagen.errors import ArgumentError, RuleError, SpecError
-from tmagen.launch import contiguous_strides, grid_size, map_arguments, output_shape, tiles
-from tmagen.plan import KernelPlan, flat_copy_shape
+from tmagen.launch import flat_view, grid_size, map_arguments, output_shape, tiles
+from tmagen.plan import KernelPlan
 from tmagen.rules import ENCODE_RULES, Violation, run_rules
-from tmagen.spec import CopyKernel, MapSpec, Spec, check_spec, kernel_maps, kernel_plans, load_spec, parse_spec
+from tmagen.spec import MapSpec, Spec, check_spec, kernel_maps, kernel_plans, load_spec, parse_spec
 from tmagen.tensor_maps import ArrayFieldNames, array_map_args, layout_problems
 
 _CACHE_LIMIT = 256  # launches kept per kernel: pointer and layout pairs seen lately
@@ -77,11 +77,7 @@ class TileKind:
     def flat_shape(self, spec: Spec, inputs: Sequence[ArrayView], out: ArrayView) -> list[int] | None:
         """The flat view a copy of contiguous arrays takes (`tmagen.plan.flat_copy_shape`), as the
         generated C API does; None: the arrays' own shapes and strides."""
-        if not isinstance(spec.kernel, CopyKernel):
-            return None
-        x = inputs[0]
-        contiguous = all(tuple(a.strides) == tuple(contiguous_strides(a.shape)) for a in (x, out))
-        return flat_copy_shape(list(x.shape), kernel_maps(spec)[0].tensor.box, x.itemsize, contiguous)
+        return flat_view(spec, inputs[0].shape, inputs[0].strides, out.strides)
 
     def launch(self, spec: Spec, view: KernelPlan, maps: Sequence[runtime.TensorMap], inputs: Sequence[ArrayView],
                multiprocessors: int, shape: Sequence[int] | None = None) -> tuple[int, list[Any]]:

@@ -16,10 +16,10 @@ from typing import Sequence
 from tmagen import runtime
 from tmagen.enums import Interleave, L2Promotion, OobFill
 from tmagen.plan import KernelPlan, flat_copy_shape
-from tmagen.spec import MapSpec, Spec, TransposeKernel, kernel_maps
+from tmagen.spec import CopyKernel, MapSpec, Spec, TransposeKernel, kernel_maps
 
 __all__ = ["Tiles", "tiles", "MapArguments", "map_arguments", "encode",
-           "contiguous_strides", "output_shape", "grid_size", "launch_arguments"]
+           "contiguous_strides", "output_shape", "flat_view", "grid_size", "launch_arguments"]
 
 
 class Tiles(ctypes.Structure):
@@ -96,6 +96,17 @@ def output_shape(spec: Spec, shape: Sequence[int]) -> list[int]:
     return shape
 
 
+def flat_view(spec: Spec, shape: Sequence[int], *strides: Sequence[int] | None) -> list[int] | None:
+    """The flat view a copy of ``shape`` takes (`tmagen.plan.flat_copy_shape`) when every array's
+    ``strides`` (None: contiguous) are contiguous, as the generated C API decides; None for
+    transposes, and where the arrays keep their own shapes and strides."""
+    if not isinstance(spec.kernel, CopyKernel):
+        return None
+    contiguous = all(s is None or list(s) == contiguous_strides(shape) for s in strides)
+    t = kernel_maps(spec)[0].tensor
+    return flat_copy_shape(list(shape), t.box, t.dt.nbytes, contiguous)
+
+
 def grid_size(view: KernelPlan, total_tiles: int, multiprocessors: int) -> int:
     """Blocks of the grid: one per ``units_per_block`` stage units; for a persistent grid as many as
     are resident, at most one per stage unit."""
@@ -112,11 +123,9 @@ def launch_arguments(spec: Spec, view: KernelPlan, device: runtime.Device, src_p
     ``src_ptr`` into its output (`output_shape`) at ``dst_ptr``, each contiguous unless given strides."""
     maps = {m.role: m for m in kernel_maps(spec)}
     src = maps["src"]
-    if not isinstance(spec.kernel, TransposeKernel):
-        contiguous = all(s is None or list(s) == contiguous_strides(shape) for s in (src_strides, dst_strides))
-        flat = flat_copy_shape(list(shape), src.tensor.box, src.tensor.dt.nbytes, contiguous)
-        if flat is not None:
-            shape, src_strides, dst_strides = flat, None, None
+    flat = flat_view(spec, shape, src_strides, dst_strides)
+    if flat is not None:
+        shape, src_strides, dst_strides = flat, None, None
     tl = tiles(shape, src.tensor.box)
     params = [encode(src, src_ptr, shape, src_strides), encode(maps["dst"], dst_ptr, output_shape(spec, shape),
                                                                dst_strides), tl]
