@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tmagen.plan import resolve
+
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -72,7 +74,7 @@ def compiler() -> Any:
     def compile_all(raw: list[dict]) -> dict[str, tuple[Any, bytes]]:
         def one(data: dict) -> tuple[str, tuple[Any, bytes]]:
             spec = parse_spec(data)
-            result = toolchain.compile_folder(spec, render(spec, f"specs/{spec.name}.json"), tc, cubin_only=True)
+            result = toolchain.compile_folder(resolve(spec), render(resolve(spec), f"specs/{spec.name}.json"), tc, cubin_only=True)
             return spec.name, (spec, result.cubin.read_bytes())
 
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:

@@ -18,8 +18,8 @@ import numpy as np
 from tmagen.dtypes import BY_DRIVER
 from tmagen.enums import Interleave, Swizzle
 from tmagen.rules import check_encode_tiled
-from tmagen.verify import through_tma
 from tmagen.swizzle import PATTERNS
+from tmagen.verify import through_tma
 
 MEMORY: dict[int, np.ndarray] = {}  # device address -> bytes
 _NEXT = [1 << 24]

@@ -10,15 +10,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import REPO
+from test_codegen import IN_CI, _sweep_specs, _toolchain_or_skip
 
 from tmagen import toolchain, verify
 from tmagen.cli import main
 from tmagen.limits import TARGETS
+from tmagen.plan import resolve
 from tmagen.render import render
-from tmagen.spec import kernel_plans, parse_spec
-
-from conftest import REPO
-from test_codegen import IN_CI, _sweep_specs, _toolchain_or_skip
+from tmagen.spec import parse_spec
 
 # Written out here, not read from tmagen.dtypes: what a CUDA programmer expects each type to read as.
 CUDA_TYPES = {
@@ -45,7 +45,7 @@ def _size(dtype: str) -> int:
 
 def test_a_spec_without_a_kernel_renders_the_header_the_encode_api_and_cmake_only() -> None:
     spec = parse_spec(json.loads((REPO / "specs" / "maps_only_bf16_f32.json").read_text()))
-    files = render(spec, "specs/maps_only_bf16_f32.json")
+    files = render(resolve(spec), "specs/maps_only_bf16_f32.json")
     name = spec.name
     assert set(files) == {f"{name}.cuh", f"{name}.h", f"{name}.cu", "CMakeLists.txt", "manifest.json"}
     assert "_launch(" not in files[f"{name}.h"] and "__global__" not in "".join(files.values())
@@ -59,7 +59,7 @@ def test_a_spec_without_a_kernel_renders_the_header_the_encode_api_and_cmake_onl
 
 def test_the_header_includes_the_cuda_type_headers_it_needs_and_no_others() -> None:
     def includes(data: dict) -> set[str]:
-        header = render(parse_spec(data), "specs/x.json")[f"{data['name']}.cuh"]
+        header = render(resolve(parse_spec(data)), "specs/x.json")[f"{data['name']}.cuh"]
         return set(re.findall(r"#include <(cuda_\w+\.h)>", header))
 
     tensor = {"name": "t", "shape": [64, 64], "box": [8, 32]}
@@ -77,7 +77,7 @@ def test_accessors_give_each_element_its_cuda_type(tmp_path: Path, monkeypatch: 
     tc = _toolchain_or_skip()
     data = _every_type_spec()
     spec = parse_spec(data)
-    (tmp_path / "every_type.cuh").write_text(render(spec, "specs/every_type.json")["every_type.cuh"])
+    (tmp_path / "every_type.cuh").write_text(render(resolve(spec), "specs/every_type.json")["every_type.cuh"])
     checks = []
     for t in data["tensors"]:
         element, raw = (UINT8_AS[t["element_type"]], "uint8_t") if "element_type" in t else CUDA_TYPES[t["dtype"]]
@@ -112,7 +112,7 @@ def test_the_layout_part_of_a_header_with_cuda_types_compiles_as_plain_cpp(tmp_p
     if shutil.which("g++") is None:
         pytest.skip("no g++")
     spec = parse_spec(_every_type_spec())
-    (tmp_path / "every_type.cuh").write_text(render(spec, "specs/every_type.json")["every_type.cuh"])
+    (tmp_path / "every_type.cuh").write_text(render(resolve(spec), "specs/every_type.json")["every_type.cuh"])
     (tmp_path / "main.cpp").write_text('#include "every_type.cuh"\nint main() { return '
                                        'every_type::t_bfloat16_box::offset(0, 1, 0) == 32 ? 0 : 1; }\n')
     subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", "-o", str(tmp_path / "m"), str(tmp_path / "main.cpp")],
@@ -135,12 +135,12 @@ def _generated_texts() -> dict[str, str]:
         texts[str(path.relative_to(REPO))] = path.read_text()
     for data in _sweep_specs()[::7] + [_every_type_spec()]:  # every mode, width, element size and rank
         spec = parse_spec(data)
-        for rel, text in render(spec, f"specs/{spec.name}.json").items():
+        for rel, text in render(resolve(spec), f"specs/{spec.name}.json").items():
             texts[f"{spec.name}/{rel}"] = text
     for kind in ({"kind": "transpose"}, {"kind": "copy", "boxes_per_stage": 2}):
         spec = parse_spec({"name": "k", "tensors": [{"name": "m", "dtype": "float32", "shape": [64, 64],
                                                      "box": [32, 32], "swizzle": {"mode": "none"}}], "kernel": kind})
-        for rel, text in render(spec, "specs/k.json").items():
+        for rel, text in render(resolve(spec), "specs/k.json").items():
             texts[f"{kind['kind']}/{rel}"] = text
     return texts
 
@@ -155,7 +155,7 @@ def test_the_swizzle_span_assert_is_rendered_only_for_a_swizzle() -> None:
     def header(mode: str) -> str:
         spec = parse_spec({"name": "s", "tensors": [{"name": "t", "dtype": "float32", "shape": [64, 64],
                                                      "box": [8, 32], "swizzle": {"mode": mode}}]})
-        return render(spec, "specs/s.json")["s.cuh"]
+        return render(resolve(spec), "specs/s.json")["s.cuh"]
 
     assert 'static_assert(row_bytes <= 128, "a swizzled row fits the 128-byte swizzle span");' in header("128B")
     assert "swizzle span" not in header("none")
@@ -184,15 +184,16 @@ def test_verify_proves_the_maps_of_a_spec_without_a_kernel_through_an_inspect_ke
     the same boxes; a spec with a kernel is verified as it is."""
     data = json.loads((REPO / "specs" / "maps_only_bf16_f32.json").read_text())
     spec = parse_spec(data)
-    files = render(spec, "specs/maps_only_bf16_f32.json")
-    proved, proof_files = verify.proof(spec, files, "specs/maps_only_bf16_f32.json")
-    assert proved.kernel is not None and proved.kernel.kind == "inspect" and proved.tensors == spec.tensors
-    assert [k.symbol for k in kernel_plans(proved)] == ["maps_only_bf16_f32_inspect_x", "maps_only_bf16_f32_inspect_w"]
+    files = render(resolve(spec), "specs/maps_only_bf16_f32.json")
+    proved, proof_files = verify.proof(resolve(spec), files, "specs/maps_only_bf16_f32.json")
+    assert proved.kind_name == "inspect" and proved.spec.tensors == spec.tensors
+    assert [k.symbol for k in proved.kernels] == ["maps_only_bf16_f32_inspect_x", "maps_only_bf16_f32_inspect_w"]
     assert "maps_only_bf16_f32_kernels.cuh" in proof_files and "maps_only_bf16_f32_kernels.cuh" not in files
     assert proof_files["maps_only_bf16_f32.cuh"] == files["maps_only_bf16_f32.cuh"]  # the same layouts
     copy = parse_spec(json.loads((REPO / "specs" / "copy_f32_3d.json").read_text()))
-    copy_files = render(copy, "specs/copy_f32_3d.json")
-    assert verify.proof(copy, copy_files, "specs/copy_f32_3d.json") == (copy, copy_files)
+    copy_files = render(resolve(copy), "specs/copy_f32_3d.json")
+    copy_plan = resolve(copy)
+    assert verify.proof(copy_plan, copy_files, "specs/copy_f32_3d.json") == (copy_plan, copy_files)
 
 
 def test_the_inspect_kernels_that_verify_runs_for_a_kernel_less_spec_load_with_tma(
@@ -200,11 +201,11 @@ def test_the_inspect_kernels_that_verify_runs_for_a_kernel_less_spec_load_with_t
     tc = _toolchain_or_skip()
     monkeypatch.setenv("TMAGEN_CACHE", str(tmp_path / "cache"))
     spec = parse_spec(json.loads((REPO / "specs" / "maps_only_bf16_f32.json").read_text()))
-    files = render(spec, "specs/maps_only_bf16_f32.json")
-    proved, proof_files = verify.proof(spec, files, "specs/maps_only_bf16_f32.json")
+    files = render(resolve(spec), "specs/maps_only_bf16_f32.json")
+    proved, proof_files = verify.proof(resolve(spec), files, "specs/maps_only_bf16_f32.json")
     result = toolchain.compile_folder(proved, proof_files, tc, cubin_only=True)
     if IN_CI:
         assert result.sass is not None
     if result.sass is not None:
         assert toolchain.sass_violations(proved, result) == []
-        assert all("UTMALDG" in result.sass[k.symbol] for k in kernel_plans(proved))
+        assert all("UTMALDG" in result.sass[k.symbol] for k in proved.kernels)

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-
 from bad_input import NULLABLE, BadCase, cases, prepare, problems, run
 from conftest import REPO, pythonpath_with_repo
+
 from tmagen.spec import schema
 
 SEED = int(os.environ.get("TMAGEN_BAD_INPUT_SEED", "20261122"))

@@ -7,11 +7,11 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from conftest import REPO
 
 from tmagen import bench, bench_report
 from tmagen.cli import main
-
-from conftest import REPO
+from tmagen.plan import load as load_plan
 
 RESULTS = sorted((REPO / "benchmarks" / "results").glob("*.json"))
 
@@ -373,9 +373,8 @@ def _run_module():
 
 def test_suite_plan_covers_every_spec_shape_and_matmul() -> None:
     run = _run_module()
-    from tmagen.spec import load_checked_spec
-
-    specs = [load_checked_spec(p) for p in sorted((REPO / "benchmarks" / "specs").glob("*.json"))]
+    
+    specs = [load_plan(p).spec for p in sorted((REPO / "benchmarks" / "specs").glob("*.json"))]
     cases = run.plan(specs, set(run.GROUPS))
     transposes = [c for c in cases if c.group == "transpose"]
     assert {c.shape_kind for c in transposes} == {"square", "ragged", "odd strides"}
@@ -413,9 +412,8 @@ def test_report_of_a_partial_run_with_a_case_that_failed_whole() -> None:
 
 def test_suite_plan_of_chosen_specs() -> None:
     run = _run_module()
-    from tmagen.spec import load_checked_spec
-
-    specs = [load_checked_spec(REPO / "benchmarks" / "specs" / "bench_copy_uint8.json")]
+    
+    specs = [load_plan(REPO / "benchmarks" / "specs" / "bench_copy_uint8.json").spec]
     cases = run.plan(specs, set(run.GROUPS))
     assert [(c.group, c.shape_kind) for c in cases if c.group != "matmul"] == [
         ("copy", "full"), ("copy", "ragged"), ("copy", "odd strides")]  # no sweep spec among them

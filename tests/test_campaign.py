@@ -14,11 +14,20 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from tmagen import toolchain
-from tmagen.campaign import (Batch, Campaign, Settings, _selected_runs, blame, compile_batch, kernels_of,
-                             sanitizer_summary, write_sources)
+from tmagen.campaign import (
+    Batch,
+    Campaign,
+    Settings,
+    _selected_runs,
+    blame,
+    compile_batch,
+    kernels_of,
+    sanitizer_summary,
+    write_sources,
+)
 from tmagen.cli import main
 from tmagen.fuzz import KINDS, draw_case
 from tmagen.reliability import markdown_report

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, pythonpath_with_repo
 
 from tmagen import __version__
 from tmagen.cli import main
 from tmagen.rules import RULES
 
-from conftest import REPO, pythonpath_with_repo
 EXAMPLES = sorted((REPO / "specs").glob("*.json"))
 
 VALID_FLAGS = ["--dtype", "FLOAT32", "--rank", "2", "--global-address", "0x7f0000000000",

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO, pythonpath_with_repo
 
 from tmagen import build, toolchain
 from tmagen.cli import main
+from tmagen.plan import resolve
 from tmagen.render import render
-from tmagen.spec import kernel_plans, parse_spec
+from tmagen.spec import parse_spec
 from tmagen.swizzle import smem_offsets
-
-from conftest import REPO, pythonpath_with_repo
 
 SPECS = sorted((REPO / "specs").glob("*.json"))
 IN_CI = os.environ.get("CI") == "true"
@@ -87,7 +87,7 @@ def test_a_failed_write_leaves_the_previous_output_whole(tmp_path: Path, in_repo
     rendered = build.render_spec_file("specs/copy_f32_3d.json")
     folder = build.write(rendered, tmp_path)
     before = {p.name: p.read_text() for p in folder.iterdir()}
-    broken = build.Rendered(rendered.spec, rendered.spec_file, {**rendered.files, "z_last.txt": "x"})
+    broken = build.Rendered(rendered.plan, rendered.spec_file, {**rendered.files, "z_last.txt": "x"})
     real_open = open
 
     def failing_open(path, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -150,7 +150,7 @@ def test_generated_swizzle_header_agrees_with_the_model_on_the_host(tmp_path: Pa
     program = ["#include <cstdio>"]
     calls = []
     for spec in specs:
-        header = render(spec, f"specs/{spec.name}.json")[f"{spec.name}.cuh"]
+        header = render(resolve(spec), f"specs/{spec.name}.json")[f"{spec.name}.cuh"]
         (tmp_path / f"{spec.name}.cuh").write_text(header)
         program.append(f'#include "{spec.name}.cuh"')
         t = spec.tensors[0]
@@ -193,22 +193,22 @@ def test_every_spec_compiles_for_its_target(spec_path: Path, tmp_path: Path, mon
     monkeypatch.setenv("TMAGEN_CACHE", str(tmp_path / "cache"))
     rendered = build.render_spec_file(_rel(spec_path))
     spec = rendered.spec
-    result = toolchain.compile_folder(spec, rendered.files, tc)
+    result = toolchain.compile_folder(resolve(spec), rendered.files, tc)
     assert result.cubin.stat().st_size > 0 and result.shared_library.stat().st_size > 0
     ptx = result.ptx.read_text()
     assert f".target {spec.target}" in ptx
     assert ("cp.async.bulk.tensor" in ptx) == (spec.kernel is not None)  # no kernel, no copies to emit
-    assert {k.name for k in result.kernels} == {k.symbol for k in kernel_plans(spec)}
-    assert toolchain.spill_violations(spec, result) == []
+    assert {k.name for k in result.kernels} == {k.symbol for k in resolve(spec).kernels}
+    assert toolchain.spill_violations(resolve(spec), result) == []
     if IN_CI:
         assert result.sass is not None, "CI installs cuobjdump with the toolchain extra"
     if result.sass is not None:
-        assert set(result.sass) == {k.symbol for k in kernel_plans(spec)}
-        for k in kernel_plans(spec):
+        assert set(result.sass) == {k.symbol for k in resolve(spec).kernels}
+        for k in resolve(spec).kernels:
             assert {"UTMALDG", "UTMASTG"} & set(result.sass[k.symbol]) == \
                 ({"UTMALDG"} if spec.kernel.kind == "inspect" else {"UTMALDG", "UTMASTG"})
-        assert toolchain.sass_violations(spec, result) == []
-    again = toolchain.compile_folder(spec, rendered.files, tc)
+        assert toolchain.sass_violations(resolve(spec), result) == []
+    again = toolchain.compile_folder(resolve(spec), rendered.files, tc)
     assert again.cached and again.cubin == result.cubin and again.sass == result.sass
 
 
@@ -268,13 +268,12 @@ def test_transpose_plan_moves_every_unit_once(dtype: str, unit: int, box: list[i
     """Runs the kernel's algorithm in numpy: TMA's placement of a src tile (the model), each thread's
     k 16-byte reads, the register transpose, its k 16-byte writes, and TMA's reading of the dst tile
     back: the result must be the transposed tile, every unit written once."""
-    from tmagen.spec import transpose_plan
     from tmagen.swizzle import BoxLayout, pattern
 
     spec = parse_spec({"name": "t", "tensors": [{"name": "m", "dtype": dtype, "shape": [b * 2 for b in box],
                                                  "box": box, "swizzle": {"mode": swizzle}}],
                        "kernel": {"kind": "transpose", "unit_bytes": unit}})
-    plan = transpose_plan(spec)
+    plan = resolve(spec).kernel.detail
     es = spec.tensors[0].dt.nbytes
     rows, units = box[0], box[1] * es // unit
     tile = np.random.default_rng(0).integers(0, 256, size=(rows, units, unit), dtype=np.uint8)

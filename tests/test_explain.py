@@ -7,15 +7,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from tmagen import banks, docs
 from tmagen.cli import main
 from tmagen.explain import PALETTE, chunk_cells, explain_spec, layout_png, layout_svg
+from tmagen.plan import load as load_plan
+from tmagen.plan import resolve
 from tmagen.render import render
-from tmagen.spec import load_checked_spec
 from tmagen.swizzle import smem_offsets
-
-from conftest import REPO
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -53,9 +53,9 @@ def test_seed_transpose_column_read() -> None:
 
 # ----------------------------------------------------------------------------- text
 def test_explain_text_passes_what_the_host_code_passes() -> None:
-    spec = load_checked_spec(REPO / "specs" / "inspect_bf16_offset384.json")
+    spec = load_plan(REPO / "specs" / "inspect_bf16_offset384.json").spec
     text = explain_spec(spec)
-    host = render(spec, "specs/inspect_bf16_offset384.json")["inspect_bf16_offset384.cu"]
+    host = render(resolve(spec), "specs/inspect_bf16_offset384.json")["inspect_bf16_offset384.cu"]
     box = re.search(r"const cuuint32_t box\[2\] = \{(.*?)\}", host).group(1)
     assert f"boxDim = {{{box}}}" in text
     assert "globalDim = {200, 64}" in text and "globalStrides = {400}" in text

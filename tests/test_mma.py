@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tmagen import mma, plan
-from tmagen.errors import SpecError
-from tmagen.render import render
-from tmagen.spec import check_spec, kernel_maps, kernel_plans, operand_tile, parse_spec
-
 from conftest import HW_DATA, REPO
+
+from tmagen import mma
+from tmagen.kinds.matmul import plan as matmul_plan
+from tmagen.errors import SpecError
+from tmagen.errors import RuleError
+from tmagen.plan import check, resolve
+from tmagen.render import render
+from tmagen.spec import parse_spec
 
 sys.path.insert(0, str(REPO / "tests" / "gpu"))
 import wgmma_probe  # noqa: E402  (the GPU probe's spec generator, pure Python)
@@ -35,7 +37,7 @@ def test_fields_encode_and_decode() -> None:
 
 def _tile(combo: wgmma_probe.Combo, role: str) -> mma.OperandTile:
     spec = parse_spec(wgmma_probe.spec_for(combo))
-    tile = operand_tile({m.role: m for m in kernel_maps(spec)}[role])
+    tile = resolve(spec).map(role).operand
     assert tile is not None
     return tile
 
@@ -96,14 +98,14 @@ def test_generated_descriptors_agree_with_the_model_on_the_host(tmp_path: Path) 
     points = [(0, 0), (0, 16), (8, 48), (64, 64), (0, 112)]
     for c in combos:
         spec = parse_spec(wgmma_probe.spec_for(c))
-        (tmp_path / f"{c.name}.cuh").write_text(render(spec, f"{c.name}.json")[f"{c.name}.cuh"])
+        (tmp_path / f"{c.name}.cuh").write_text(render(resolve(spec), f"{c.name}.json")[f"{c.name}.cuh"])
         program.append(f'#include "{c.name}.cuh"')
     program.append("int main() {")
     for c in combos:
         spec = parse_spec(wgmma_probe.spec_for(c))
-        maps = {m.role: m for m in kernel_maps(spec)}
+        maps = {m.role: m for m in resolve(spec).maps}
         for role in ("a", "b"):
-            tile = operand_tile(maps[role])
+            tile = maps[role].operand
             assert tile is not None
             for mn, k in points:
                 if mn >= tile.mn:
@@ -138,9 +140,9 @@ def _with(**changes: object) -> dict:
 
 def test_the_example_matmul_plans_its_stages_and_registers() -> None:
     spec = parse_spec(SPEC)
-    assert check_spec(spec) == []
-    (k,) = kernel_plans(spec)
-    p = k.matmul
+    assert check(spec) == []
+    (k,) = resolve(spec).kernels
+    p = k.detail
     assert p is not None and k.threads == 384
     assert p.a_stage_bytes == 128 * 128 and p.b_stage_bytes == 256 * 128
     assert p.accumulators == 128 and p.consumer_registers == 168 and p.setmaxnreg_consumers == 224 and p.m_blocks == 1
@@ -163,8 +165,8 @@ def test_the_example_matmul_plans_its_stages_and_registers() -> None:
     ({"tensors__0__mma": {"operand": "a"}}, ("tensors[0].mma", "remove it")),
 ])
 def test_matmul_spec_errors_name_the_field_and_the_fix(changes: dict, fragments: tuple) -> None:
-    with pytest.raises(SpecError) as err:
-        parse_spec(_with(**changes))
+    with pytest.raises(RuleError) as err:
+        resolve(parse_spec(_with(**changes)))
     text = str(err.value)
     for fragment in fragments:
         assert fragment in text, text
@@ -172,19 +174,19 @@ def test_matmul_spec_errors_name_the_field_and_the_fix(changes: dict, fragments:
 
 def test_matmul_stages_beyond_shared_memory_break_the_kernel_rule() -> None:
     spec = parse_spec(_with(kernel__stages=5))
-    assert {v.rule for v in check_spec(spec)} == {"kernel-fits-shared-memory"}
+    assert {v.rule for v in check(spec)} == {"kernel-fits-shared-memory"}
 
 
 def test_mn_major_b_takes_atoms_along_n() -> None:
     spec = parse_spec(_with(kernel__b_major="mn", tensors__1__box=[64, 64], tensors__1__shape=[520, 1000]))
-    assert check_spec(spec) == []
-    b = operand_tile({m.role: m for m in kernel_maps(spec)}["b"])
+    assert check(spec) == []
+    b = resolve(spec).map("b").operand
     assert b is not None and b.major == "mn" and b.mn_boxes == 4 and b.lbo == b.stride == 8192
-    header = render(spec, "x.json")[f"{spec.name}.cuh"]
+    header = render(resolve(spec), "x.json")[f"{spec.name}.cuh"]
     assert "mma_m64n256k16" in header and "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in header
 
 
 def test_register_budget_follows_setmaxnreg() -> None:
-    assert [plan.setmaxnreg_consumers(c) for c in (1, 2, 3, 4)] == [240, 224, 152, 112]
+    assert [matmul_plan.setmaxnreg_consumers(c) for c in (1, 2, 3, 4)] == [240, 224, 152, 112]
     # ptxas compiles the whole block within its launch bounds: 65536 / threads
-    assert [plan.consumer_registers(c) for c in (1, 2, 3, 4)] == [240, 168, 128, 96]
+    assert [matmul_plan.consumer_registers(c) for c in (1, 2, 3, 4)] == [240, 168, 128, 96]

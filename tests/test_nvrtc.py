@@ -13,12 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, pythonpath_with_repo
 
 from tmagen import nvrtc
-from tmagen.spec import kernel_plans
-from tmagen.spec import load_checked_spec
-
-from conftest import REPO, pythonpath_with_repo
+from tmagen.plan import load as load_plan
+from tmagen.plan import resolve
 
 IN_CI = os.environ.get("CI") == "true"
 HOPPER_SPECS = [p for p in sorted((REPO / "specs").glob("*.json"))
@@ -67,17 +66,17 @@ def test_every_example_compiles_with_nvrtc_to_a_cubin_with_its_kernels(
         spec_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     compiler = _nvrtc_or_skip()
     monkeypatch.setenv("TMAGEN_CACHE", str(tmp_path))
-    spec = load_checked_spec(spec_path)
-    result = nvrtc.compile_spec(spec)
+    spec = load_plan(spec_path).spec
+    result = nvrtc.compile_plan(resolve(spec))
     assert not result.cached and result.data[:4] == b"\x7fELF" and result.compiler == compiler.name
-    for view in kernel_plans(spec):  # a code section per kernel, under its extern "C" name
+    for view in resolve(spec).kernels:  # a code section per kernel, under its extern "C" name
         assert f".text.{view.symbol}\0".encode() in result.data, view.symbol
-    again = nvrtc.compile_spec(spec)
+    again = nvrtc.compile_plan(resolve(spec))
     assert again.cached and again.data == result.data and again.cache_file == result.cache_file
     if spec.kernel is None:
         return  # a header of maps only: it compiled, and has no kernel to look into
     # the tensor-map parameter as cuda.h of the compiling release declares CUtensorMap
-    ptx = nvrtc.compile_spec(spec, kind="ptx").data.decode()
+    ptx = nvrtc.compile_plan(resolve(spec), kind="ptx").data.decode()
     align = 128 if compiler.version[0] >= 13 else 64
     assert re.search(rf"\.param \.align {align} \.b8 {spec.name}_\w+_param_0\[128\]", ptx)
 
@@ -98,10 +97,10 @@ def test_hopper_examples_compile_with_nvrtc_12_9_and_ptxas_12_9(tmp_path: Path) 
             pytest.fail("CI installs the cuda12 extra (nvidia-cuda-nvrtc-cu12, nvidia-cuda-nvcc-cu12): not found")
         pytest.skip("no NVRTC 12 and ptxas 12 wheels (pip install -e '.[cuda12]')")
     lib, ptxas = tools
-    code = ("import sys; from tmagen import nvrtc; from tmagen.spec import load_checked_spec\n"
+    code = ("import sys; from tmagen import nvrtc; from tmagen.plan import load as load_plan\n"
             "print(nvrtc.bind().name)\n"
             "for p in sys.argv[1:]:\n"
-            "    print(nvrtc.compile_spec(load_checked_spec(p), kind='ptx').cache_file)\n")
+            "    print(nvrtc.compile_plan(load_plan(p), kind='ptx').cache_file)\n")
     env = {**os.environ, "TMAGEN_NVRTC": str(lib), "TMAGEN_CACHE": str(tmp_path / "cache"),
            "PYTHONPATH": pythonpath_with_repo()}
     run = subprocess.run([sys.executable, "-c", code, *map(str, HOPPER_SPECS)], capture_output=True, text=True,
@@ -111,11 +110,11 @@ def test_hopper_examples_compile_with_nvrtc_12_9_and_ptxas_12_9(tmp_path: Path) 
     assert compiler == "NVRTC 12.9", run.stdout
     assert len(ptx_files) == len(HOPPER_SPECS) >= 6
     for spec_path, ptx in zip(HOPPER_SPECS, ptx_files):
-        spec = load_checked_spec(spec_path)
+        spec = load_plan(spec_path).spec
         assert ".version 8.8" in Path(ptx).read_text()  # PTX ISA 8.8: CUDA 12.9
         cubin = tmp_path / f"{spec.name}.cubin"
         assembled = subprocess.run([str(ptxas), "-arch=sm_90a", ptx, "-o", str(cubin)], capture_output=True, text=True)
         assert assembled.returncode == 0, assembled.stderr
         data = cubin.read_bytes()
-        for view in kernel_plans(spec):
+        for view in resolve(spec).kernels:
             assert f".text.{view.symbol}\0".encode() in data, view.symbol

@@ -12,15 +12,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 import tmagen
 from tmagen import arrays, nvrtc, ops, runtime
 from tmagen.errors import ArgumentError, RuleError, SpecError, TmagenError
 from tmagen.kernels import Kernel
-from tmagen.spec import kernel_plans
+from tmagen.plan import load as load_plan
+from tmagen.plan import resolve
 from tmagen.rules import check_encode_tiled
-
-from conftest import REPO
 
 IN_CI = os.environ.get("CI") == "true"
 HAVE_GPU = runtime.no_gpu_reason() is None
@@ -150,10 +150,9 @@ def test_checked_map_bytes_and_cuda_bindings_object() -> None:
     import ctypes
 
     ctypes.memmove(storage.address, raw, 128)
-    from tmagen.launch import MapArguments
     from tmagen.tensor_maps import CheckedTensorMap
 
-    m = CheckedTensorMap(None, MapArguments(7, 1, 0, (64,), (), (32,), (1,), 0, 0, 0, 0), storage)
+    m = CheckedTensorMap(None, None, storage)  # type: ignore[arg-type]  # the bytes alone
     assert m.bytes == raw
     assert bytes(m.as_numpy().tobytes()) == raw and m.as_numpy().dtype.itemsize == 128
     cu = m.cu_tensor_map
@@ -166,13 +165,12 @@ TRANSPOSE = {"name": "t_f32", "tensors": [{"name": "m", "dtype": "float32", "sha
 
 
 def test_load_takes_a_path_a_dict_or_a_spec() -> None:
-    from tmagen.spec import load_checked_spec
-
+    
     path = REPO / "specs" / "copy_f32_3d.json"
-    for spec in (path, str(path), json.loads(path.read_text()), load_checked_spec(path)):
+    for spec in (path, str(path), json.loads(path.read_text()), load_plan(path).spec):
         k = tmagen.load(spec)
         assert isinstance(k, Kernel) and k.spec.name == "copy_f32_3d" and k.view.symbol == "copy_f32_3d_copy"
-    with pytest.raises(SpecError, match="tmagen.load runs the kinds copy, transpose"):
+    with pytest.raises(SpecError, match="tmagen.load runs copy, transpose and matmul kernels"):
         tmagen.load(REPO / "specs" / "nhwc_64b_fp16.json")
     with pytest.raises(RuleError, match="box-inner-within-swizzle-span"):
         tmagen.load({**TRANSPOSE, "tensors": [{**TRANSPOSE["tensors"][0], "swizzle": {"mode": "64B"}}]})
@@ -184,7 +182,7 @@ def test_a_loaded_kernel_checks_its_arrays_with_the_spec_s_names() -> None:
     k = tmagen.load(TRANSPOSE)
     with pytest.raises(ArgumentError) as info:
         k(FakeCuda((64, 64), "<f2"), out=FakeCuda((64, 64), "<f2"))
-    assert _fields(info) == [("array-dtype", "x.dtype")] and "moves float32" in str(info.value)
+    assert _fields(info) == [("array-dtype", "x.dtype")] and "takes float32" in str(info.value)
     with pytest.raises(ArgumentError) as info:
         k(FakeCuda((4, 64, 64)))
     assert _fields(info) == [("array-rank", "x.ndim")]
@@ -257,12 +255,12 @@ def test_every_ops_kernel_passes_the_rules_and_compiles(kind: str, dtype: str, r
     k = ops.kernel(kind, dtype, rank)  # raises RuleError for a spec that breaks a rule
     assert k.spec.tensors[0].rank == rank and k.spec.kernel.kind == kind
     try:
-        compiled = nvrtc.compile_spec(k.spec)
+        compiled = nvrtc.compile_plan(resolve(k.spec))
     except nvrtc.NvrtcError as exc:
         if IN_CI:
             raise
         pytest.skip(f"no NVRTC: {exc}")
-    assert f".text.{kernel_plans(k.spec)[0].symbol}\0".encode() in compiled.data
+    assert f".text.{resolve(k.spec).kernels[0].symbol}\0".encode() in compiled.data
 
 
 def test_ops_refuse_what_no_kernel_moves() -> None:

@@ -9,11 +9,12 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from tmagen import toolchain
+from tmagen.plan import check, resolve
 from tmagen.render import render
-from tmagen.spec import check_spec, parse_spec
+from tmagen.spec import parse_spec
 
 FOLDER = REPO / "tests" / "data" / "reliability"
 CASES = sorted(FOLDER.glob("*.case.json"))
@@ -44,7 +45,7 @@ def test_every_finding_has_its_spec_beside_it() -> None:
 @pytest.mark.parametrize("path", [_param(p) for p in CASES])
 def test_finding_is_refused_or_builds(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = parse_spec(json.loads(path.read_text())["spec"])
-    if check_spec(spec):
+    if check(spec):
         return  # fixed by a rule: tmagen refuses it now, with a message
     try:
         tc = toolchain.find_toolchain()
@@ -53,5 +54,5 @@ def test_finding_is_refused_or_builds(path: Path, tmp_path: Path, monkeypatch: p
             raise
         pytest.skip(f"no CUDA compiler: {exc}")
     monkeypatch.setenv("TMAGEN_CACHE", str(tmp_path))
-    result = toolchain.compile_folder(spec, render(spec, f"{spec.name}.json"), tc, cubin_only=True)
-    assert toolchain.spill_violations(spec, result) == []
+    result = toolchain.compile_folder(resolve(spec), render(resolve(spec), f"{spec.name}.json"), tc, cubin_only=True)
+    assert toolchain.spill_violations(resolve(spec), result) == []

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import pytest
 
 from tmagen.enums import Swizzle
+from tmagen.plan import check
 from tmagen.rules import RULES, Violation, check_encode_tiled
-from tmagen.spec import check_spec, parse_spec
+from tmagen.spec import parse_spec
 
 ADDR = 0x7F0000000000  # 4096-aligned, so every alignment rule passes
 
@@ -393,7 +394,7 @@ CASES = [
 def _run(case: Case) -> list[Violation]:
     if case.via == "driver":
         return check_encode_tiled(**case.args)
-    return check_spec(build_spec(case.args))
+    return check(build_spec(case.args))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.rule}:{'bad' if c.breaks else 'ok'}:{c.id}" for c in CASES])

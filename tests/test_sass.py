@@ -8,12 +8,12 @@ import typing
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from tmagen import toolchain
 from tmagen.cli import main
-from tmagen.spec import Kernel, kernel_plans, parse_spec
-
-from conftest import REPO
+from tmagen.plan import resolve
+from tmagen.spec import Kernel, parse_spec
 
 SASS = """
 	code for sm_90a
@@ -39,8 +39,11 @@ def test_every_kernel_kind_has_its_expected_instructions() -> None:
     """A new kind (matmul, with HGMMA) cannot be added without saying what its SASS must hold."""
     kinds = {typing.get_args(t.model_fields["kind"].annotation)[0]
              for t in typing.get_args(typing.get_args(Kernel)[0])}
-    assert set(toolchain.EXPECTED_SASS) == kinds
-    assert all(ops and ops[0] == "UTMALDG" for ops in toolchain.EXPECTED_SASS.values())  # every kind loads by TMA
+    from tmagen import kinds as registry
+
+    expected = {k.name: k.sass for k in registry.all_kinds()}
+    assert set(expected) == kinds
+    assert all(ops and ops[0] == "UTMALDG" for ops in expected.values())  # every kind loads by TMA
 
 
 def _copy_spec():
@@ -54,18 +57,18 @@ def _result(sass: dict[str, list[str]] | None) -> toolchain.CompileResult:
 
 def test_a_kernel_whose_sass_lacks_an_expected_instruction_is_named() -> None:
     spec = _copy_spec()
-    symbol = kernel_plans(spec)[0].symbol
-    assert toolchain.sass_violations(spec, _result({symbol: ["UTMALDG", "UTMASTG", "EXIT"]})) == []
-    problems = toolchain.sass_violations(spec, _result({symbol: ["UTMALDG", "LDG", "STG"]}))
+    symbol = resolve(spec).kernels[0].symbol
+    assert toolchain.sass_violations(resolve(spec), _result({symbol: ["UTMALDG", "UTMASTG", "EXIT"]})) == []
+    problems = toolchain.sass_violations(resolve(spec), _result({symbol: ["UTMALDG", "LDG", "STG"]}))
     assert len(problems) == 1 and problems[0].startswith(f"{symbol}: its SASS has no UTMASTG")
-    assert toolchain.sass_violations(spec, _result({})) == [f"{symbol}: not in the cubin's SASS"]
-    assert toolchain.sass_violations(spec, _result(None)) == []  # no cuobjdump: said by the CLI, not a failure
+    assert toolchain.sass_violations(resolve(spec), _result({})) == [f"{symbol}: not in the cubin's SASS"]
+    assert toolchain.sass_violations(resolve(spec), _result(None)) == []  # no cuobjdump: said by the CLI, not a failure
 
 
 def test_build_compile_fails_when_the_sass_lacks_an_instruction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(REPO)
-    symbol = kernel_plans(_copy_spec())[0].symbol
+    symbol = resolve(_copy_spec()).kernels[0].symbol
     monkeypatch.setattr(toolchain, "compile_folder", lambda spec, files: _result({symbol: ["UTMALDG", "STG"]}))
     assert main(["build", "--compile", "--out", str(tmp_path), "specs/copy_f32_3d.json"]) == 1
     captured = capsys.readouterr()

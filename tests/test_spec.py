@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tmagen.errors import SpecError
+from tmagen.plan import check, resolve
 from tmagen.rules import RULES
-from tmagen.spec import (SpecFieldNames, check_spec, kernel_maps, kernel_plans, load_spec, parse_spec, schema,
-                         tensor_map_args)
+from tmagen.spec import SpecFieldNames, load_spec, parse_spec, schema, tensor_map_args
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "specs").glob("*.json"))
@@ -52,11 +52,11 @@ def test_there_are_example_specs() -> None:
 def test_example_spec_loads_and_passes_every_rule(path: Path) -> None:
     spec = load_spec(path)
     assert spec.name == path.stem  # the file is named after the spec
-    assert check_spec(spec) == []
+    assert check(spec) == []
 
 
 def test_base_spec_is_valid() -> None:
-    assert check_spec(parse_spec(make())) == []
+    assert check(parse_spec(make())) == []
 
 
 # ----------------------------------------------------------------------------- form errors
@@ -162,7 +162,7 @@ def test_innermost_stride_must_be_1() -> None:
 def test_strides_with_innermost_1_are_accepted_and_converted_to_bytes() -> None:
     spec = parse_spec(make(t_strides=[80, 1]))  # rows padded to 80 floats = 320 bytes
     assert spec.tensors[0].driver_strides() == (320,)
-    assert check_spec(spec) == []
+    assert check(spec) == []
 
 
 def test_innermost_stride_error_uses_dotted_path() -> None:
@@ -187,7 +187,7 @@ def test_boolean_shape_entry_is_rejected() -> None:
 # ----------------------------------------------------------------------------- rules name spec paths
 def _violations(data: dict) -> dict[str, list]:
     out: dict[str, list] = {}
-    for v in check_spec(parse_spec(data)):
+    for v in check(parse_spec(data)):
         out.setdefault(v.rule, []).append(v)
     return out
 
@@ -205,7 +205,7 @@ RANK3 = dict(t_shape=[4, 8, 32], t_box=[2, 8, 32], t_swizzle={"mode": "128B"})
 
 
 def test_rank3_spec_is_valid() -> None:
-    assert check_spec(parse_spec(make(**RANK3))) == []
+    assert check(parse_spec(make(**RANK3))) == []
 
 
 @pytest.mark.parametrize("box, path, value", [
@@ -278,7 +278,7 @@ def test_spec_field_names_map_driver_indices() -> None:
 def test_second_tensor_is_named_by_its_index() -> None:
     good = BASE["tensors"][0]
     bad = {**good, "name": "u", "box": [8, 64]}  # 256-byte rows under 128B
-    found = check_spec(parse_spec(make(tensors=[good, bad])))
+    found = check(parse_spec(make(tensors=[good, bad])))
     assert [(v.rule, v.field) for v in found] == [("box-inner-within-swizzle-span", "tensors[1].box[-1]")]
 
 
@@ -291,16 +291,16 @@ def test_second_tensor_is_named_by_its_index() -> None:
     (dict(kernel={"kind": "inspect", "coords": [0, 1]}), "start-coordinate-16-bytes", "kernel.coords[-1]"),
 ])
 def test_rule_fields_are_spec_paths(changes, rule, path) -> None:
-    found = check_spec(parse_spec(make(**changes)))
+    found = check(parse_spec(make(**changes)))
     assert [(v.rule, v.field) for v in found] == [(rule, path)]
     assert found[0].message.startswith(f"{path} = ")
     assert rule in RULES
 
 
 def test_spec_values_are_spec_spellings() -> None:
-    v, = check_spec(parse_spec(make(t_oob_fill="nan", t_dtype="int32")))
+    v, = check(parse_spec(make(t_oob_fill="nan", t_dtype="int32")))
     assert v.value == "nan" and "use zero" in v.message
-    v, = check_spec(parse_spec(make(t_swizzle={"mode": "128B", "atomicity": "32B"})))
+    v, = check(parse_spec(make(t_swizzle={"mode": "128B", "atomicity": "32B"})))
     assert v.value == '{"mode": "128B", "atomicity": "32B"}'
 
 
@@ -345,7 +345,7 @@ def test_schema_forbids_unknown_keys() -> None:
 def test_transpose_output_rules_name_the_users_dimensions() -> None:
     """The output tile of a transpose is the input tile turned: its rows are the input's box[0] (of a 2-D box)."""
     spec = make(t_shape=[256, 256], t_box=[64, 8], t_swizzle={"mode": "128B"}, kernel={"kind": "transpose"})
-    found = check_spec(parse_spec(spec))
+    found = check(parse_spec(spec))
     assert [v.rule for v in found] == ["box-inner-within-swizzle-span"]
     assert found[0].field == "tensors[0] (transposed, as the kernel's dst map).box[0]"
     assert "= 64 float32 = 256 bytes" in found[0].message and "<= 32" in found[0].message
@@ -362,10 +362,10 @@ def test_a_spec_without_a_kernel_has_a_map_per_tensor_and_no_kernel_plans() -> N
     for data in (MAPS_ONLY, {**MAPS_ONLY, "kernel": None}):
         spec = parse_spec(data)
         assert spec.kernel is None
-        assert [(m.role, m.tensor.name, m.stores) for m in kernel_maps(spec)] == [("x", "x", False), ("q", "q", False)]
-        assert kernel_plans(spec) == []
-        assert check_spec(spec) == []
-        assert [m.tensor.cpp_type for m in kernel_maps(spec)] == ["__nv_bfloat16", "__nv_fp8_e5m2"]
+        assert [(m.role, m.tensor.name, m.stores) for m in resolve(spec).maps] == [("x", "x", False), ("q", "q", False)]
+        assert resolve(spec).kernels == []
+        assert check(spec) == []
+        assert [m.tensor.cpp_type for m in resolve(spec).maps] == ["__nv_bfloat16", "__nv_fp8_e5m2"]
 
 
 def test_a_spec_without_a_kernel_takes_tensors_of_any_ranks() -> None:
@@ -380,7 +380,7 @@ def test_every_rule_applies_to_each_map_of_a_spec_without_a_kernel() -> None:
     data = copy.deepcopy(MAPS_ONLY)
     data["tensors"][1]["box"] = [1, 8, 96]  # 96 bytes: wider than the 64B span
     data["tensors"][0]["smem_offset"] = 100
-    found = {(v.rule, v.field) for v in check_spec(parse_spec(data))}
+    found = {(v.rule, v.field) for v in check(parse_spec(data))}
     assert ("box-inner-within-swizzle-span", "tensors[1].box[-1]") in found
     assert ("smem-offset-alignment", "tensors[0].smem_offset") in found
 
@@ -390,10 +390,10 @@ def test_the_shared_memory_budget_of_a_spec_without_a_kernel_is_the_box() -> Non
     box-fits-shared-memory (and no kernel rule is asked)."""
     fits = {"name": "big", "tensors": [{"name": "t", "dtype": "float32", "shape": [4096, 4096], "box": [224, 256]}]}
     spec = parse_spec(fits)
-    assert tensor_map_args(spec, kernel_maps(spec)[0]).kernel_smem_bytes is None
-    assert check_spec(spec) == []  # 229376 bytes: the box alone fits 232448
+    assert tensor_map_args(spec, resolve(spec).maps[0]).kernel_smem_bytes is None
+    assert check(spec) == []  # 229376 bytes: the box alone fits 232448
     with_kernel = parse_spec({**fits, "kernel": {"kind": "inspect"}})  # + 1024 of alignment slack: still fits
-    assert check_spec(with_kernel) == []
+    assert check(with_kernel) == []
     too_big = copy.deepcopy(fits)
     too_big["tensors"][0]["box"] = [232, 256]
-    assert [v.rule for v in check_spec(parse_spec(too_big))] == ["box-bytes-driver-limit", "box-fits-shared-memory"]
+    assert [v.rule for v in check(parse_spec(too_big))] == ["box-bytes-driver-limit", "box-fits-shared-memory"]

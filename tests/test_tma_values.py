@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import HW_DATA
+
 from tmagen.verify import through_tma
 
 PROBE = json.loads((HW_DATA / "tf32_probe.json").read_text())

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import emulated_gpu
 import pytest
 
-import emulated_gpu
-from tmagen.dtypes import BY_DRIVER
 from tmagen import campaign
 from tmagen.campaign import data_seed, run_job
-from tmagen.dtypes import DTYPES
+from tmagen.dtypes import BY_DRIVER, DTYPES
 from tmagen.fuzz import draw_case
-from tmagen.swizzle import PATTERNS
 from tmagen.spec import SwizzleSpec
+from tmagen.swizzle import PATTERNS
 
 CASES = 120
 

@@ -253,15 +253,21 @@ def _torch_stream(device: int | None) -> int:
     return int(torch.cuda.current_stream(device).cuda_stream)
 
 
-def empty(like: ArrayView, shape: Sequence[int], name: str = "out") -> Any:
-    """A new contiguous array of ``shape`` in the framework, dtype and device of ``like``."""
+def empty(like: ArrayView, shape: Sequence[int], name: str = "out", dtype: str | None = None) -> Any:
+    """A new contiguous array of ``shape`` in the framework and on the device of ``like``, of its
+    dtype or of the tmagen ``dtype`` (bfloat16, float16, float32, ...)."""
     if like.framework == "torch":
-        return like.obj.new_empty(tuple(shape))
+        if dtype is None:
+            return like.obj.new_empty(tuple(shape))
+        import torch
+
+        return like.obj.new_empty(tuple(shape), dtype=getattr(torch, dtype))
     if like.framework == "cupy":
         import cupy
+        import numpy
 
         with cupy.cuda.Device(like.device):
-            return cupy.empty(tuple(shape), dtype=like.obj.dtype)
+            return cupy.empty(tuple(shape), dtype=like.obj.dtype if dtype is None else numpy.dtype(dtype))
     raise _problem(name, "array-output", name, "None",
                    f"tmagen allocates outputs for PyTorch and CuPy, and the input is read through {like.framework}",
                    f"pass {name}=, a writable GPU array of shape {tuple(shape)}")
@@ -293,10 +299,11 @@ def merge_dims(shape: Sequence[int], *strides: Sequence[int], keep_last: int = 0
     return dims, out
 
 
-def empty_view(like: ArrayView, shape: tuple[int, ...], name: str = "out") -> tuple[Any, ArrayView]:
+def empty_view(like: ArrayView, shape: tuple[int, ...], name: str = "out",
+               dtype: str | None = None) -> tuple[Any, ArrayView]:
     """`empty`, and how tmagen sees it (without reading back what it already knows)."""
-    out = empty(like, shape, name)
-    if like.framework != "torch":
+    out = empty(like, shape, name, dtype)
+    if like.framework != "torch" or (dtype is not None and dtype != like.carrier):
         return out, describe(out, name)
     return out, ArrayView(out, "torch", out.data_ptr(), shape, _contiguous_cached(shape), like.itemsize, like.dtype,
                           like.carrier, like.device, like.place)

@@ -17,13 +17,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from tmagen.errors import ModelError
 from tmagen.swizzle import BoxLayout, pattern
-
-if TYPE_CHECKING:
-    from tmagen.spec import Spec
 
 BANKS = 32
 BANK_BYTES = 4
@@ -83,49 +80,3 @@ def column_access(shape: Sequence[int], elem_bytes: int, swizzle: str | int, bas
     offsets = layout.offsets()
     rows = shape[0]
     return [int(base_address + offsets[r, column_chunk * per_chunk]) if r < rows else None for r in range(WARP)]
-
-
-def kernel_conflicts(spec: "Spec", shape: Sequence[int] | None = None) -> dict[str, int]:
-    """Bank conflicts ncu should count for one launch of the spec's kernel on a tensor of ``shape``
-    (default: the spec's), as ``{"ld": ..., "st": ...}``.
-
-    The copy kernel touches shared memory only through TMA; the inspect kernel's byte loops walk
-    consecutive bytes (one wavefront per warp access). The transpose kernel's micro-tile loads and
-    stores are enumerated warp by warp with its thread mapping, and are the same for every tile.
-    """
-    import math
-
-    from tmagen.plan import PATTERN_ALIGN
-    from tmagen.render import map_view
-    from tmagen.spec import TransposeKernel, kernel_maps, transpose_plan
-    from tmagen.verify import tiles
-
-    if not isinstance(spec.kernel, TransposeKernel):
-        return {"ld": 0, "st": 0}
-    plan = transpose_plan(spec)
-    maps = {m.role: m for m in kernel_maps(spec)}
-    src, dst = map_view(maps["src"]), map_view(maps["dst"])
-    src_layout = BoxLayout((src.rows, src.row_bytes // 16), 16, pattern(maps["src"].tensor.swizzle.driver))
-    dst_layout = BoxLayout((dst.rows, dst.row_bytes // 16), 16, pattern(maps["dst"].tensor.swizzle.driver))
-    src_base, dst_base = PATTERN_ALIGN * 8 + src.smem_offset, PATTERN_ALIGN * 16 + dst.smem_offset
-    per_tile = {"ld": 0, "st": 0}
-    for warp in range(plan.threads_per_tile // WARP):
-        for i in range(plan.k):
-            loads: list[int | None] = []
-            stores: list[int | None] = []
-            for lane in range(WARP):
-                m = warp * WARP + lane
-                if m >= plan.microtiles:
-                    loads.append(None)
-                    stores.append(None)
-                    continue
-                a, c = plan.microtile(m)
-                loads.append(src_base + int(src_layout.pattern.apply(src_base + (plan.k * a + i) * src_layout.row_pitch
-                                                                     + 16 * c)) - src_base)
-                stores.append(dst_base + int(dst_layout.pattern.apply(dst_base + (plan.k * c + i) * dst_layout.row_pitch
-                                                                      + 16 * a)) - dst_base)
-            per_tile["ld"] += predict(loads, 16).conflicts
-            per_tile["st"] += predict(stores, 16).conflicts
-    t = spec.tensors[0]
-    count = tiles(list(shape or t.shape), t.box).total
-    return {k: v * count for k, v in per_tile.items()} if math.prod(shape or t.shape) else {"ld": 0, "st": 0}

@@ -26,8 +26,8 @@ import numpy as np
 
 from tmagen import runtime
 from tmagen.errors import SpecError
-from tmagen.launch import launch_arguments
-from tmagen.spec import CopyKernel, Spec, TransposeKernel, kernel_kind, kernel_plans
+from tmagen.launch import Array, launch_parameters
+from tmagen.plan import Plan
 
 GIB = 1 << 30
 
@@ -86,28 +86,29 @@ def memcpy_timing(nbytes: int, runs: int = 20) -> Timing:
     return Timing("cudaMemcpyAsync D2D", (nbytes,), "bytes", 2 * nbytes, ms, spread, role="limit")
 
 
-def kernel_timing(spec: Spec, cubin: bytes, device: runtime.Device, shape: Sequence[int],
+def kernel_timing(plan: Plan, cubin: bytes, device: runtime.Device, shape: Sequence[int],
                   runs: int = 20, seed: int = 0) -> Timing:
-    """The spec's copy or transpose kernel on a random tensor of ``shape``."""
-    k = spec.kernel
-    if not isinstance(k, (CopyKernel, TransposeKernel)):
-        raise SpecError(spec.name, [f"kernel: the spec has {kernel_kind(spec)}, and bench times copy and "
-                                    "transpose kernels"])
-    t = spec.tensors[0]
+    """The plan's copy or transpose kernel on a random contiguous tensor of ``shape``."""
+    if plan.kind_name not in ("copy", "transpose") or plan.launcher is None:
+        raise SpecError(plan.name, [f"kernel: the spec has {plan.description}, and bench times copy and "
+                                    "transpose kernels (benchmarks/run.py times the matmul beside its peers)"])
+    src_map = plan.map("src")
     shape = list(shape)
-    nbytes = int(np.prod(shape)) * t.dt.nbytes
-    view = kernel_plans(spec)[0]
+    nbytes = int(np.prod(shape)) * src_map.elem_bytes
+    view = plan.kernel
     module = runtime.Module(cubin)
     try:
         kernel = module.function(view.symbol, view.smem_bytes)
         rng = np.random.default_rng(seed)
         with runtime.Buffer(nbytes) as src, runtime.Buffer(nbytes) as dst:
             src.upload(rng.integers(0, 256, size=nbytes, dtype=np.uint8))
-            grid, params = launch_arguments(spec, view, device, src.ptr, dst.ptr, shape)
-            ms, spread = median_ms(lambda: kernel.launch(grid, view.threads, params), runs)
+            out_shape = plan.launcher.output_shape(plan, [tuple(shape)])
+            call, params = launch_parameters(plan, [Array.of(src.ptr, shape)], Array.of(dst.ptr, out_shape),
+                                             device.multiprocessors)
+            ms, spread = median_ms(lambda: kernel.launch(call.grid, view.threads, params), runs)
     finally:
         module.unload()
-    return Timing(view.symbol, tuple(shape), t.dtype, 2 * nbytes, ms, spread)
+    return Timing(view.symbol, tuple(shape), src_map.dtype_name, 2 * nbytes, ms, spread)
 
 
 # ----------------------------------------------------------------------------- the interleaved method

@@ -11,25 +11,31 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tmagen.errors import OutputError
+from tmagen.plan import Plan
+from tmagen.plan import load as load_plan
 from tmagen.render import render
-from tmagen.spec import Spec, load_checked_spec
+from tmagen.spec import Spec
 
 
 @dataclass(frozen=True)
 class Rendered:
-    spec: Spec
+    plan: Plan
     spec_file: str  # as given, relative where possible: it is written into the files
     files: dict[str, str]
 
+    @property
+    def spec(self) -> Spec:
+        return self.plan.spec
+
 
 def render_spec_file(path: str | Path) -> Rendered:
-    spec = load_checked_spec(path)
+    plan = load_plan(path)
     shown = Path(path)
     try:
         shown = shown.resolve().relative_to(Path.cwd().resolve())
     except ValueError:
         shown = Path(shown.name)  # never an absolute path in the output
-    return Rendered(spec, shown.as_posix(), render(spec, shown.as_posix()))
+    return Rendered(plan, shown.as_posix(), render(plan, shown.as_posix()))
 
 
 def _folder(out_root: Path, name: str) -> Path:

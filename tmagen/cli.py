@@ -110,18 +110,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from tmagen.spec import kernel_kind, load_checked_spec
+    from tmagen.plan import load
 
     status = EXIT_OK
     for path in args.spec:
         try:
-            spec = load_checked_spec(path)
+            plan = load(path)
         except TmagenError as exc:
             print(f"tmagen check: {exc}", file=sys.stderr)
             status = max(status, exc.exit_status)
             continue
+        spec = plan.spec
         print(f"{path}: {spec.name} is valid for {spec.target} ({len(spec.tensors)} tensor"
-              f"{'s' if len(spec.tensors) != 1 else ''}, {kernel_kind(spec)})")
+              f"{'s' if len(spec.tensors) != 1 else ''}, {plan.description})")
     return status
 
 
@@ -141,12 +142,12 @@ def _cmd_build(args: argparse.Namespace) -> int:
         folder = build.write(r, args.out)
         print(f"{r.spec_file}: wrote {folder} ({len(r.files)} files)")
         if args.compile:
-            result = toolchain.compile_folder(r.spec, r.files)
+            result = toolchain.compile_folder(r.plan, r.files)
             print(f"  compiled{' (cached)' if result.cached else ''}: {result.cubin}, {result.ptx}, {result.shared_library}")
             for k in result.kernels:
                 print(f"  {k.name}: {k.registers} registers, {k.shared_bytes} bytes static shared memory, "
                       f"{k.stack_frame_bytes} bytes stack, {k.spill_store_bytes}/{k.spill_load_bytes} bytes spilled")
-            sass = toolchain.sass_check(r.spec, result)
+            sass = toolchain.sass_check(r.plan, result)
             if sass is None:
                 print("  SASS not checked: no cuobjdump here (pip install 'tmagen[toolchain]' brings it)")
             elif not sass:
@@ -154,7 +155,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
             for symbol, seen in (sass or {}).items():
                 print(f"  SASS of {symbol}: " + ", ".join(f"{op} {'present' if present else 'ABSENT'}"
                                                           for op, present in seen.items()))
-            problems = toolchain.spill_violations(r.spec, result) + toolchain.sass_violations(r.spec, result)
+            problems = toolchain.spill_violations(r.plan, result) + toolchain.sass_violations(r.plan, result)
             for line in problems:
                 print(f"  error: {line}", file=sys.stderr)
             if problems:
@@ -174,7 +175,6 @@ def _gpu_here(command: str) -> bool:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from tmagen import build, runtime, toolchain, verify
-    from tmagen.limits import TARGETS
 
     if not _gpu_here("verify"):
         return EXIT_NO_GPU
@@ -185,13 +185,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     rows: list[tuple[str, ...]] = []
     failed = False
     for r in rendered:
-        if not TARGETS[r.spec.target].runs_here:
+        if not r.plan.runs_here:
             rows.append((r.spec.name, "-", "-", f"skipped: {r.spec.target} cannot run on this GPU", "-"))
             continue
-        spec, files = verify.proof(r.spec, r.files, r.spec_file)
-        result = toolchain.compile_folder(spec, files)
-        checker = verify.Verifier(spec, result.cubin.read_bytes(), device, seed=args.seed)
-        whose = "" if r.spec.kernel is not None else " (tmagen's, the spec has no kernel)"
+        plan, files = verify.proof(r.plan, r.files, r.spec_file)
+        result = toolchain.compile_folder(plan, files)
+        checker = verify.Verifier(plan, result.cubin.read_bytes(), device, seed=args.seed)
+        whose = "" if r.plan.has_kernel else " (tmagen's, the spec has no kernel)"
         try:
             for o in checker.run_all():
                 failed |= not o.ok
@@ -230,9 +230,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     rendered = [build.render_spec_file(path) for path in args.spec]
     device = runtime.Device.open()
     for r in rendered:
-        result = toolchain.compile_folder(r.spec, r.files, cubin_only=True)
+        result = toolchain.compile_folder(r.plan, r.files, cubin_only=True)
         shape = r.spec.tensors[0].shape
-        t = bench.kernel_timing(r.spec, result.cubin.read_bytes(), device, shape, args.runs)
+        t = bench.kernel_timing(r.plan, result.cubin.read_bytes(), device, shape, args.runs)
         limit = bench.memcpy_timing(t.bytes_moved // 2, args.runs)
         print(f"{t.name}: {'x'.join(map(str, shape))} {t.dtype}: {t.median_ms:.3f} ms, {t.gbps:.0f} GB/s = "
               f"{t.gbps / limit.gbps:.3f} of cudaMemcpyAsync ({limit.gbps:.0f} GB/s)")
@@ -297,12 +297,12 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             raise SpecError("explain", ["--svg and --png draw a spec's box: give the spec"])
         print(explain.pattern_table(args.swizzle, args.base_offset) if args.swizzle else explain.all_pattern_tables())
         return EXIT_OK
-    from tmagen.spec import kernel_maps, load_checked_spec
+    from tmagen.plan import load
 
-    spec = load_checked_spec(args.spec)
-    print(explain.explain_spec(spec))
+    plan = load(args.spec)
+    print(explain.explain_plan(plan))
     if args.svg or args.png:
-        maps = {m.role: m for m in kernel_maps(spec)}
+        maps = {m.role: m for m in plan.maps}
         m = maps.get(args.map) if args.map else next(iter(maps.values()))
         if m is None:
             raise SpecError(args.spec, [f"--map {args.map} is not a map of this spec; its maps: {', '.join(maps)}"])

@@ -11,7 +11,7 @@ from tmagen.errors import ModelError
 from tmagen.swizzle import CHUNK_BYTES, LINE_BYTES, BoxLayout, chunk_table, pattern
 
 if TYPE_CHECKING:
-    from tmagen.spec import Spec
+    from tmagen.plan import Plan
 
 
 def pattern_table(swizzle: Swizzle | str | int, base_offset: int = 0) -> str:
@@ -42,15 +42,14 @@ def all_pattern_tables() -> str:
 
 
 # ----------------------------------------------------------------------------- a spec, in words
-def explain_spec(spec: "Spec") -> str:
-    """The tensor maps of a spec as the host code will build them, and where their boxes land."""
+def explain_plan(plan: "Plan") -> str:
+    """The tensor maps of a plan as the host code will build them, and where their boxes land."""
     from tmagen.mma import explain_tile
-    from tmagen.render import map_view
-    from tmagen.spec import kernel_kind, kernel_maps, kernel_plans
 
-    out = [f"spec {spec.name}: {kernel_kind(spec)} for {spec.target}"]
-    for m in kernel_maps(spec):
-        v = map_view(m)
+    spec = plan.spec
+    out = [f"spec {spec.name}: {plan.description} for {spec.target}"]
+    for v in plan.maps:
+        m = v.spec
         t = m.tensor
         strides = t.driver_strides()
         out += [
@@ -76,9 +75,9 @@ def explain_spec(spec: "Spec") -> str:
         ]
         if v.mma is not None:
             out += explain_tile(v.mma, v.mma_operand)
-    for k in kernel_plans(spec):
+    for k in plan.kernels:
         out.append(f"\nkernel {k.symbol}: {k.threads} threads, {k.smem_bytes} bytes of dynamic shared memory")
-    if spec.kernel is None:
+    if not plan.has_kernel:
         out.append(f"\nno kernel: {spec.name}.cuh has the TMA primitives and each map's accessors "
                    "(at() gives the element's CUDA type) for kernels of your own; each box needs its "
                    "footprint of shared memory, smem_offset bytes past a 1024-byte boundary")

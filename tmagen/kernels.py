@@ -8,7 +8,8 @@ allocation outside the framework's allocator (so it can be captured in a CUDA gr
 Every array is checked by the same rules as a spec (`tmagen.rules`), against its real pointer,
 shape and strides, once per layout; tensor maps are encoded once per pointer and layout.
 
-How a call of each kernel kind is made is one entry of `KINDS`.
+How a call of each kernel kind is made is its launcher (`tmagen/kinds/<kind>/launch.py`), the same
+one `tmagen verify` and `tmagen bench` use: copy, transpose and matmul run here.
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ import ctypes
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
 from tmagen import runtime
 from tmagen.arrays import ArrayView, current_stream, describe, empty_view
-from tmagen.errors import ArgumentError, RuleError, SpecError
-from tmagen.launch import flat_view, grid_size, map_arguments, output_shape, tiles
-from tmagen.plan import KernelPlan
+from tmagen.errors import ArgumentError, SpecError
+from tmagen.kinds.base import Launcher
+from tmagen.launch import array_args, encode
+from tmagen.plan import Plan, resolve
 from tmagen.rules import ENCODE_RULES, Violation, run_rules
-from tmagen.spec import MapSpec, Spec, check_spec, kernel_maps, kernel_plans, load_spec, parse_spec
+from tmagen.spec import Spec, load_spec, parse_spec
 from tmagen.tensor_maps import ArrayFieldNames, array_map_args, layout_problems
 
 _CACHE_LIMIT = 256  # launches kept per kernel: pointer and layout pairs seen lately
@@ -39,53 +41,8 @@ class Launch:
     grid: int
     params: ctypes.Array  # void*[]: the address of each parameter
     keep: tuple[Any, ...] = field(repr=False)  # the storage the addresses point into
-
-
-class Kind(Protocol):
-    """How Python calls a kernel kind: its inputs, the output it allocates, and its launch."""
-
-    inputs: int
-
-    def output_shape(self, spec: Spec, inputs: Sequence[ArrayView]) -> tuple[int, ...]: ...
-
-    def bindings(self, spec: Spec, inputs: Sequence[ArrayView], out: ArrayView) -> list[tuple[MapSpec, ArrayView, str]]:
-        """Each tensor map of the kernel, in parameter order, with the array it covers and its name."""
-        ...
-
-    def flat_shape(self, spec: Spec, inputs: Sequence[ArrayView], out: ArrayView) -> list[int] | None:
-        """The shape every map takes instead of its array's (contiguous), or None."""
-        ...
-
-    def launch(self, spec: Spec, view: KernelPlan, maps: Sequence[runtime.TensorMap], inputs: Sequence[ArrayView],
-               multiprocessors: int, shape: Sequence[int] | None = None) -> tuple[int, list[Any]]:
-        """The grid and the parameters after the maps (tiles over ``shape`` when given)."""
-        ...
-
-
-class TileKind:
-    """copy and transpose: one input, one output, tiles of the input's box, a few per block or on a persistent grid."""
-
-    inputs = 1
-
-    def output_shape(self, spec: Spec, inputs: Sequence[ArrayView]) -> tuple[int, ...]:
-        return tuple(output_shape(spec, inputs[0].shape))
-
-    def bindings(self, spec: Spec, inputs: Sequence[ArrayView], out: ArrayView) -> list[tuple[MapSpec, ArrayView, str]]:
-        maps = {m.role: m for m in kernel_maps(spec)}
-        return [(maps["src"], inputs[0], "x"), (maps["dst"], out, "out")]
-
-    def flat_shape(self, spec: Spec, inputs: Sequence[ArrayView], out: ArrayView) -> list[int] | None:
-        """The flat view a copy of contiguous arrays takes (`tmagen.plan.flat_copy_shape`), as the
-        generated C API does; None: the arrays' own shapes and strides."""
-        return flat_view(spec, inputs[0].shape, inputs[0].strides, out.strides)
-
-    def launch(self, spec: Spec, view: KernelPlan, maps: Sequence[runtime.TensorMap], inputs: Sequence[ArrayView],
-               multiprocessors: int, shape: Sequence[int] | None = None) -> tuple[int, list[Any]]:
-        tl = tiles(inputs[0].shape if shape is None else shape, kernel_maps(spec)[0].tensor.box)
-        return grid_size(view, tl.total, multiprocessors), [tl]
-
-
-KINDS: dict[str, Kind] = {"copy": TileKind(), "transpose": TileKind()}
+    clear: tuple[int, int, int, int] | None = None  # (pointer, pitch, row bytes, rows) to zero instead
+    skip: bool = False  # nothing to do
 
 
 @dataclass
@@ -99,6 +56,7 @@ class _Loaded:
 
 
 _LAUNCH = None
+_MEMSET = None
 
 
 def _launch_function() -> Any:
@@ -110,46 +68,69 @@ def _launch_function() -> Any:
     return _LAUNCH
 
 
-class Kernel:
-    """A spec's kernel, callable on arrays: ``out = kernel(x)`` or ``kernel(x, out=out)``."""
+def _memset_function() -> Any:
+    global _MEMSET
+    if _MEMSET is None:
+        size = ctypes.c_size_t
+        _MEMSET = runtime.driver_function("cuMemsetD2D8Async", ctypes.c_int, ctypes.c_uint64, size, ctypes.c_ubyte,
+                                          size, size, ctypes.c_void_p)
+    return _MEMSET
 
-    def __init__(self, spec: Spec, *, same_size_types: bool = False, caller: str | None = None) -> None:
+
+NO_KERNEL_FIX = ("a spec without a kernel gives tensor maps for kernels of your own: make one for an array with "
+                 "tmagen.tensor_map(x, box=...), or generate the maps' C API and headers with `tmagen build`")
+
+
+class Kernel:
+    """A spec's kernel, callable on arrays: ``out = kernel(x)``, ``kernel(x, out=out)``, or for a
+    matmul ``c = kernel(a, b)``."""
+
+    def __init__(self, spec: Spec | Plan, *, same_size_types: bool = False, caller: str | None = None) -> None:
         """``same_size_types`` lets arrays of any element type of the spec's dtype's size through (the
         kernels move bits): tmagen.ops uses it; a spec loaded by hand matches its dtype. ``caller``
         names the call in messages (default: the spec's kernel)."""
-        kind = KINDS.get(spec.kernel.kind)
-        if kind is None:
-            raise SpecError(spec.name, [f"kernel.kind = {spec.kernel.kind!r}, but tmagen.load runs the kinds "
-                                        f"{', '.join(sorted(KINDS))}: use `tmagen verify` for an inspect spec"])
-        violations = check_spec(spec)
-        if violations:
-            raise RuleError(spec.name, violations)
-        self.spec = spec
-        self.kind = kind
-        self.view = kernel_plans(spec)[0]
+        plan = spec if isinstance(spec, Plan) else resolve(spec)  # every rule first, all at once
+        launcher = plan.launcher
+        if launcher is None:
+            what = ("it has no kernel" if plan.kind is None else
+                    f"its {plan.kind_name} kernel writes raw shared memory for `tmagen verify`, not an array")
+            raise SpecError(plan.name, [f"kernel: tmagen.load runs copy, transpose and matmul kernels, and {what}: "
+                                        + (NO_KERNEL_FIX if plan.kind is None else
+                                           "run `tmagen verify` on it, or use a copy kernel")])
+        self.plan = plan
+        self.spec = plan.spec
+        self.launcher: Launcher = launcher
+        self.view = plan.kernel
         self._same_size = same_size_types
-        self._source = f"{caller} ({spec.name})" if caller else f"{spec.name} ({spec.kernel.kind} kernel)"
-        self._dtype = spec.tensors[0].dt
-        self._rank = spec.tensors[0].rank
+        self._source = f"{caller} ({plan.name})" if caller else f"{plan.name} ({plan.kind_name} kernel)"
+        self._inputs = [plan.map(role) for role in launcher.input_maps]
+        self._output = plan.map(launcher.output_map)
         self._loaded: dict[int, _Loaded] = {}
         self._checked: set[tuple] = set()
         self._launches: dict[tuple, Launch] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"tmagen.Kernel({self.spec.name!r}, {self.spec.kernel.kind}, {self._rank}-D {self._dtype.name})"
+        m = self._inputs[0]
+        return f"tmagen.Kernel({self.plan.name!r}, {self.plan.kind_name}, {m.rank}-D {m.dtype_name})"
 
     # ------------------------------------------------------------------ calling
+    def _names(self, count: int) -> list[str]:
+        names = list(self.launcher.inputs)
+        return names if count == len(names) else [f"inputs[{i}]" for i in range(count)]
+
     def __call__(self, *arrays: Any, out: Any = None) -> Any:
-        if len(arrays) != self.kind.inputs:
-            raise TypeError(f"{self.spec.name} takes {self.kind.inputs} array(s) and an optional out=, "
-                            f"not {len(arrays)}")
-        inputs = [describe(a, "x" if len(arrays) == 1 else f"inputs[{i}]") for i, a in enumerate(arrays)]
+        if len(arrays) != len(self.launcher.inputs):
+            raise TypeError(f"{self.plan.name} takes {len(self.launcher.inputs)} array(s) "
+                            f"({', '.join(self.launcher.inputs)}) and an optional out=, not {len(arrays)}")
+        inputs = [describe(a, name) for a, name in zip(arrays, self._names(len(arrays)))]
         if out is None:
             problems = self._input_problems(inputs)
             if problems:
                 raise ArgumentError(self._source, problems)
-            out, view = empty_view(inputs[0], self.kind.output_shape(self.spec, inputs))
+            want = self.launcher.output_shape(self.plan, [a.shape for a in inputs])
+            dtype = None if self._same_size else self._output.dtype_name
+            out, view = empty_view(inputs[0], tuple(want), dtype=dtype)
         else:
             view = describe(out, "out")
         self.launch(inputs, view)
@@ -159,8 +140,6 @@ class Kernel:
         """Launches on ``inputs`` into ``out`` (arrays as `tmagen.arrays.describe` reads them), on
         ``stream`` (default: the current stream of the first input's framework)."""
         src = inputs[0]
-        if 0 in src.shape:
-            return  # nothing to move
         if len(inputs) == 1:
             key: tuple = (out.ptr, out.shape, out.strides, src.device, src.ptr, src.shape, src.strides)
         else:
@@ -173,15 +152,24 @@ class Kernel:
             launch = self._prepare(key, inputs, out, stream)
         elif stream is None:
             stream = current_stream(src)
-        loaded = self._loaded[launch.device]
-        if runtime.current_context() != loaded.context:
+        if launch.skip:
+            return
+        loaded = self._loaded.get(launch.device)
+        if loaded is None or runtime.current_context() != loaded.context:
             with runtime.OnDevice(launch.device):
                 self._run(loaded, launch, stream)
         else:
             self._run(loaded, launch, stream)
 
-    def _run(self, loaded: _Loaded, launch: Launch, stream: int) -> None:
+    def _run(self, loaded: _Loaded | None, launch: Launch, stream: int) -> None:
+        if launch.clear is not None:
+            ptr, pitch, width, rows = launch.clear
+            result = _memset_function()(ptr, pitch, 0, width, rows, stream)
+            if result:
+                runtime._raise_for(result, f"clearing the output of {self.view.symbol}")
+            return
         view = self.view
+        assert loaded is not None
         result = _launch_function()(loaded.function, launch.grid, 1, 1, view.threads, 1, 1, view.smem_bytes, stream,
                                     ctypes.addressof(launch.params), None)
         if result:
@@ -190,51 +178,42 @@ class Kernel:
     # ------------------------------------------------------------------ checks and set-up
     def _input_problems(self, inputs: Sequence[ArrayView]) -> list[Violation]:
         found: list[Violation] = []
-        for a, name in zip(inputs, ("x",) if len(inputs) == 1 else [f"inputs[{i}]" for i in range(len(inputs))]):
+        for a, name, m in zip(inputs, self._names(len(inputs)), self._inputs):
             found += layout_problems(a, name)
-            if a.rank != self._rank:
-                found.append(Violation("array-rank", f"{name}.ndim", a.rank, f"the kernel of {self.spec.name} moves "
-                                       f"{self._rank}-D tensors", f"pass a {self._rank}-D array, or load a spec of "
-                                       f"rank {a.rank}", f"spec {self.spec.name}"))
-            found += self._dtype_problems(a, name)
-        if not found and isinstance(self.kind, TileKind) and self.spec.kernel.kind == "transpose":
-            src = kernel_maps(self.spec)[0]
-            per = src.unit_bytes // src.tensor.dt.nbytes
-            if inputs[0].shape[-1] % per:
-                found.append(Violation("array-units", "x.shape[-1]", inputs[0].shape[-1],
-                                       f"the kernel transposes units of {src.unit_bytes} bytes ({per} elements)",
-                                       f"use a multiple of {per}", f"spec {self.spec.name}"))
+            if a.rank != m.rank:
+                found.append(Violation("array-rank", f"{name}.ndim", str(a.rank), f"the kernel of {self.plan.name} "
+                                       f"takes {m.rank}-D tensors", f"pass a {m.rank}-D array, or load a spec of "
+                                       f"rank {a.rank}", f"spec {self.plan.name}"))
+            found += self._dtype_problems(a, name, m.dtype_name, m.elem_bytes)
+        if not found:
+            found += self.launcher.problems(self.plan, inputs)
         return found
 
-    def _dtype_problems(self, a: ArrayView, name: str) -> list[Violation]:
-        want = self._dtype
+    def _dtype_problems(self, a: ArrayView, name: str, want: str, nbytes: int) -> list[Violation]:
         if self._same_size:
-            if a.itemsize != want.nbytes:
+            if a.itemsize != nbytes:
                 return [Violation("array-dtype", f"{name}.dtype", f"{a.dtype} ({a.itemsize} bytes)",
-                                  f"the kernel moves elements of {want.nbytes} bytes", "pass an array of that size",
-                                  f"spec {self.spec.name}")]
+                                  f"the kernel moves elements of {nbytes} bytes", "pass an array of that size",
+                                  f"spec {self.plan.name}")]
             return []
-        if a.carrier != want.name:
-            return [Violation("array-dtype", f"{name}.dtype", a.dtype, f"the kernel of {self.spec.name} moves "
-                              f"{want.name}", f"pass {want.name} data, or load a spec of its dtype",
-                              f"spec {self.spec.name}")]
+        if a.carrier != want:
+            return [Violation("array-dtype", f"{name}.dtype", a.dtype, f"the kernel of {self.plan.name} takes "
+                              f"{want}", f"pass {want} data, or load a spec of its dtype", f"spec {self.plan.name}")]
         return []
 
     def _output_problems(self, inputs: Sequence[ArrayView], out: ArrayView) -> list[Violation]:
-        want = self.kind.output_shape(self.spec, inputs)
+        want = tuple(self.launcher.output_shape(self.plan, [a.shape for a in inputs]))
         found = layout_problems(out, "out")
         if out.shape != want:
-            found.append(Violation("array-shape", "out.shape", out.shape, f"the kernel writes {want} for these "
-                                   "inputs", f"pass an output of shape {want}", f"spec {self.spec.name}"))
-        if out.itemsize != inputs[0].itemsize or (not self._same_size and out.carrier != inputs[0].carrier):
-            found.append(Violation("array-dtype", "out.dtype", out.dtype, f"the input is {inputs[0].dtype}",
-                                   "pass an output of the input's dtype", f"spec {self.spec.name}"))
+            found.append(Violation("array-shape", "out.shape", str(out.shape), f"the kernel writes {want} for these "
+                                   "inputs", f"pass an output of shape {want}", f"spec {self.plan.name}"))
+        found += self._dtype_problems(out, "out", self._output.dtype_name, self._output.elem_bytes)
         if out.device is not None and inputs[0].device is not None and out.device != inputs[0].device:
             found.append(Violation("array-device", "out.device", out.where, f"the input is on {inputs[0].where}",
-                                   "allocate the output on the input's device", f"spec {self.spec.name}"))
+                                   "allocate the output on the input's device", f"spec {self.plan.name}"))
         if out.readonly:
             found.append(Violation("array-readonly", "out", "read-only", "the kernel writes its output",
-                                   "pass a writable array", f"spec {self.spec.name}"))
+                                   "pass a writable array", f"spec {self.plan.name}"))
         return found
 
     def _check(self, inputs: Sequence[ArrayView], out: ArrayView) -> None:
@@ -248,13 +227,17 @@ class Kernel:
         if not found:
             found += self._output_problems(inputs, out)
         if not found:
-            for m, a, name in self.kind.bindings(self.spec, inputs, out):
-                t = m.tensor
-                args = array_map_args(a, t.dt, name, box=t.box, element_strides=t.element_strides_or_default,
-                                      interleave=_enum(t.interleave, "Interleave"), swizzle=t.swizzle.driver,
-                                      l2_promotion=_enum(t.l2_promotion, "L2Promotion"),
-                                      oob_fill=_enum(t.oob_fill, "OobFill"), target=self.spec.target,
-                                      loads=not m.stores, stores=m.stores)
+            arrays = {role: (a, name) for role, a, name in
+                      zip(self.launcher.input_maps, inputs, self._names(len(inputs)))}
+            arrays[self.launcher.output_map] = (out, "out")
+            for role, (a, name) in arrays.items():
+                m = self.plan.map(role)
+                if 0 in a.shape:
+                    continue  # nothing is encoded over an empty array
+                args = array_map_args(a, m.args.dtype, name, box=m.box, element_strides=m.args.element_strides[::-1],
+                                      interleave=m.args.interleave, swizzle=m.args.swizzle,
+                                      l2_promotion=m.args.l2_promotion, oob_fill=m.args.oob_fill,
+                                      target=self.plan.target.name, loads=not m.stores, stores=m.stores)
                 found += run_rules(args, ArrayFieldNames(name, a.rank), ENCODE_RULES)
         if found:
             raise ArgumentError(self._source, found)
@@ -264,16 +247,25 @@ class Kernel:
         device = inputs[0].device
         if device is None:  # an interface that does not say where the memory is
             device = runtime.pointer_device(inputs[0].ptr)
-        loaded = self._loaded.get(device) or self._load(device, stream)
-        maps = []
-        flat = self.kind.flat_shape(self.spec, inputs, out)
-        with runtime.OnDevice(device):  # the driver encodes in a current context
-            for m, a, _ in self.kind.bindings(self.spec, inputs, out):
-                shape, strides = (a.shape, a.strides) if flat is None else (flat, None)
-                maps.append(map_arguments(m, a.ptr, shape, strides).encode(into=runtime.TensorMap()))
-        grid, extra = self.kind.launch(self.spec, self.view, maps, inputs, loaded.multiprocessors, flat)
-        addresses = [s.address for s in maps] + [ctypes.addressof(v) for v in extra]
-        launch = Launch(device, grid, (ctypes.c_void_p * len(addresses))(*addresses), (maps, extra))
+        call = self.launcher.bind(self.plan, inputs, out, 1)
+        if call.skip:
+            launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (), skip=True)
+        elif call.clear_output:
+            c = call.maps[0]
+            pitch = (c.strides[0] if c.strides else c.shape[-1]) * self._output.elem_bytes
+            launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (),
+                            clear=(out.ptr, pitch, c.shape[-1] * self._output.elem_bytes, c.shape[0]))
+        else:
+            loaded = self._loaded.get(device) or self._load(device, stream)
+            call = self.launcher.bind(self.plan, inputs, out, loaded.multiprocessors)
+            maps = []
+            with runtime.OnDevice(device):  # the driver encodes in a current context
+                for b in call.maps:
+                    args = array_args(self.plan.map(b.role), b.ptr, b.shape, b.strides)
+                    maps.append(encode(args, into=runtime.TensorMap()))
+            extra = list(call.extra)
+            addresses = [s.address for s in maps] + [ctypes.addressof(v) for v in extra]
+            launch = Launch(device, call.grid, (ctypes.c_void_p * len(addresses))(*addresses), (maps, extra))
         with self._lock:
             if len(self._launches) >= _CACHE_LIMIT:
                 self._launches.clear()
@@ -285,7 +277,7 @@ class Kernel:
         the disk cache when there."""
         from tmagen import nvrtc
 
-        return nvrtc.compile_spec(self.spec)
+        return nvrtc.compile_plan(self.plan)
 
     def _load(self, device: int, stream: int | None) -> _Loaded:
         with self._lock:
@@ -293,7 +285,7 @@ class Kernel:
                 return self._loaded[device]
             if stream is not None and runtime.stream_is_capturing(stream):
                 raise runtime.GpuError(
-                    f"{self.spec.name}: the first call on a device compiles and loads the kernel, which a CUDA graph "
+                    f"{self.plan.name}: the first call on a device compiles and loads the kernel, which a CUDA graph "
                     "capture does not allow: call it once before capturing (as a warm-up)")
             compiled = self.compile()
             loaded = _MODULES.get((compiled.cache_file, device))
@@ -314,17 +306,11 @@ class Kernel:
 _MODULES: dict[tuple[Path, int], _Loaded] = {}  # (cubin, device) -> loaded
 
 
-def _enum(value: str, cls: str) -> Any:
-    from tmagen import enums
-
-    return getattr(enums, cls).parse(value)
-
-
-def load(spec: Spec | dict | str | Path) -> Kernel:
+def load(spec: Spec | Plan | dict | str | Path) -> Kernel:
     """The kernel of ``spec`` (a `Spec`, a dict as in a spec file, or a spec file's path) as a
     callable: ``out = tmagen.load("transpose.json")(x)``. Raises SpecError or RuleError for a spec
     that is malformed or breaks a rule; compiles at the first call."""
-    if isinstance(spec, Spec):
+    if isinstance(spec, (Spec, Plan)):
         return Kernel(spec)
     if isinstance(spec, dict):
         return Kernel(parse_spec(spec, "spec"))

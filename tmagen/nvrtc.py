@@ -27,7 +27,7 @@ from typing import Any, Literal, Sequence
 from tmagen.errors import TmagenError
 from tmagen.limits import TARGETS
 from tmagen.render import render
-from tmagen.spec import Spec
+from tmagen.plan import Plan
 
 OPTIONS = ("-std=c++17",)  # nvcc's -O3 is NVRTC's default optimization
 
@@ -210,12 +210,12 @@ def _log(prog: Any) -> str:
     return log.rstrip(b"\0").decode(errors="replace").strip()
 
 
-def kernel_program(spec: Spec) -> tuple[str, dict[str, str]]:
-    """The translation unit NVRTC compiles for ``spec``: its kernels header, with the device header
+def kernel_program(plan: Plan) -> tuple[str, dict[str, str]]:
+    """The translation unit NVRTC compiles for ``plan``: its kernels header, with the device header
     it includes, as `tmagen build` renders them."""
-    files = render(spec, f"{spec.name}.json")
-    headers = {n: files[n] for n in (f"{spec.name}.cuh", f"{spec.name}_kernels.cuh") if n in files}
-    main = f"{spec.name}_kernels.cuh" if spec.kernel is not None else f"{spec.name}.cuh"  # maps only: the header
+    files = render(plan, f"{plan.name}.json")
+    headers = {n: files[n] for n in (f"{plan.name}.cuh", f"{plan.name}_kernels.cuh") if n in files}
+    main = f"{plan.name}_kernels.cuh" if plan.has_kernel else f"{plan.name}.cuh"  # maps only: the header
     return f'#include "{main}"\n', headers
 
 
@@ -226,13 +226,14 @@ def cache_key(source: str, headers: dict[str, str], arch: str, kind: str, compil
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def compile_spec(spec: Spec, kind: Literal["cubin", "ptx"] = "cubin") -> Compiled:
-    """The spec's kernels compiled by NVRTC for its target, from the disk cache when there."""
+def compile_plan(plan: Plan, kind: Literal["cubin", "ptx"] = "cubin") -> Compiled:
+    """The plan's kernels compiled by NVRTC for its target, from the disk cache when there."""
     from tmagen.toolchain import cache_root
 
     compiler = bind().name
-    arch = TARGETS[spec.target].name
-    source, headers = kernel_program(spec)
+    arch = plan.target.name
+    spec = plan.spec
+    source, headers = kernel_program(plan)
     key = cache_key(source, headers, arch, kind, compiler)
     folder = cache_root() / "nvrtc"
     path = folder / f"{spec.name}-{key}.{kind}"

@@ -19,7 +19,7 @@ from tmagen.arrays import ArrayView, describe
 from tmagen.dtypes import DTYPES, DType
 from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
 from tmagen.errors import ArgumentError
-from tmagen.launch import MapArguments
+from tmagen.launch import encode
 from tmagen.rules import FieldNames, TensorMapArgs, Violation, run_rules
 
 CALL = "tmagen.tensor_map"
@@ -111,7 +111,7 @@ class CheckedTensorMap:
     """
 
     array: Any
-    arguments: MapArguments  # the driver's arguments, innermost first
+    arguments: TensorMapArgs  # the driver's arguments, innermost first, as the rules checked them
     _storage: runtime.TensorMap
 
     @property
@@ -136,7 +136,7 @@ class CheckedTensorMap:
 
     def __repr__(self) -> str:
         a = self.arguments
-        return (f"CheckedTensorMap(dtype={a.dtype}, global_dim={list(a.global_dim)}, box_dim={list(a.box_dim)}, "
+        return (f"CheckedTensorMap(dtype={a.dtype.name}, global_dim={list(a.global_dim)}, box_dim={list(a.box_dim)}, "
                 f"swizzle={Swizzle(a.swizzle).spec_name}, address={a.global_address:#x})")
 
 
@@ -199,13 +199,10 @@ def tensor_map(x: Any, box: Sequence[int], *, swizzle: str | int = "none", atomi
     violations = run_rules(args, names)
     if violations:
         raise ArgumentError(CALL, violations)
-    arguments = MapArguments(dt.driver, args.rank, args.global_address, args.global_dim, args.global_strides,
-                             args.box_dim, args.element_strides, int(args.interleave), int(args.swizzle),
-                             int(args.l2_promotion), int(args.oob_fill))
     device = view.device if view.device is not None else runtime.pointer_device(view.ptr)
     with runtime.OnDevice(device):  # the driver wants a current context to encode
-        storage = arguments.encode()
-    return CheckedTensorMap(x, arguments, storage)
+        storage = encode(args)
+    return CheckedTensorMap(x, args, storage)
 
 
 def _element_type(view: ArrayView, dtype: str | None, found: list[Violation]) -> DType | None:

@@ -19,7 +19,7 @@ from typing import Iterator
 
 from tmagen.errors import TmagenError
 from tmagen.limits import TARGETS
-from tmagen.spec import Spec, kernel_plans
+from tmagen.plan import Plan
 
 
 class ToolchainError(TmagenError):
@@ -155,12 +155,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("TMAGEN_CACHE") or Path.home() / ".cache" / "tmagen")
 
 
-def compile_folder(spec: Spec, files: dict[str, str], toolchain: Toolchain | None = None,
+def compile_folder(plan: Plan, files: dict[str, str], toolchain: Toolchain | None = None,
                    cubin_only: bool = False) -> CompileResult:
-    """Compiles rendered ``files`` of ``spec`` for its target, or returns the cached products.
+    """Compiles rendered ``files`` of ``plan`` for its target, or returns the cached products.
     ``cubin_only`` skips the PTX and the shared library (their paths then do not exist)."""
     tc = toolchain or find_toolchain()
-    target = TARGETS[spec.target]
+    target = plan.target
+    spec = plan.spec
     gencode = f"-gencode={target.gencode}"
     common = ["-std=c++17", "-O3", gencode]
     key = hashlib.sha256(json.dumps({"files": files, "flags": common, "nvcc": tc.version, "cubin_only": cubin_only,
@@ -249,12 +250,6 @@ def _run_nvcc(cmd: list[str], what: str) -> str:
 # The instructions the SASS of each kernel kind must hold, or the kernel does not do what it is for
 # (its TMA copies lowered to something else, or none left). A new kind adds its row: a kernel that
 # uses wgmma expects HGMMA.
-EXPECTED_SASS: dict[str, tuple[str, ...]] = {
-    "inspect": ("UTMALDG",),
-    "copy": ("UTMALDG", "UTMASTG"),
-    "transpose": ("UTMALDG", "UTMASTG"),
-    "matmul": ("UTMALDG", "UTMASTG", "HGMMA"),
-}
 
 _SASS_FUNCTION = re.compile(r"^\s*Function\s*:\s*(\S+)")
 # "/*06a0*/  @!P0 UTMALDG.3D [UR16], [UR24] ;": the opcode, without its guard predicate and modifiers
@@ -290,33 +285,33 @@ def sass_opcodes(tc: Toolchain, cubin: Path) -> dict[str, list[str]] | None:
     return parse_sass(run.stdout)
 
 
-def sass_check(spec: Spec, result: CompileResult) -> dict[str, dict[str, bool]] | None:
-    """For each kernel of ``spec``, each instruction its kind expects (EXPECTED_SASS) -> whether its SASS
+def sass_check(plan: Plan, result: CompileResult) -> dict[str, dict[str, bool]] | None:
+    """For each kernel of ``plan``, each instruction its kind expects (`Kind.sass`) -> whether its SASS
     in ``result`` has it; None where the SASS could not be read (no cuobjdump), {} without a kernel."""
     if result.sass is None:
         return None
-    if spec.kernel is None:
+    if plan.kind is None:
         return {}
-    expected = EXPECTED_SASS[spec.kernel.kind]
-    return {k.symbol: {op: op in result.sass.get(k.symbol, ()) for op in expected} for k in kernel_plans(spec)}
+    expected = plan.kind.sass
+    return {k.symbol: {op: op in result.sass.get(k.symbol, ()) for op in expected} for k in plan.kernels}
 
 
-def sass_violations(spec: Spec, result: CompileResult) -> list[str]:
-    """One message per kernel of ``spec`` whose SASS lacks an instruction its kind expects."""
+def sass_violations(plan: Plan, result: CompileResult) -> list[str]:
+    """One message per kernel of ``plan`` whose SASS lacks an instruction its kind expects."""
     out = []
-    for symbol, seen in (sass_check(spec, result) or {}).items():
+    for symbol, seen in (sass_check(plan, result) or {}).items():
         missing = [op for op, present in seen.items() if not present]
         if symbol not in (result.sass or {}):
             out.append(f"{symbol}: not in the cubin's SASS")
         elif missing:
-            out.append(f"{symbol}: its SASS has no {', '.join(missing)}, which a {spec.kernel.kind} kernel "  # type: ignore[union-attr]
+            out.append(f"{symbol}: its SASS has no {', '.join(missing)}, which a {plan.kind_name} kernel "
                        f"must use ({', '.join(seen)}): the compiler did not emit the instructions the kernel "
                        "is written for")
     return out
 
 
-def spill_violations(spec: Spec, result: CompileResult) -> list[str]:
-    if spec.allow_spills:
+def spill_violations(plan: Plan, result: CompileResult) -> list[str]:
+    if plan.spec.allow_spills:
         return []
     return [f"{k.name}: {k.spill_store_bytes} bytes spilled to local memory and {k.spill_load_bytes} read back, and "
             "the spec allows no spills (set allow_spills, or lower register pressure)" for k in result.kernels if k.spills]

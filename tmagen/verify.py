@@ -16,13 +16,17 @@ import numpy as np
 
 from tmagen import runtime
 from tmagen.errors import RuleError
-from tmagen.launch import contiguous_strides, encode, launch_arguments
-from tmagen.launch import Tiles, tiles  # noqa: F401 - where callers of tmagen.verify found them
-from tmagen.plan import KernelPlan
+from tmagen.kinds.tiled import Tiles, tiles  # noqa: F401 - where callers of tmagen.verify found them
+from tmagen.launch import Array, array_args, contiguous, encode, launch_parameters
+from tmagen.plan import Plan, check, resolve
+from tmagen.planning import KernelPlan
 from tmagen.render import render
-from tmagen.spec import (CopyKernel, InspectKernel, MatmulKernel, Spec, check_spec, kernel_maps, kernel_plans,
-                         loaded_box)
-from tmagen.swizzle import BoxLayout, PATTERNS
+from tmagen.spec import InspectKernel, loaded_box
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    """Strides in elements of a contiguous tensor of ``shape``, outermost first."""
+    return list(contiguous(shape))
+
 
 OUT_POISON = 0xA5  # output buffers before a launch
 SMEM_POISON = 0x5A  # shared memory before an inspect load: what TMA leaves alone keeps it
@@ -42,17 +46,18 @@ class Outcome:
         return "match" if self.ok else "MISMATCH"
 
 
-def proof(spec: Spec, files: dict[str, str], spec_file: str) -> tuple[Spec, dict[str, str]]:
-    """The spec and files whose kernels verify compiles and runs: ``spec``'s own, or for a spec without
+def proof(plan: Plan, files: dict[str, str], spec_file: str) -> tuple[Plan, dict[str, str]]:
+    """The plan and files whose kernels verify compiles and runs: ``plan``'s own, or for a spec without
     a kernel the same maps under an inspect kernel each, rendered here and never written beside the
     user's files, so that every box is still loaded on the GPU and compared byte for byte with the model."""
-    if spec.kernel is not None:
-        return spec, files
-    inspected = spec.model_copy(update={"kernel": InspectKernel(kind="inspect")})
-    violations = check_spec(inspected)  # the inspect kernel's own shared memory: each box + 1024 bytes
+    if plan.has_kernel:
+        return plan, files
+    inspected = plan.spec.model_copy(update={"kernel": InspectKernel(kind="inspect")})
+    violations = check(inspected)  # the inspect kernel's own shared memory: each box + 1024 bytes
     if violations:
         raise RuleError(f"{spec_file} (loaded by an inspect kernel of tmagen's, since the spec has none)", violations)
-    return inspected, render(inspected, spec_file)
+    inspected_plan = resolve(inspected)
+    return inspected_plan, render(inspected_plan, spec_file)
 
 
 TF32_TYPES = frozenset({"tfloat32", "tfloat32_ftz"})
@@ -116,27 +121,28 @@ def _box_of(host: np.ndarray, coords: Sequence[int], box: Sequence[int],
 class Verifier:
     """Runs the kernels of one compiled spec."""
 
-    def __init__(self, spec: Spec, cubin: bytes | None, device: runtime.Device, seed: int | None = None,
+    def __init__(self, plan: Plan, cubin: bytes | None, device: runtime.Device, seed: int | None = None,
                  module: runtime.Module | None = None) -> None:
-        """Loads ``cubin``, or uses ``module`` (already loaded, holding the spec's kernels among
+        """Loads ``cubin``, or uses ``module`` (already loaded, holding the plan's kernels among
         others, and left loaded by close())."""
-        self.spec = spec
+        self.plan = plan
+        self.spec = plan.spec
         self.device = device
         self.rng = np.random.default_rng(seed)
         self._owns_module = module is None
         self.module = module if module is not None else runtime.Module(cubin)  # type: ignore[arg-type]
-        self.views = {k.symbol: k for k in kernel_plans(spec)}
-        self.maps = {m.role: m for m in kernel_maps(spec)}
+        self.views = {k.symbol: k for k in plan.kernels}
+        self.maps = {m.name: m for m in plan.maps}
 
     def run_all(self, timed: bool = True) -> list[Outcome]:
-        k = self.spec.kernel
-        if k is None:
+        kind = self.plan.kind_name
+        if kind is None:
             raise TypeError(f"{self.spec.name} has no kernel to run: verify its maps through proof()")
-        if isinstance(k, InspectKernel):
+        if kind == "inspect":
             return [self.inspect(role, timed=timed) for role in self.maps]
-        if isinstance(k, CopyKernel):
+        if kind == "copy":
             return [self.copy(timed=timed)]
-        if isinstance(k, MatmulKernel):
+        if kind == "matmul":
             return [self.matmul(timed=timed)]
         return [self.transpose(timed=timed)]
 
@@ -160,16 +166,16 @@ class Verifier:
         if shape is None and strides is None:
             strides = t.strides
         shape = list(shape or t.shape)
-        strides = list(strides) if strides is not None else contiguous_strides(shape)
-        coords = list(coords if coords is not None else (self.spec.kernel.coords or [0] * t.rank))  # type: ignore[union-attr]
+        strides = list(strides) if strides is not None else list(contiguous(shape))
+        coords = list(coords if coords is not None else view.detail.coords)
         es = t.dt.nbytes
         memory = random_bytes(self.rng, [strided_span(shape, strides)], es)
         host = strided_view(memory, shape, strides)
         loaded, steps = loaded_box(t)
-        layout = BoxLayout(loaded, es, PATTERNS[t.swizzle.driver], t.smem_offset)
+        layout = m.layout
         with runtime.Buffer.from_array(memory) as src, runtime.Buffer(layout.footprint) as out:
             out.fill(OUT_POISON)
-            tmap = encode(m, src.ptr, shape, strides)
+            tmap = encode(array_args(m, src.ptr, shape, strides))
             kernel = self._kernel(view)
             params = [tmap, *[ctypes.c_int32(c) for c in coords[::-1]], ctypes.c_uint8(SMEM_POISON),
                       ctypes.c_uint64(out.ptr)]
@@ -251,15 +257,19 @@ class Verifier:
         (TF32's NaN patterns are the hardware's)."""
         t = self.maps["src"].tensor
         view = self.views[f"{self.spec.name}_{kind}"]
+        launcher = self.plan.launcher
+        assert launcher is not None
+        out_shape = launcher.output_shape(self.plan, [tuple(shape)])
         with runtime.Buffer.from_array(host) as src, runtime.Buffer(host.nbytes) as dst:
             dst.fill(OUT_POISON)
             # a copy writes its output with the input's strides; a transpose writes a contiguous one
-            grid, params = launch_arguments(self.spec, view, self.device, src.ptr, dst.ptr, shape, strides,
-                                            strides if kind == "copy" else None)
+            call, params = launch_parameters(self.plan, [Array.of(src.ptr, shape, strides)],
+                                             Array.of(dst.ptr, out_shape, strides if kind == "copy" else None),
+                                             self.device.multiprocessors)
             kernel = self._kernel(view)
 
             def launch() -> None:
-                kernel.launch(grid, view.threads, params)
+                kernel.launch(call.grid, view.threads, params)
 
             launch()
             self.device.synchronize()
@@ -279,25 +289,28 @@ class Verifier:
 
     def matmul(self, mnk: Sequence[int] | None = None, timed: bool = False) -> Outcome:
         """C = A x B on random normal data against float64, each element within `matmul_tolerance`."""
-        k = self.spec.kernel
-        assert isinstance(k, MatmulKernel)
+        b_major = self.plan.kernel.detail.b_major
         a_t, c_t = self.maps["a"].tensor, self.maps["c"].tensor
         m, n, kk = mnk or (a_t.shape[0], c_t.shape[1], a_t.shape[1])
         a = self.rng.standard_normal((m, kk)).astype(np.float32)
         b = self.rng.standard_normal((n, kk)).astype(np.float32)
         a_bits, a = to_16bit(a, a_t.dtype)
         b_bits, b = to_16bit(b, a_t.dtype)
-        b_global = b_bits if k.b_major == "k" else np.ascontiguousarray(b_bits.T)
+        b_global = b_bits if b_major == "k" else np.ascontiguousarray(b_bits.T)
         view = self.views[f"{self.spec.name}_matmul"]
         out_bytes = c_t.dt.nbytes
         with runtime.Buffer.from_array(a_bits) as da, runtime.Buffer.from_array(b_global) as db, \
                 runtime.Buffer(m * n * out_bytes) as dc:
             dc.fill(OUT_POISON)
-            grid, params = matmul_arguments(self.spec, self.device, da.ptr, db.ptr, dc.ptr, m, n, kk)
+            call, params = launch_parameters(self.plan, [Array.of(da.ptr, (m, kk)), Array.of(db.ptr, b_global.shape)],
+                                             Array.of(dc.ptr, (m, n)), self.device.multiprocessors)
             kernel = self._kernel(view)
 
             def launch() -> None:
-                kernel.launch(grid, view.threads, params)
+                if call.clear_output:  # K = 0: an empty sum, which the C API and tmagen.load write as zeros
+                    dc.fill(0)
+                else:
+                    kernel.launch(call.grid, view.threads, params)
 
             launch()
             self.device.synchronize()
@@ -343,20 +356,6 @@ def from_device(bits: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bfloat16":
         return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return bits.view({"float16": np.float16, "float32": np.float32}[dtype]).astype(np.float64)
-
-
-def matmul_arguments(spec: Spec, device: runtime.Device, a_ptr: int, b_ptr: int, c_ptr: int, m: int, n: int,
-                     k: int) -> tuple[int, list]:
-    """Grid size and parameters of the matmul kernel for contiguous A [m, k], B and C [m, n]."""
-    kernel = spec.kernel
-    assert isinstance(kernel, MatmulKernel)
-    maps = {x.role: x for x in kernel_maps(spec)}
-    b_shape = (n, k) if kernel.b_major == "k" else (k, n)
-    bm, bn, _ = kernel.tile
-    tiles_total = math.ceil(m / bm) * math.ceil(n / bn)
-    params = [encode(maps["a"], a_ptr, (m, k)), encode(maps["b"], b_ptr, b_shape), encode(maps["c"], c_ptr, (m, n)),
-              ctypes.c_uint32(m), ctypes.c_uint32(n), ctypes.c_uint32(k)]
-    return max(1, min(tiles_total, device.multiprocessors)), params
 
 
 def _uint(nbytes: int) -> np.dtype:

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tmagen.banks import kernel_conflicts
-from tmagen.spec import parse_spec
-
 from conftest import REPO, pythonpath_with_repo
+
+from tmagen.conflicts import kernel_conflicts
+from tmagen.plan import resolve
+from tmagen.spec import parse_spec
 
 pytestmark = pytest.mark.gpu
 
@@ -60,7 +60,7 @@ def test_predicted_conflicts_equal_measured(device, tmp_path: Path, report) -> N
             for key, metric in METRICS.items():
                 if rec.get("Metric Name") == metric:
                     measured[key] = int(float(rec["Metric Value"].replace(",", "")))
-        predicted = kernel_conflicts(spec)
+        predicted = kernel_conflicts(resolve(spec))
         rows.append({"spec": spec.name, "measured": measured, "predicted": predicted})
     report("bank_conflicts", rows)
     for r in rows:

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tmagen import runtime, toolchain
-from tmagen.plan import flat_copy_shape
+from tmagen.kinds.copy.plan import flat_copy_shape
+from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
 from tmagen.verify import Verifier
@@ -39,7 +40,7 @@ def test_transpose_grids_and_walks(device, compiler, report) -> None:
     outcomes = []
     for name, (spec, cubin) in sorted(compiled.items()):
         es = spec.tensors[0].dt.nbytes
-        checker = Verifier(spec, cubin, device, seed=5)
+        checker = Verifier(resolve(spec), cubin, device, seed=5)
         try:
             for shape in ([64, 128], [3 * 64 + 16, 5 * 64 + 32 // es], [1008, 1008 // es * 4]):  # rows of 16-byte multiples both ways
                 outcomes.append(checker.transpose(shape=shape))
@@ -73,7 +74,7 @@ def test_copy_flat_view_and_grids(device, compiler, report) -> None:
         assert flat is not None and (flat[-1] * es) % 128 == 0 and flat[-2] * flat[-1] == int(np.prod(odd))
         narrow = t.box[-1] * es < 512  # narrow box rows go flat over aligned rows too
         assert (flat_copy_shape(aligned, t.box, es, True) is not None) == narrow
-        checker = Verifier(spec, cubin, device, seed=9)
+        checker = Verifier(resolve(spec), cubin, device, seed=9)
         try:
             outcomes.append(checker.copy(shape=odd))
             outcomes.append(checker.copy(shape=aligned))
@@ -94,7 +95,7 @@ def test_c_api_copies_odd_rows_flat(device) -> None:
     """The generated copy launcher takes the same flat view: an odd-stride contiguous tensor
     (rows of 16 x 37 bytes) is copied byte for byte, and the bytes after it are not touched."""
     spec = parse_spec(copy_spec("float32", 2, 2))
-    lib = ctypes.CDLL(str(toolchain.compile_folder(spec, render(spec, "x.json")).shared_library))
+    lib = ctypes.CDLL(str(toolchain.compile_folder(resolve(spec), render(resolve(spec), "x.json")).shared_library))
     getattr(lib, f"{spec.name}_last_error").restype = ctypes.c_char_p
     shape = [256, 148]  # rows of 592 bytes; 37888 floats in all: 296 rows of the box's 128
     assert flat_copy_shape(shape, spec.tensors[0].box, 4, True) == [256 * 148 // 128, 128]

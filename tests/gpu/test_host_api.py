@@ -9,12 +9,12 @@ import json
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 from tmagen import runtime, toolchain
+from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
-
-from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 
@@ -23,7 +23,7 @@ STATUS = {"ok": 0, "bad_argument": 1, "misaligned": 2, "bad_shape": 3, "bad_coor
 
 def _library(name: str, tmp_path) -> tuple[ctypes.CDLL, object]:
     spec = parse_spec(json.loads((REPO / "specs" / f"{name}.json").read_text()))
-    result = toolchain.compile_folder(spec, render(spec, f"specs/{name}.json"))
+    result = toolchain.compile_folder(resolve(spec), render(resolve(spec), f"specs/{name}.json"))
     lib = ctypes.CDLL(str(result.shared_library))
     getattr(lib, f"{name}_last_error").restype = ctypes.c_char_p
     return lib, spec

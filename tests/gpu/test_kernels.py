@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tmagen.plan import resolve
 from tmagen.verify import Verifier
 
 pytestmark = pytest.mark.gpu
@@ -34,7 +35,7 @@ def test_copy_ranks_dtypes_swizzles_and_edges(device, compiler, report) -> None:
     compiled = compiler(COPIES)
     outcomes = []
     for name, (spec, cubin) in sorted(compiled.items()):
-        checker = Verifier(spec, cubin, device, seed=7)
+        checker = Verifier(resolve(spec), cubin, device, seed=7)
         try:
             outcomes.append(checker.copy())
             big = [n * 2 + 3 for n in spec.tensors[0].shape[:-1]] + [spec.tensors[0].shape[-1] * 2]
@@ -69,7 +70,7 @@ def test_transpose_square_ragged_batched(device, compiler, report) -> None:
     for name, (spec, cubin) in sorted(compiled.items()):
         t = spec.tensors[0]
         es = t.dt.nbytes
-        checker = Verifier(spec, cubin, device, seed=11)
+        checker = Verifier(resolve(spec), cubin, device, seed=11)
         try:
             outcomes.append(checker.transpose())  # square, a multiple of the tile
             ragged = [*t.shape[:-2], t.shape[-2] * 3 + 5 * (16 // es), t.shape[-1] * 2 + 16 // es]
@@ -94,7 +95,7 @@ def test_example_specs_verify(device, compiler) -> None:
     assert "maps_only_bf16_f32" in compiled and "matmul_bf16_tn" in compiled
     assert "transpose_int4_8x8" in compiled
     for name, (spec, cubin) in compiled.items():
-        checker = Verifier(spec, cubin, device, seed=3)
+        checker = Verifier(resolve(spec), cubin, device, seed=3)
         try:
             for o in checker.run_all(timed=False):
                 assert o.ok, (name, o)

@@ -12,13 +12,13 @@ import subprocess
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 from tmagen import runtime, toolchain
+from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
 from tmagen.verify import Verifier, from_device, matmul_tolerance, to_16bit
-
-from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 
@@ -64,7 +64,7 @@ def test_random_shapes_every_layout(device, compiler, report) -> None:
     rng = np.random.default_rng(20261122)
     rows, bad = [], []
     for name, (spec, cubin) in sorted(compiled.items()):
-        checker = Verifier(spec, cubin, device, seed=int(rng.integers(1 << 30)))
+        checker = Verifier(resolve(spec), cubin, device, seed=int(rng.integers(1 << 30)))
         try:
             for shape in random_shapes(rng, 24):
                 o = checker.matmul(shape)
@@ -81,25 +81,24 @@ def test_random_shapes_every_layout(device, compiler, report) -> None:
 def test_sass_has_the_tensor_core_and_copy_engine_instructions(compiler) -> None:
     if shutil.which("cuobjdump") is None:
         pytest.skip("no cuobjdump on PATH")
-    from tmagen.spec import kernel_plans
-
+    
     specs = [parse_spec(v) for v in VARIANTS[:3]]
     tc = toolchain.find_toolchain()
     for spec in specs:
-        result = toolchain.compile_folder(spec, render(spec, f"{spec.name}.json"), tc, cubin_only=True)
+        result = toolchain.compile_folder(resolve(spec), render(resolve(spec), f"{spec.name}.json"), tc, cubin_only=True)
         assert all(not k.spills and k.stack_frame_bytes == 0 for k in result.kernels), result.kernels
         sass = subprocess.run(["cuobjdump", "-sass", str(result.cubin)], capture_output=True, text=True,
                               check=True).stdout
         for instruction in ("HGMMA.64x", "UTMALDG.2D", "UTMASTG.2D"):
             assert instruction in sass, (spec.name, instruction)
         assert "LDL" not in sass and "STL" not in sass
-        bn = kernel_plans(spec)[0].matmul.bn
+        bn = resolve(spec).kernels[0].detail.bn
         assert f"HGMMA.64x{bn}x16.F32" in sass
 
 
 def _library(name: str):
     spec = parse_spec(json.loads((REPO / "specs" / f"{name}.json").read_text()))
-    result = toolchain.compile_folder(spec, render(spec, f"specs/{name}.json"))
+    result = toolchain.compile_folder(resolve(spec), render(resolve(spec), f"specs/{name}.json"))
     lib = ctypes.CDLL(str(result.shared_library))
     getattr(lib, f"{name}_last_error").restype = ctypes.c_char_p
     launch = getattr(lib, f"{name}_matmul_launch")

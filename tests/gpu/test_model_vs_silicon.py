@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tmagen.plan import resolve
 from tmagen.verify import Verifier
 
 pytestmark = pytest.mark.gpu
@@ -40,7 +41,7 @@ def test_every_byte_matches_the_model(device, compiler, report) -> None:
     rng = np.random.default_rng(2026)
     results, failures = [], []
     for name, (spec, cubin) in sorted(compiled.items()):
-        checker = Verifier(spec, cubin, device, seed=int(rng.integers(1 << 31)))
+        checker = Verifier(resolve(spec), cubin, device, seed=int(rng.integers(1 << 31)))
         try:
             for t in spec.tensors:
                 es = t.dt.nbytes

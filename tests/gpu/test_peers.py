@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import REPO
 
 from tmagen.bench import Candidate, Method, time_case
-
-from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch", reason="the peers run on PyTorch tensors")

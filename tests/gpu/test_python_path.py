@@ -11,12 +11,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 import tmagen
 from tmagen.errors import ArgumentError
 from tmagen.swizzle import PATTERNS, BoxLayout, smem_offsets
-
-from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 

@@ -9,12 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from tmagen.campaign import refused_at_run_time, replay
+from tmagen.plan import check
 from tmagen.runtime import GpuError
+from tmagen.spec import parse_spec
 from tmagen.toolchain import ToolchainError
-from tmagen.spec import check_spec, parse_spec
 
 pytestmark = pytest.mark.gpu
 
@@ -37,7 +38,7 @@ def _param(path: Path) -> object:
 @pytest.mark.parametrize("path", [_param(p) for p in sorted(FOLDER.glob("*.case.json"))])
 def test_finding_replays_clean(path: Path, device, report) -> None:
     record = json.loads(path.read_text())
-    if check_spec(parse_spec(record["spec"])):
+    if check(parse_spec(record["spec"])):
         return  # refused by a rule now
     outcomes = replay(record, device)
     report(f"reliability_regression_{path.name.removesuffix('.case.json')}", [o.__dict__ for o in outcomes])

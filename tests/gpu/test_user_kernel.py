@@ -11,11 +11,10 @@ import subprocess
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 from tmagen import runtime, toolchain
 from tmagen.limits import TARGETS
-
-from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 

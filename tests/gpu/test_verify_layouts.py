@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, pythonpath_with_repo
+
 from tmagen import fuzz, toolchain
 from tmagen.campaign import RESULT_PREFIX, Batch, compile_batch, data_seed
+from tmagen.plan import resolve
 from tmagen.verify import Verifier
 
 pytestmark = pytest.mark.gpu
@@ -26,7 +27,7 @@ def _example(name: str) -> dict:
 
 def test_copy_through_padded_strides(device, compiler, report) -> None:
     (spec, cubin), = compiler([_example("copy_f32_3d")]).values()
-    checker = Verifier(spec, cubin, device, seed=13)
+    checker = Verifier(resolve(spec), cubin, device, seed=13)
     try:
         outcomes = [checker.copy(shape=[6, 100, 120], strides=[100 * 136, 136, 1]),  # rows padded to 544 bytes
                     checker.copy(shape=[5, 33, 8], strides=[33 * 12, 12, 1]),  # rows of 32 bytes padded to 48
@@ -40,7 +41,7 @@ def test_copy_through_padded_strides(device, compiler, report) -> None:
 
 def test_load_through_padded_strides(device, compiler, report) -> None:
     (spec, cubin), = compiler([_example("inspect_bf16_offset384")]).values()
-    checker = Verifier(spec, cubin, device, seed=17)
+    checker = Verifier(resolve(spec), cubin, device, seed=17)
     try:
         outcomes = [checker.inspect("tile", coords=[8, 24], shape=[64, 200], strides=[208, 1]),
                     checker.inspect("tile", coords=[-3, 192], shape=[20, 199], strides=[200, 1]),

@@ -14,8 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-
 import wgmma_probe as probe
+
+from tmagen.plan import resolve
 
 pytestmark = pytest.mark.gpu
 
@@ -39,7 +40,7 @@ def _compile(batch: list[probe.Combo]) -> tuple[list[probe.Combo], bytes]:
 
 def test_every_descriptor_layout_matches_the_tensor_cores(device, report) -> None:
     from tmagen import mma, runtime
-    from tmagen.spec import kernel_maps, operand_tile, parse_spec
+    from tmagen.spec import parse_spec
 
     combos = probe.combos()
     batches = [combos[i:i + BATCH] for i in range(0, len(combos), BATCH)]
@@ -52,7 +53,7 @@ def test_every_descriptor_layout_matches_the_tensor_cores(device, report) -> Non
         try:
             for c in batch:
                 spec = parse_spec(probe.spec_for(c))
-                tiles = {m.role: operand_tile(m) for m in kernel_maps(spec)}
+                tiles = {m.role: m.operand for m in resolve(spec).maps}
                 kernel = module.function(f"probe_{c.name}", probe.smem_bytes(c, tiles))
                 result = {"combo": c.__dict__, "lbo": {r: t.lbo for r, t in tiles.items()},
                           "sbo": {r: t.sbo for r, t in tiles.items()}}

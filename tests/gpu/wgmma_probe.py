@@ -150,20 +150,20 @@ def to_device_bits(values: np.ndarray, dtype: str) -> np.ndarray:
 def run(combo: Combo, spec, kernel, device, rng: np.random.Generator, base_mode: int) -> tuple[bool, int]:
     """Runs the probe once; (exact match, mismatching elements)."""
     from tmagen import runtime
-    from tmagen.spec import kernel_maps
+    from tmagen.plan import resolve
     from tmagen.verify import encode
 
     a = rng.integers(-4, 5, size=(M, K)).astype(np.float32)
     b = rng.integers(-4, 5, size=(N, K)).astype(np.float32)
     a_global = a if combo.a_major == "k" else np.ascontiguousarray(a.T)
     b_global = b if combo.b_major == "k" else np.ascontiguousarray(b.T)
-    maps = {m.role: m for m in kernel_maps(spec)}
+    maps = {m.role: m for m in resolve(spec).maps}
     expected = a @ b.T
     with runtime.Buffer.from_array(to_device_bits(a_global, combo.dtype)) as da, \
             runtime.Buffer.from_array(to_device_bits(b_global, combo.dtype)) as db, \
             runtime.Buffer(M * N * 4) as out:
         out.fill(0xA5)
-        params = [encode(maps["a"], da.ptr, a_global.shape), encode(maps["b"], db.ptr, b_global.shape),
+        params = [encode(array_args(maps["a"], da.ptr, a_global.shape)), encode(array_args(maps["b"], db.ptr, b_global.shape)),
                   ctypes.c_uint64(out.ptr), ctypes.c_uint32(base_mode)]
         kernel.launch(1, 128, params)
         device.synchronize()

@@ -1,0 +1,148 @@
+"""What a kernel kind is to the rest of tmagen: its spec section, its rules, its planning and its
+launcher, gathered in one `Kind` (each kind's folder builds one in its ``kind.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tmagen.errors import Violation
+from tmagen.planning import KernelPlan, MapSpec
+from tmagen.spec import Spec
+
+if TYPE_CHECKING:
+    from tmagen.plan import Plan
+
+
+@dataclass(frozen=True)
+class KindRule:
+    """One rule of a kind about its spec section and the tensors it names: a stable id, what it
+    requires, and where that comes from (the instruction, or the kernel tmagen generates)."""
+
+    id: str
+    summary: str
+    source: str
+    check: Callable[[Spec], Iterator[Violation]] = field(repr=False, compare=False)
+
+
+class RuleBook:
+    """A kind's rules, in order, registered by the `rule` decorator beside each check."""
+
+    def __init__(self) -> None:
+        self.rules: list[KindRule] = []
+
+    def rule(self, rule_id: str, summary: str, source: str) -> Callable[[Callable[[Spec], Iterator[Violation]]],
+                                                                        Callable[[Spec], Iterator[Violation]]]:
+        def register(fn: Callable[[Spec], Iterator[Violation]]) -> Callable[[Spec], Iterator[Violation]]:
+            self.rules.append(KindRule(rule_id, summary, source, fn))
+            return fn
+        return register
+
+    def check(self, spec: Spec) -> list[Violation]:
+        """Every violation of every rule: a spec hears all its problems at once."""
+        found: list[Violation] = []
+        for r in self.rules:
+            found.extend(v for v in r.check(spec) if v not in found)
+        return found
+
+
+class Operand(Protocol):
+    """An array as a launch sees it: where it is and how it is laid out (elements, outermost first;
+    `tmagen.arrays.ArrayView` is one)."""
+
+    @property
+    def ptr(self) -> int: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def strides(self) -> tuple[int, ...]: ...
+
+
+@dataclass(frozen=True)
+class Array:
+    """An `Operand` from a raw pointer (``strides`` None: contiguous)."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @classmethod
+    def of(cls, ptr: int, shape: Sequence[int], strides: Sequence[int] | None = None) -> Array:
+        shape = tuple(int(n) for n in shape)
+        return cls(int(ptr), shape, tuple(int(s) for s in strides) if strides is not None else contiguous(shape))
+
+
+def contiguous(shape: Sequence[int]) -> tuple[int, ...]:
+    """Strides in elements of a contiguous tensor of ``shape``, outermost first."""
+    out, run = [], 1
+    for n in reversed(shape):
+        out.append(run)
+        run *= n
+    return tuple(out[::-1])
+
+
+@dataclass(frozen=True)
+class MapBinding:
+    """Map ``role`` over an array at ``ptr`` of ``shape`` and element ``strides`` (None: contiguous)."""
+
+    role: str
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One launch of a kind's kernel: its maps' arrays in parameter order, the parameters after
+    the maps, and the grid. ``clear_output``: nothing to launch, the output is all zeros (an empty
+    sum); ``skip``: nothing to launch or write (an empty tensor)."""
+
+    maps: tuple[MapBinding, ...]
+    extra: tuple[Any, ...] = ()
+    grid: int = 1
+    clear_output: bool = False
+    skip: bool = False
+
+
+class Launcher(Protocol):
+    """How a kind's kernel is called on arrays: by `tmagen.load`, `tmagen verify` and `tmagen bench`
+    alike. The generated C API does the same arithmetic in C (its template, `templates/<kind>/`)."""
+
+    inputs: tuple[str, ...]  # the input arrays' names, in call order; the output is "out"
+    input_maps: tuple[str, ...]  # the map over each input
+    output_map: str  # the map over the output
+
+    def output_shape(self, plan: Plan, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+        """The shape of the output for inputs of ``shapes``."""
+        ...
+
+    def problems(self, plan: Plan, inputs: Sequence[Operand]) -> list[Violation]:
+        """What the kind needs of its inputs beyond the maps' rules (whole units, agreeing sizes)."""
+        ...
+
+    def bind(self, plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int) -> Call:
+        """The maps, parameters and grid of a launch on ``inputs`` into ``out``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kernel kind. ``maps`` lists the tensor maps its kernels take, in parameter order; ``plan``
+    decides its kernels (threads, buffers, stages) from them and may raise ModelError for a box
+    that cannot be laid out (the rules then say why); ``sass`` names the instructions its compiled
+    kernels must hold. Its templates are ``templates/<name>/``."""
+
+    name: str
+    rules: RuleBook
+    maps: Callable[[Spec], list[MapSpec]]
+    plan: Callable[[Spec, list[MapSpec]], tuple[KernelPlan, ...]]
+    launcher: Launcher | None
+    sass: tuple[str, ...]
+
+    @property
+    def templates(self) -> dict[str, str]:
+        """The kind's parts of the generated files: its kernels, its C launchers and their declarations."""
+        return {part: f"{self.name}/{part}.j2" for part in ("kernels.cuh", "launch.cu", "api.h")}

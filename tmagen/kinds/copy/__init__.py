@@ -1,0 +1,1 @@
+"""The copy kernel kind: its spec section, rules, planning and launcher."""

@@ -1,0 +1,1 @@
+"""The inspect kernel kind: its spec section, rules, planning and launcher."""

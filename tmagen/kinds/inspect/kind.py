@@ -1,0 +1,6 @@
+"""The inspect kind: one TMA load of each tensor's box, its raw shared memory copied out."""
+
+from tmagen.kinds.base import Kind
+from tmagen.kinds.inspect import plan, rules
+
+KIND = Kind("inspect", rules.RULES, plan.maps, plan.plan, launcher=None, sass=("UTMALDG",))

@@ -1,0 +1,1 @@
+"""The matmul kernel kind: its spec section, rules, planning and launcher."""

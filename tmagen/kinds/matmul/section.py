@@ -1,0 +1,31 @@
+"""The spec section of a matmul kernel."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from tmagen.form import Section
+
+
+class MatmulKernel(Section):
+    """C = A x B^T on the tensor cores (wgmma): A [M, K], B [N, K] (K-major) or [K, N] (MN-major),
+    bfloat16 or float16 in, fp32 accumulation, C [M, N] bfloat16, float16 or float32 out. TMA feeds a
+    ring of stages from one producer warpgroup; consumer warpgroups multiply; a persistent grid walks
+    the tiles of C, and the epilogue stores through shared memory with TMA."""
+
+    kind: Literal["matmul"]
+    a: str = Field("a", description="The tensor holding A [M, K] (K contiguous).")
+    b: str = Field("b", description="The tensor holding B: [N, K] with b_major k, [K, N] with b_major mn.")
+    c: str = Field("c", description="The tensor receiving C [M, N].")
+    b_major: Literal["k", "mn"] = Field("k", description="k: B is [N, K] (C = A B^T, both operands K-major); "
+                                        "mn: B is [K, N] (C = A B).")
+    tile: list[Annotated[int, Field(ge=8)]] = Field(
+        [128, 256, 64], min_length=3, max_length=3,
+        description="The tile of C a block computes and the K it takes per stage: [BM, BN, BK].")
+    consumers: int = Field(2, ge=1, le=4, description="Consumer warpgroups; each multiplies BM / consumers rows "
+                           "(a multiple of 64) of the tile.")
+    stages: int = Field(4, ge=2, le=8, description="Stages of A and B tiles in flight per block.")
+    raster_group: int = Field(8, ge=1, le=64, description="Tile rows walked together, column by column, so that "
+                              "the blocks running at once share A and B in L2.")

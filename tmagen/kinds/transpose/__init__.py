@@ -1,0 +1,1 @@
+"""The transpose kernel kind: its spec section, rules, planning and launcher."""

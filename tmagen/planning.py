@@ -1,0 +1,187 @@
+"""The vocabulary of a plan: the maps a kernel uses, where their boxes land in shared memory, and
+the kernels with their threads, buffers and stages. `tmagen.plan.resolve` fills it in once per
+spec; each kind's planning (`tmagen/kinds/<kind>/plan.py`) decides its own part.
+
+Shared memory of every kernel is one dynamic buffer, rounded up at run time to the 1024-byte
+boundary on which every swizzle pattern repeats (hence ``PATTERN_ALIGN`` of slack in each
+size); each box then starts ``smem_offset`` bytes past a boundary of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tmagen.dtypes import CUDA_TYPE_HEADERS, RAW_TYPES
+from tmagen.enums import Interleave, L2Promotion, OobFill
+from tmagen.limits import SMEM_PATTERN_BYTES
+from tmagen.mma import OperandTile
+from tmagen.rules import TensorMapArgs
+from tmagen.spec import MmaSpec, TensorSpec, loaded_box
+from tmagen.swizzle import PATTERNS, BoxLayout
+
+PATTERN_ALIGN = SMEM_PATTERN_BYTES  # buffers start on the longest swizzle period, boxes at smem_offset past it
+MBARRIER_BYTES = 8
+MAX_THREADS_PER_BLOCK = 1024
+
+
+def round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def box_stride(layout: BoxLayout) -> int:
+    """Bytes between consecutive boxes of one buffer, so that each keeps its phase of the pattern."""
+    return round_up(layout.base_address + layout.footprint, PATTERN_ALIGN)
+
+
+@dataclass(frozen=True)
+class MapSpec:
+    """One tensor map a kernel uses: its role in the kernel, and the tensor it describes."""
+
+    role: str
+    tensor: TensorSpec
+    index: int  # the spec tensor it comes from
+    derived: bool = False  # built by tmagen from that tensor (the transpose's output)
+    stores: bool = False
+    unit_bytes: int = 0  # bytes the kernel moves as one unit (0: one element)
+    mma: MmaSpec | None = None  # the kernel (or the spec) reads the box with the tensor cores
+
+    @property
+    def unit(self) -> int:
+        return self.unit_bytes or self.tensor.dt.nbytes
+
+
+def box_layout(m: MapSpec) -> BoxLayout:
+    """Where TMA puts the box of map ``m`` in shared memory, from its smem_offset on: the elements
+    one load brings (fewer than the box with element strides), as a dense box."""
+    t = m.tensor
+    return BoxLayout(loaded_box(t)[0], t.dt.nbytes, PATTERNS[t.swizzle.driver], t.smem_offset)
+
+
+def operand_tile(m: MapSpec, layout: BoxLayout) -> OperandTile | None:
+    """The tensor-core operand tile of map ``m``, if a wgmma reads it."""
+    if m.mma is None:
+        return None
+    return OperandTile(layout, m.mma.major, m.mma.mn_boxes, box_stride(layout))
+
+
+@dataclass(frozen=True)
+class MapPlan:
+    """One CUtensorMap the generated code builds, and its box in shared memory: every number the
+    device header, the host code and the Python launch print or pass."""
+
+    name: str  # C identifier: the role of the map in the kernel (src, dst, a, ...)
+    spec: MapSpec
+    args: TensorMapArgs  # the driver's arguments as the spec gives them (address: its alignment)
+    layout: BoxLayout
+    operand: OperandTile | None  # a wgmma reads the box: its descriptors go in the header
+    dtype_name: str  # tmagen's name of the element type
+    cpp_type: str  # the element's CUDA type, what at() gives
+    raw_type: str  # the unsigned integer of the element's size, what raw_at() gives
+    unit_type: str  # type the kernel reads and writes shared memory with
+    dtype_enum: str
+    elem_bytes: int
+    unit_bytes: int
+    rank: int
+    shape: tuple[int, ...]  # the spec's shape, outermost first
+    box: tuple[int, ...]  # outermost first
+    smem_shape: tuple[int, ...]  # the elements one load brings, outermost first: the box in shared memory
+    box_driver: tuple[int, ...]  # innermost first
+    element_strides_driver: tuple[int, ...]
+    interleave: str
+    swizzle: str
+    l2_promotion: str
+    oob_fill: str
+    alignment: int
+    swizzle_bits: int
+    swizzle_base: int
+    swizzle_shift: int
+    flip_8b: bool
+    span: int
+    period: int
+    rows: int
+    row_bytes: int
+    row_pitch: int
+    footprint: int
+    tx_bytes: int
+    smem_offset: int
+    buffer_stride: int  # from the box's pattern boundary to the first boundary after the box
+    stores: bool  # the kernel stores through the map
+    mma_operand: str  # "a", "b" or ""
+    cuda_header: str | None  # the CUDA header that defines cpp_type, if any
+
+    @property
+    def tensor(self) -> TensorSpec:
+        return self.spec.tensor
+
+    @property
+    def role(self) -> str:
+        return self.name
+
+    @property
+    def mma(self) -> OperandTile | None:
+        return self.operand
+
+    @property
+    def pattern_lines(self) -> int:
+        """128-byte lines in one period of the pattern: what the descriptor's base offset counts."""
+        return max(self.period // 128, 1)
+
+    @property
+    def buffer_align(self) -> int:
+        """The alignment whose boundary smem_offset counts from: the longest period."""
+        return PATTERN_ALIGN
+
+
+def map_plan(m: MapSpec, args: TensorMapArgs) -> MapPlan:
+    """Everything the generated code and the launches need of map ``m``."""
+    t = m.tensor
+    pat = PATTERNS[t.swizzle.driver]
+    es = t.dt.nbytes
+    layout = box_layout(m)
+    smem_shape = layout.shape
+    rows = math.prod(smem_shape[:-1])
+    row_bytes = smem_shape[-1] * es
+    pitch = pat.row_pitch(row_bytes)
+    return MapPlan(
+        name=m.role, spec=m, args=args, layout=layout, operand=operand_tile(m, layout), dtype_name=t.dtype,
+        cpp_type=t.cpp_type, raw_type=RAW_TYPES[es], unit_type=RAW_TYPES[m.unit],
+        dtype_enum=f"CU_TENSOR_MAP_DATA_TYPE_{t.dt.driver_name}", elem_bytes=es, unit_bytes=m.unit,
+        rank=t.rank, shape=tuple(t.shape), box=tuple(t.box), smem_shape=smem_shape, box_driver=tuple(t.box[::-1]),
+        element_strides_driver=tuple(t.element_strides_or_default[::-1]),
+        interleave=Interleave.parse(t.interleave).driver_name, swizzle=t.swizzle.driver.driver_name,
+        l2_promotion=L2Promotion.parse(t.l2_promotion).driver_name, oob_fill=OobFill.parse(t.oob_fill).driver_name,
+        alignment=max(t.alignment, 16), swizzle_bits=pat.bits, swizzle_base=pat.base, swizzle_shift=pat.shift,
+        flip_8b=pat.flip_8b, span=pat.span, period=pat.period, rows=rows, row_bytes=row_bytes, row_pitch=pitch,
+        footprint=rows * pitch, tx_bytes=rows * row_bytes, smem_offset=t.smem_offset,
+        buffer_stride=box_stride(layout), stores=m.stores, mma_operand=m.mma.operand if m.mma else "",
+        cuda_header=CUDA_TYPE_HEADERS.get(t.cpp_type))
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """One extern "C" kernel: its symbol, the maps it takes in order, and how to launch it.
+    ``detail`` is the kind's own plan (`TransposePlan`, `MatmulPlan`), for its template."""
+
+    symbol: str
+    maps: tuple[str, ...]
+    threads: int
+    smem_bytes: int  # dynamic shared memory, including the slack to reach a 1024-byte boundary
+    buffer_stride: int = 0  # copy: bytes between stage buffers; transpose: bytes before the dst buffer
+    stages: int = 1
+    blocks_per_sm: int = 1
+    boxes_per_stage: int = 1  # tiles each stage takes (copy: boxes; transpose: tiles)
+    persistent: bool = False  # takes a tiles argument and loops over tiles
+    units_per_block: int = 0  # stage units (boxes_per_stage tiles) each block takes; 0: a persistent grid
+    detail: Any = None
+    barriers: int = 1  # 8-byte mbarriers in static shared memory
+
+    @property
+    def static_smem_bytes(self) -> int:
+        return MBARRIER_BYTES * self.barriers
+
+    @property
+    def total_smem_bytes(self) -> int:
+        """What the block holds: the dynamic buffer and the static mbarriers (the limit covers both)."""
+        return self.smem_bytes + self.static_smem_bytes
