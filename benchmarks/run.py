@@ -8,7 +8,7 @@ size sweep for the plot.
     python3 benchmarks/run.py OUTDIR --only matmul   # or copy, transpose, sweep; comma-separated
     python3 benchmarks/run.py OUTDIR --quick         # fewer rounds: a smoke run
     python3 benchmarks/run.py --estimate             # the plan and its expected duration; runs nothing
-    tmagen bench --report OUTDIR/bench.json          # BENCHMARKS.md and its plot, on any machine
+    python3 -m lab.bench_report OUTDIR/bench.json    # BENCHMARKS.md and its plot, on any machine
 """
 
 from __future__ import annotations
@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool) -> int:
-    from tmagen import peers, runtime, toolchain
+    from lab import peers
+    from tmagen import runtime, toolchain
     from tmagen.render import render
 
     out.mkdir(parents=True, exist_ok=True)
@@ -246,7 +247,7 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
 
 def run_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, bytes], device: Any, method: Method,
              triton: bool) -> dict[str, Any]:
-    from tmagen import peers
+    from lab import peers
 
     if case.group == "matmul":
         m, n, k = case.shape

@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tmagen.campaign import Campaign, Settings  # noqa: E402
+from lab.campaign import Campaign, Settings  # noqa: E402
 from tmagen.errors import TmagenError  # noqa: E402
-from tmagen.reliability import markdown_report  # noqa: E402
+from lab.reliability import markdown_report  # noqa: E402
 
 
 def verdict(report: dict) -> list[str]:

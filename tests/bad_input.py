@@ -1,6 +1,6 @@
 """Random bad input for the `tmagen` command, each case with what the answer must name.
 
-`cases(seed, count)` yields `BadCase`s: a valid random spec (`tmagen.fuzz`) mutated one way
+`cases(seed, count)` yields `BadCase`s: a valid random spec (`lab.fuzz`) mutated one way
 (a value of the wrong type, out of range or breaking a rule, a key unknown or missing, a hostile
 name, broken JSON, a hostile path to read or to write), or valid `tmagen diagnose` arguments
 mutated one way (flags and JSON). Each mutation is chosen so that the input is certainly bad:
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tmagen.cli import main
-from tmagen.fuzz import draw_case
+from lab.fuzz import draw_case
 
 SPEC_FILE = "spec.json"  # every case's input, written afresh in the case's folder
 # Spec fields whose value may be null: any other null is bad (tests check this against the schema).
@@ -370,9 +370,8 @@ def path_cases(rng: random.Random, good: bytes) -> Iterator[BadCase]:
             ["explain", SPEC_FILE, "--png", file_target],  # rare: matplotlib draws for 50 ms before it writes
             ["schema", "-o", file_target],
             ["docs", "--out", folder_target],
-            ["bench", "--report", rng.choice(["nul\x00l", "missing.json", SPEC_FILE, "dir"])],
-        ], weights=[1, 1, 0.05, 0.3, 0.3, 1])[0]  # schema and docs: 10 ms to make what they cannot write
-        fields = named if argv[0] != "bench" else (argv[-1].split("\x00")[0],)
+        ], weights=[1, 1, 0.05, 0.3, 0.3])[0]  # schema and docs: 10 ms to make what they cannot write
+        fields = named
         yield BadCase("write-path", f"{argv[0]} writes to {argv[-1][:40]!r}", argv, fields, {SPEC_FILE: good})
 
 

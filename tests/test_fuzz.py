@@ -1,4 +1,4 @@
-"""The random spec generator of the reliability campaign (tmagen.fuzz), on the CPU: the same spec for
+"""The random spec generator of the reliability campaign (lab.fuzz), on the CPU: the same spec for
 the same seed and number, every spec valid and renderable, every run one the driver would encode,
 and a few hundred draws covering every dimension of the space."""
 
@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from tmagen import fuzz
+from lab import fuzz
 from tmagen.dtypes import DTYPES
 from tmagen.limits import TARGETS
 from tmagen.render import render

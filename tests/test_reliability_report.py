@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from conftest import REPO
-from tmagen.reliability import RUN_JSON, markdown_report, placeholder
+from lab.reliability import RUN_JSON, markdown_report, placeholder
 
 FIXTURE = REPO / "tests" / "data" / "reliability_run_fixture.json"
 

@@ -12,10 +12,10 @@ import pytest
 
 import emulated_gpu
 from tmagen.dtypes import BY_DRIVER
-from tmagen import campaign
-from tmagen.campaign import data_seed, run_job
+from lab import campaign
+from lab.campaign import data_seed, run_job
 from tmagen.dtypes import DTYPES
-from tmagen.fuzz import draw_case
+from lab.fuzz import draw_case
 from tmagen.swizzle import PATTERNS
 from tmagen.spec import SwizzleSpec
 

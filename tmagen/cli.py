@@ -58,15 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("spec", nargs="+")
     v.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: fresh)")
 
-    bn = sub.add_parser("bench", help="time a spec's kernel against cudaMemcpy on the GPU, or write the report",
+    bn = sub.add_parser("bench", help="time a spec's kernel against cudaMemcpy on the GPU",
                         description="On a GPU: the kernel of each spec on its shape (1 GiB and more is meaningful) "
-                        "against cudaMemcpyAsync of the same bytes, median of --runs. With --report: BENCHMARKS.md "
-                        "and its plot from the JSON that benchmarks/run.py wrote.")
-    bn.add_argument("spec", nargs="*")
+                        "against cudaMemcpyAsync of the same bytes, median of --runs. BENCHMARKS.md is written by "
+                        "`python -m lab.bench_report` (in the repository, not the package) from the JSON that "
+                        "benchmarks/run.py wrote.")
+    bn.add_argument("spec", nargs="+")
     bn.add_argument("--runs", type=int, default=20)
-    bn.add_argument("--report", metavar="BENCH_JSON", help="write --markdown and --plot from this file")
-    bn.add_argument("--markdown", default="BENCHMARKS.md")
-    bn.add_argument("--plot", default="benchmarks/bandwidth.svg")
 
     s = sub.add_parser("schema", help="print the JSON Schema of specs")
     s.add_argument("--output", "-o", help="write to this file instead of standard output")
@@ -207,24 +205,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    if args.report:
-        from tmagen import bench_report
-        from tmagen.spec import read_json
-
-        data = read_json(_read_text(args.report), args.report)
-        try:
-            page, plot = bench_report.markdown_report(data, args.plot), bench_report.plot_svg(data)
-        except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
-            raise SpecError(args.report, [f"not a benchmark run of benchmarks/run.py: {type(exc).__name__} {exc} "
-                                          "(give the JSON that benchmarks/run.py wrote)"]) from None
-        _write_text(args.markdown, page)
-        _write_text(args.plot, plot)
-        print(f"wrote {args.markdown} and {args.plot}")
-        return EXIT_OK
     from tmagen import bench, build, runtime, toolchain
 
-    if not args.spec:
-        raise SpecError("bench", ["give one or more specs, or --report BENCH_JSON"])
     if not _gpu_here("bench"):
         return EXIT_NO_GPU
     rendered = [build.render_spec_file(path) for path in args.spec]

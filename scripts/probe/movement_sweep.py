@@ -16,7 +16,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tmagen import peers, runtime, toolchain
+from lab import peers
+from tmagen import runtime, toolchain
 from tmagen.bench import Method
 from tmagen.launch import launch_arguments
 from tmagen.render import render
@@ -263,7 +264,7 @@ def ncu_targets(names: list[str]) -> None:
     triton-copy@DTYPE@SHAPE_KIND@BLOCK,WARPS."""
     import torch
 
-    from tmagen import triton_peers as tp
+    from lab import triton_peers as tp
 
     raw = {**transpose_variants(), **copy_variants(), **transpose_variants_v2(), **copy_variants_v2()}
     wanted = {n.split("@")[0].removesuffix("_flat") for n in names if not n.startswith("triton")}

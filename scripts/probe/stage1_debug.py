@@ -24,7 +24,8 @@ SHAPES = [[256, 256], [8192, 8192]]
 def one(name: str, shape: list[int]) -> None:
     import torch
 
-    from tmagen import peers, runtime, toolchain
+    from lab import peers
+    from tmagen import runtime, toolchain
     from tmagen.render import render
     from tmagen.spec import parse_spec
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tmagen.oracle import compare, fresh_seed
+from lab.oracle import compare, fresh_seed
 from tmagen.rules import RULES
 
 pytestmark = pytest.mark.gpu

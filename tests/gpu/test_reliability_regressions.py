@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from tmagen.campaign import refused_at_run_time, replay
+from lab.campaign import refused_at_run_time, replay
 from tmagen.runtime import GpuError
 from tmagen.toolchain import ToolchainError
 from tmagen.spec import check_spec, parse_spec

@@ -5,7 +5,7 @@ atom swizzles and the driver's box-size limit.
 
 tmagen must accept nothing the driver refuses; a set it refuses that the driver accepts must
 break a documented rule (tmagen is stricter on purpose there). `compare` runs on a GPU;
-``python -m tmagen.oracle --sets N --out FILE`` writes its figures as JSON.
+``python -m lab.oracle --sets N --out FILE`` writes its figures as JSON.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def compare(sets: int, seed: int, examples: int = 50) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tmagen.oracle", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m lab.oracle", description=__doc__.split("\n\n")[0])
     p.add_argument("--sets", type=int, default=100_000)
     p.add_argument("--seed", type=int, default=None, help="default: TMAGEN_ORACLE_SEED, else fresh")
     p.add_argument("--out", help="write the figures here as JSON (default: standard output)")
@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reason = runtime.no_gpu_reason()
     if reason:
-        print(f"python -m tmagen.oracle: nothing run, {reason}", file=sys.stderr)
+        print(f"python -m lab.oracle: nothing run, {reason}", file=sys.stderr)
         return 3
     runtime.Device.open()  # the primary context, current: the driver allocates and encodes in it
     figures = compare(args.sets, args.seed if args.seed is not None else fresh_seed())

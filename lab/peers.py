@@ -1,6 +1,6 @@
 """The candidates of a benchmark case, on the same tensors: tmagen's generated kernel, the limit
 (``cudaMemcpyAsync``) and the peers a user would otherwise reach for: PyTorch, CuPy and Triton
-kernels written as a Triton user would (:mod:`tmagen.triton_peers`).
+kernels written as a Triton user would (:mod:`lab.triton_peers`).
 
 Everything here runs on a GPU with PyTorch; CuPy and Triton are optional (a missing one is
 reported as such). tmagen imports this module only for benchmarks, and it imports PyTorch,
@@ -162,7 +162,7 @@ def _triton(wanted: bool = True) -> Any | None:
     if not wanted:
         return None
     try:
-        from tmagen import triton_peers
+        from lab import triton_peers
     except Exception:  # noqa: BLE001 - no Triton peers; unavailable() says why
         return None
     return triton_peers
@@ -171,7 +171,7 @@ def _triton(wanted: bool = True) -> Any | None:
 def unavailable() -> list[dict[str, str]]:
     """The optional peers that cannot run here, and why (the report lists them)."""
     missing = []
-    for module, what in (("cupy", "CuPy"), ("tmagen.triton_peers", "Triton")):
+    for module, what in (("cupy", "CuPy"), ("lab.triton_peers", "Triton")):
         try:
             __import__(module)
         except Exception as exc:  # noqa: BLE001 - CuPy built for another CUDA raises more than ImportError

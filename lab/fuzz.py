@@ -482,7 +482,7 @@ def case_name(seed: int, index: int) -> str:
 
 def draw_case(seed: int, index: int, kinds: tuple[str, ...] | None = None, max_attempts: int = 200) -> Case:
     """The spec number ``index`` of the campaign ``seed``: candidates drawn until one passes every rule."""
-    rng = random.Random(f"tmagen.fuzz/{seed}/{index}")
+    rng = random.Random(f"tmagen.fuzz/{seed}/{index}")  # the name it had when the seeds were recorded
     chosen = kinds or tuple(KINDS)
     refused: Counter[str] = Counter()
     for attempt in range(1, max_attempts + 1):

@@ -1,13 +1,13 @@
-"""The reliability campaign: random valid specs (`tmagen.fuzz`) built, compiled in batches and
+"""The reliability campaign: random valid specs (`lab.fuzz`) built, compiled in batches and
 verified bit for bit on the GPU within a time budget, with compute-sanitizer on a random sample of
 their kernels and the driver oracle beside them. Writes OUT/reliability.json, the figures that
-docs/reliability.md is written from (`tmagen.reliability`), and OUT/failures/, each failing spec
+docs/reliability.md is written from (`lab.reliability`), and OUT/failures/, each failing spec
 as a file `tmagen check`/`tmagen verify` read and as a case file that replays its runs.
 
 Processes. This one orchestrates and holds no CUDA context. nvcc runs in a thread pool, one call
 per batch: the batch's specs share one translation unit, which works because each spec lives in
 its own namespace and its kernels are extern "C" with names of their own. GPU workers
-(``python -m tmagen.campaign worker``) load a batch's cubin, run each spec's runs through
+(``python -m lab.campaign worker``) load a batch's cubin, run each spec's runs through
 `tmagen.verify.Verifier` and report one line per run. A worker whose kernel hangs (its own
 watchdog) or faults (a sticky CUDA error) reports it and exits; a new worker takes the rest of
 the batch, so one bad kernel costs seconds, not the run.
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from tmagen import __version__
-from tmagen.fuzz import Case, draw_case
+from lab.fuzz import Case, draw_case
 from tmagen.limits import TARGETS
 from tmagen.render import render
 from tmagen.spec import Spec, kernel_maps, kernel_plans, parse_spec
@@ -248,7 +248,7 @@ def run_job(job: dict[str, Any], device: Any, emit: Callable[[dict[str, Any]], N
 def worker_main(argv: Sequence[str]) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m tmagen.campaign worker")
+    p = argparse.ArgumentParser(prog="python -m lab.campaign worker")
     p.add_argument("--job", help="run this job file and exit (default: jobs as JSON lines on standard input)")
     p.add_argument("--select", choices=["all", "smallest"], default="all")
     p.add_argument("--launch-timeout", type=float, default=5.0)
@@ -464,7 +464,7 @@ class Settings:
     first_cycle_s: float = 20.0  # assumed compile + verify time of a batch until one is measured
     kinds: tuple[str, ...] | None = None
     max_specs: int | None = None  # stop drawing after this many (a smoke run); default: the budget decides
-    worker_command: list[str] | None = None  # default: this Python, -m tmagen.campaign worker
+    worker_command: list[str] | None = None  # default: this Python, -m lab.campaign worker
     sanitizer: str | None = None  # compute-sanitizer's path; default: PATH
 
 
@@ -504,7 +504,7 @@ class Campaign:
         return out
 
     def _worker_command(self, *extra: str) -> list[str]:
-        return [*(self.s.worker_command or [sys.executable, "-m", "tmagen.campaign", "worker"]), *extra]
+        return [*(self.s.worker_command or [sys.executable, "-m", "lab.campaign", "worker"]), *extra]
 
     # -- verifying
     def _job(self, batch: Batch, cases: Sequence[Case]) -> dict[str, Any]:
@@ -685,10 +685,10 @@ class Campaign:
     def _start_oracle(self) -> subprocess.Popen[str] | None:
         if self.s.oracle_figures is not None or self.s.oracle_sets <= 0:
             return None
-        from tmagen.oracle import fresh_seed
+        from lab.oracle import fresh_seed
 
         log = open(self.s.out / "logs" / "oracle.log", "w", encoding="utf-8")
-        proc = subprocess.Popen([sys.executable, "-m", "tmagen.oracle", "--sets", str(self.s.oracle_sets),
+        proc = subprocess.Popen([sys.executable, "-m", "lab.oracle", "--sets", str(self.s.oracle_sets),
                                  "--seed", str(fresh_seed()), "--out", str(self.s.out / "oracle.json")],
                                 stdout=log, stderr=subprocess.STDOUT, text=True, env=self.env)
         log.close()
@@ -907,7 +907,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["worker"]:
         return worker_main(args[1:])
-    print("usage: python -m tmagen.campaign worker [--job FILE] [--select all|smallest] [--launch-timeout S]\n"
+    print("usage: python -m lab.campaign worker [--job FILE] [--select all|smallest] [--launch-timeout S]\n"
           "(the campaign itself: scripts/reliability.py)", file=sys.stderr)
     return 2
 

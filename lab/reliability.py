@@ -1,4 +1,4 @@
-"""docs/reliability.md from the JSON of one reliability run (`tmagen.campaign`): pure, JSON in,
+"""docs/reliability.md from the JSON of one reliability run (`lab.campaign`): pure, JSON in,
 markdown out. Until a run is committed the page says that nothing has been measured."""
 
 from __future__ import annotations
