@@ -1,5 +1,5 @@
 """The benchmark suite, on a GPU with PyTorch (CuPy and Triton too, for their peers): every spec
-in benchmarks/specs at 1 GiB (transposes, and two copies, also on ragged and odd-stride shapes),
+in tmagen/ops_specs (the tuned specs tmagen.ops runs) at 1 GiB (transposes, and two copies, also on ragged and odd-stride shapes),
 each case's candidates (tmagen, cudaMemcpyAsync, PyTorch, CuPy, Triton) interleaved on the same
 tensors; the matmul shapes (cuBLAS, Triton and tmagen's matmul when a launcher is given); and a
 size sweep for the plot.
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+SPECS = HERE.parent / "tmagen" / "ops_specs"  # the tuned specs, one copy: what tmagen.ops runs is what is timed
 sys.path.insert(0, str(HERE.parent))
 
 from tmagen.bench import Method  # noqa: E402
@@ -193,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     if not groups <= set(GROUPS):
         ap.error(f"--only takes {', '.join(GROUPS)}, not {', '.join(sorted(groups - set(GROUPS)))}")
     method = QUICK if args.quick else FULL
-    specs = [load_checked_spec(p) for p in sorted((HERE / "specs").glob("*.json"))]
+    specs = [load_checked_spec(p) for p in sorted(SPECS.glob("*.json"))]
     if args.spec:
         specs = [s for s in specs if s.name in args.spec]
     cases = plan(specs, groups)
@@ -221,7 +222,7 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
     tc = toolchain.find_toolchain()
     with ThreadPoolExecutor(os.cpu_count() or 4) as pool:
         cubins = dict(pool.map(lambda s: (s.name, toolchain.compile_folder(
-            s, render(s, f"benchmarks/specs/{s.name}.json"), tc, cubin_only=True).cubin.read_bytes()),
+            s, render(s, f"tmagen/ops_specs/{s.name}.json"), tc, cubin_only=True).cubin.read_bytes()),
             by_name.values()))
     print(f"specs compiled in {time.perf_counter() - began:.0f} s", flush=True)
     device = runtime.Device.open()

@@ -264,7 +264,7 @@ def _matmul_lines(matmuls: list[dict[str, Any]]) -> list[str]:
                      f"{vs(mine, cublas, target)}{'' if target or mine is None else ' (no target)'} | "
                      f"{vs(mine, triton, OF_BEST_PEER)} | {vs(triton, cublas, None)} |")
     if not any(_role(c, "tmagen") for c in matmuls):
-        lines += ["", "No tmagen matmul was timed in this run (benchmarks/specs holds no matmul spec)."]
+        lines += ["", "No tmagen matmul was timed in this run (tmagen/ops_specs holds no matmul spec)."]
     return lines
 
 

@@ -73,7 +73,7 @@ def test_bench_without_gpu_says_so(capsys) -> None:
         import pytest
 
         pytest.skip("a GPU is here: benchmarks/run.py times things")
-    assert main(["bench", str(REPO / "benchmarks" / "specs" / "bench_copy_float32.json")]) == 3
+    assert main(["bench", str(REPO / "tmagen" / "ops_specs" / "bench_copy_float32.json")]) == 3
     err = capsys.readouterr().err
     assert err.startswith("tmagen bench: nothing run") and len(err.strip().splitlines()) == 1
 
@@ -396,7 +396,7 @@ def test_suite_plan_covers_every_spec_shape_and_matmul() -> None:
     run = _run_module()
     from tmagen.spec import load_checked_spec
 
-    specs = [load_checked_spec(p) for p in sorted((REPO / "benchmarks" / "specs").glob("*.json"))]
+    specs = [load_checked_spec(p) for p in sorted((REPO / "tmagen" / "ops_specs").glob("*.json"))]
     cases = run.plan(specs, set(run.GROUPS))
     transposes = [c for c in cases if c.group == "transpose"]
     assert {c.shape_kind for c in transposes} == {"square", "ragged", "odd strides"}
@@ -436,7 +436,7 @@ def test_suite_plan_of_chosen_specs() -> None:
     run = _run_module()
     from tmagen.spec import load_checked_spec
 
-    specs = [load_checked_spec(REPO / "benchmarks" / "specs" / "bench_copy_uint8.json")]
+    specs = [load_checked_spec(REPO / "tmagen" / "ops_specs" / "bench_copy_uint8.json")]
     cases = run.plan(specs, set(run.GROUPS))
     assert [(c.group, c.shape_kind) for c in cases if c.group != "matmul"] == [
         ("copy", "full"), ("copy", "ragged"), ("copy", "odd strides")]  # no sweep spec among them

@@ -20,7 +20,7 @@ QUICK = Method(rounds=4, repetitions=2, warmup=1)
 
 
 def _bench_spec(name: str) -> dict:
-    return json.loads((REPO / "benchmarks" / "specs" / f"{name}.json").read_text())
+    return json.loads((REPO / "tmagen" / "ops_specs" / f"{name}.json").read_text())
 
 
 def _names(record: dict) -> set[str]:
