@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tmagen.enums import Swizzle
+from tmagen.limits import SMEM_PATTERN_BYTES
 from tmagen.swizzle import BoxLayout
 
 Major = Literal["k", "mn"]
@@ -178,7 +179,7 @@ class OperandTile:
 
 def explain_tile(tile: OperandTile, operand: str) -> list[str]:
     """The descriptor of the tile's first operand, field by field, for `tmagen explain`."""
-    address = 1024 * 16 + tile.layout.base_address  # an example shared address with the box's phase
+    address = SMEM_PATTERN_BYTES * 16 + tile.layout.base_address  # an example shared address with the box's phase
     f = tile.fields(address)
     layout_name = tile.layout.pattern.swizzle.spec_name
     k_step = WGMMA_K_BYTES // tile.elem_bytes

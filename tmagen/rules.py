@@ -397,17 +397,19 @@ def _interleave_unmeasured(a: TensorMapArgs, n: FieldNames) -> Iterator[Violatio
 @rule("smem-offset-alignment", "the box's shared-memory address is a multiple of 128 bytes",
       f"{CPG} (alignment table); {HW}: 16 or 64 bytes past a 128-byte boundary faults with cudaErrorMisalignedAddress")
 def _smem_align(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    if a.smem_offset is not None and a.smem_offset % limits.SMEM_LINE_BYTES:
+    align = limits.TMA_SMEM_ALIGN_BYTES
+    if a.smem_offset is not None and a.smem_offset % align:
         yield _fail("smem-offset-alignment", n.smem_offset, a.smem_offset,
-                    "a TMA copy to or from shared memory off a 128-byte boundary faults",
-                    f"use a multiple of 128, e.g. {a.smem_offset // 128 * 128}")
+                    f"a TMA copy to or from shared memory off a {align}-byte boundary faults",
+                    f"use a multiple of {align}, e.g. {a.smem_offset // align * align}")
 
 
 @rule("smem-offset-in-pattern", "smem_offset lies inside the 1024-byte swizzle pattern", PTX_SWZ)
 def _smem_in_pattern(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.smem_offset is not None and not 0 <= a.smem_offset < limits.SMEM_PATTERN_BYTES:
         yield _fail("smem-offset-in-pattern", n.smem_offset, a.smem_offset,
-                    "the offset is taken within the 1024-byte pattern (0 to 896 in steps of 128)",
+                    f"the offset is taken within the {limits.SMEM_PATTERN_BYTES}-byte pattern (0 to "
+                    f"{limits.SMEM_PATTERN_BYTES - limits.TMA_SMEM_ALIGN_BYTES} in steps of {limits.TMA_SMEM_ALIGN_BYTES})",
                     f"use {a.smem_offset % limits.SMEM_PATTERN_BYTES}, its place in the pattern")
 
 
@@ -425,21 +427,22 @@ def _kernel_fits(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
       f"{HW}: a TMA store writes a row's last 16-byte chunk whole, past the row's end (the reliability "
       "campaign found the padding of strided outputs overwritten)")
 def _store_inner(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    if a.stores and a.global_dim and (a.global_dim[0] * a.elem_bytes) % 16:
+    chunk = limits.CHUNK_BYTES
+    if a.stores and a.global_dim and (a.global_dim[0] * a.elem_bytes) % chunk:
         row = a.global_dim[0] * a.elem_bytes
-        per = _bytes(16 / math.gcd(16, int(a.elem_bytes)) if a.elem_bytes >= 1 else 16)
+        per = _bytes(chunk / math.gcd(chunk, int(a.elem_bytes)) if a.elem_bytes >= 1 else chunk)
         yield _fail("store-inner-extent-16-bytes", n.dim(0), f"{a.global_dim[0]} {a.dtype.name} = {_bytes(row)} bytes",
-                    "a TMA store writes whole 16-byte chunks, so the bytes after the row's end, up to the next "
-                    "multiple of 16, would be overwritten",
-                    f"make the rows a multiple of 16 bytes ({per} elements), padding the tensor")
+                    f"a TMA store writes whole {chunk}-byte chunks, so the bytes after the row's end, up to the next "
+                    f"multiple of {chunk}, would be overwritten",
+                    f"make the rows a multiple of {chunk} bytes ({per} elements), padding the tensor")
 
 
 @rule("kernel-threads-per-block", "the kernel's block has at most 1024 threads",
       f"{CPG}: maximum threads per block; the launch fails with CUDA_ERROR_INVALID_VALUE beyond")
 def _kernel_threads(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    if a.kernel_threads is not None and a.kernel_threads > 1024:
+    if a.kernel_threads is not None and a.kernel_threads > limits.MAX_THREADS_PER_BLOCK:
         yield _fail("kernel-threads-per-block", n.kernel, f"{a.kernel_threads} threads",
-                    "a block has at most 1024 threads",
+                    f"a block has at most {limits.MAX_THREADS_PER_BLOCK} threads",
                     "use fewer tiles per stage (kernel.tiles_per_stage) or a smaller box (fewer micro-tiles per tile)")
 
 
@@ -455,10 +458,11 @@ def _flip_load_only(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
       f"{HW}: otherwise the copy stops the context with cudaErrorIllegalInstruction")
 def _start_coord(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     for k, c in enumerate(a.start_coords):
-        if c and (c[0] * a.elem_bytes) % 16:
-            per = _bytes(16 / a.elem_bytes)
+        if c and (c[0] * a.elem_bytes) % limits.CHUNK_BYTES:
+            per = _bytes(limits.CHUNK_BYTES / a.elem_bytes)
             yield _fail("start-coordinate-16-bytes", n.coord(k), c[0],
-                        f"{c[0]} {a.dtype.name} = {_bytes(c[0] * a.elem_bytes)} bytes is not a multiple of 16",
+                        f"{c[0]} {a.dtype.name} = {_bytes(c[0] * a.elem_bytes)} bytes is not a multiple of "
+                        f"{limits.CHUNK_BYTES}",
                         f"start the innermost coordinate at a multiple of {per}")
 
 

@@ -39,12 +39,13 @@ from typing import Sequence
 
 import numpy as np
 
+from tmagen import limits
 from tmagen.enums import Swizzle
 from tmagen.errors import ModelError
 
-LINE_BYTES = 128  # a shared-memory line: 32 banks of 4 bytes
-CHUNK_BYTES = 16  # swizzling moves whole 16-byte chunks (8-byte halves with FLIP_8B)
-TMA_SMEM_ALIGN = 128  # a TMA shared-memory address off a 128-byte boundary faults (measured)
+LINE_BYTES = limits.SMEM_LINE_BYTES  # a shared-memory line: 32 banks of 4 bytes
+CHUNK_BYTES = limits.CHUNK_BYTES  # swizzling moves whole 16-byte chunks (8-byte halves with FLIP_8B)
+TMA_SMEM_ALIGN = limits.TMA_SMEM_ALIGN_BYTES  # a TMA shared-memory address off a 128-byte boundary faults
 
 
 @dataclass(frozen=True)
