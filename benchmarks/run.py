@@ -1,5 +1,6 @@
 """The benchmark suite, on a GPU with PyTorch (CuPy and Triton too, for their peers): every spec
-in tmagen/ops_specs (the tuned specs tmagen.ops runs) at 1 GiB (transposes, and two copies, also on ragged and odd-stride shapes),
+in tmagen/ops_specs (the tuned specs tmagen.ops runs) at 1 GiB (transposes, and two copies, also on
+ragged and odd-stride shapes),
 each case's candidates (tmagen, cudaMemcpyAsync, PyTorch, CuPy, Triton) interleaved on the same
 tensors; the matmul shapes (cuBLAS, Triton and tmagen's matmul when a launcher is given); and a
 size sweep for the plot.
@@ -23,7 +24,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -226,7 +227,7 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
             by_name.values()))
     print(f"specs compiled in {time.perf_counter() - began:.0f} s", flush=True)
     device = runtime.Device.open()
-    data = {"format": 2, **machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+    data = {"format": 2, **machine(), "date": datetime.now(UTC).strftime("%Y-%m-%d"),
             "method": {**asdict(method), "sweep": asdict(SWEEP_METHOD)}, "unavailable": peers.unavailable(),
             "cases": []}
     for case in cases:

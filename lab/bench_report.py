@@ -224,17 +224,19 @@ def _every_candidate(moving: list[dict[str, Any]]) -> list[str]:
             limit, mine = _role(case, "limit"), _role(case, "tmagen")
             by_name = {c["name"]: c for c in case["candidates"]}
             failed = {f["name"] for f in case["failed"]}
-
-            def cell(c: dict[str, Any] | None, name: str = "") -> str:
-                if c is None:
-                    return "failed its check" if name in failed else "-"
-                ratio = f" ({statistics.median(paired_ratios(c, limit)):.3f})" if limit and c is not limit else ""
-                return f"{c['gbps']:.0f}{ratio}"
-
             iqr = f" / {100 * (mine['q3_ms'] - mine['q1_ms']) / mine['median_ms']:.1f}%" if mine else ""
-            lines.append(f"| {_label(case)} `{case['spec']}` | {case['dtype']} | {_shape(case)} | {cell(limit)} | "
-                         f"{cell(mine)}{iqr} | " + " | ".join(cell(by_name.get(n), n) for n in names) + " |")
+            peers = " | ".join(_cell(by_name.get(n), limit, failed, n) for n in names)
+            lines.append(f"| {_label(case)} `{case['spec']}` | {case['dtype']} | {_shape(case)} | "
+                         f"{_cell(limit, limit, failed)} | {_cell(mine, limit, failed)}{iqr} | {peers} |")
     return lines
+
+
+def _cell(c: dict[str, Any] | None, limit: dict[str, Any] | None, failed: set[str], name: str = "") -> str:
+    """One candidate's bandwidth and its ratio to memcpy in the table of every candidate."""
+    if c is None:
+        return "failed its check" if name in failed else "-"
+    ratio = f" ({statistics.median(paired_ratios(c, limit)):.3f})" if limit and c is not limit else ""
+    return f"{c['gbps']:.0f}{ratio}"
 
 
 def _matmul_lines(matmuls: list[dict[str, Any]]) -> list[str]:

@@ -28,14 +28,15 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from tmagen import __version__
 from lab.fuzz import Case, draw_case
+from tmagen import __version__
 from tmagen.limits import TARGETS
 from tmagen.render import render
 from tmagen.spec import Spec, kernel_maps, kernel_plans, parse_spec
@@ -98,7 +99,8 @@ def blame(message: str, names: Sequence[str]) -> set[str]:
     """The specs an nvcc or ptxas error names: by their headers' file names or their kernels' symbols."""
     found = set()
     for name in names:
-        if re.search(rf"\b{re.escape(name)}(_kernels)?\.cuh[(:]", message) or re.search(rf"'{re.escape(name)}_\w+'", message):
+        if (re.search(rf"\b{re.escape(name)}(_kernels)?\.cuh[(:]", message)
+                or re.search(rf"'{re.escape(name)}_\w+'", message)):
             found.add(name)
     return found
 
@@ -230,7 +232,8 @@ def run_job(job: dict[str, Any], device: Any, emit: Callable[[dict[str, Any]], N
                     os._exit(EXIT_HANG)
                 except Exception as exc:  # noqa: BLE001 - every failure is a finding, reported as data
                     healthy = _context_healthy()
-                    emit({**base, "status": "error" if healthy else "fault", "detail": f"{type(exc).__name__}: {exc}"[:3000]})
+                    emit({**base, "status": "error" if healthy else "fault",
+                          "detail": f"{type(exc).__name__}: {exc}"[:3000]})
                     if not healthy:
                         os._exit(EXIT_FAULT)
                     continue
@@ -735,7 +738,7 @@ class Campaign:
         spills = sorted(k.name for b in batches for build in b.builds for k in build.kernels if k.spills)
         return {
             "report": "tmagen reliability run", "tmagen": __version__,
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "gpu": self.devices[0] if self.devices else None, "nvcc": self.tc.version,
             "seed": self.s.seed, "budget_s": self.s.seconds, "elapsed_s": round(time.monotonic() - self.start, 1),
             "settings": {"batch_size": self.s.batch_size, "nvcc_jobs": self.s.jobs, "gpu_workers": self.s.lanes,
@@ -841,7 +844,8 @@ _RACE = re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?
 
 
 def sanitizer_summary(text: str) -> dict[str, Any]:
-    """compute-sanitizer's verdict from its output: errors (and racecheck's hazards); None where it printed no summary."""
+    """compute-sanitizer's verdict from its output: errors (and racecheck's hazards); None where it
+    printed no summary."""
     errors = [int(m.group(1)) for m in _SUMMARY.finditer(text)]
     races = [(int(m.group(1)), int(m.group(2)), int(m.group(3))) for m in _RACE.finditer(text)]
     if not errors and not races:
@@ -876,7 +880,8 @@ def refused_at_run_time(spec: Spec, run: dict[str, Any]) -> list[str]:
         return []
     found: list[str] = []
     for m in kernel_maps(spec):
-        tensor = m.tensor.model_copy(update={"shape": list(run["args"]["shape"]), "strides": run["args"].get("strides")})
+        tensor = m.tensor.model_copy(update={"shape": list(run["args"]["shape"]),
+                                             "strides": run["args"].get("strides")})
         found += [v.rule for v in run_rules(tensor_map_args(spec, m.model_copy(update={"tensor": tensor})),
                                             SpecFieldNames(m.index, tensor.rank))]
     return sorted(set(found))

@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from tmagen.dtypes import DTYPES
 from tmagen.errors import SpecError
@@ -339,7 +340,8 @@ def draw_copy(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run
     rank = rng.randint(1, 5)
     swizzle = _swizzle(rng, target)
     span = SPANS[swizzle["mode"]]
-    box = [_outer_box_dim(rng) for _ in range(rank - 1)] + [_inner_box_bytes(rng, min(span, 256 * es) if span else 256 * es) // es]
+    inner_limit = min(span, 256 * es) if span else 256 * es
+    box = [_outer_box_dim(rng) for _ in range(rank - 1)] + [_inner_box_bytes(rng, inner_limit) // es]
     t = _base_tensor(rng, "data", dtype, box, swizzle)
     kernel = {"kind": "copy", "stages": _weighted(rng, {2: 3, 3: 2, 4: 2, rng.randint(5, 16): 1}),
               "boxes_per_stage": 1 if _chance(rng, 0.6) else rng.randint(2, 32),

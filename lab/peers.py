@@ -14,7 +14,8 @@ one that fails is reported as failed, never timed.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tmagen import runtime
 from tmagen.bench import Candidate, Method, time_case

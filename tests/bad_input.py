@@ -17,16 +17,18 @@ import json
 import math
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from tmagen.cli import main
 from lab.fuzz import draw_case
+from tmagen.cli import main
 
 SPEC_FILE = "spec.json"  # every case's input, written afresh in the case's folder
 # Spec fields whose value may be null: any other null is bad (tests check this against the schema).
-NULLABLE = {"strides", "element_strides", "coords", "tiles_per_stage", "tiles_per_block", "unit_bytes", "kernel", "element_type", "mma"}
+NULLABLE = {"strides", "element_strides", "coords", "tiles_per_stage", "tiles_per_block", "unit_bytes", "kernel",
+            "element_type", "mma"}
 
 
 @dataclass
@@ -190,7 +192,8 @@ def _value_mutation(rng: random.Random, spec: dict[str, Any]) -> tuple[dict[str,
     if r < 0.3:
         fld, _, values = rng.choice(TENSOR_VALUES)
         t[fld] = rng.choice(values)
-        if fld == "swizzle" and t[fld].get("mode") == "128B" and t[fld].get("atomicity") in ("32B", "32B_flip_8B", "64B"):
+        if (fld == "swizzle" and t[fld].get("mode") == "128B"
+                and t[fld].get("atomicity") in ("32B", "32B_flip_8B", "64B")):
             return None
         return data, f"{where}.{fld} = {t[fld]!r}", (f"{where}.{fld}",)
     if r < 0.55:
@@ -247,7 +250,8 @@ def _structure_mutation(rng: random.Random, spec: dict[str, Any]) -> tuple[dict[
     data = copy.deepcopy(spec)
     r = rng.random()
     if r < 0.3:  # an unknown key somewhere
-        targets = [("", data), ("kernel", data["kernel"])] + [(f"tensors[{i}]", t) for i, t in enumerate(data["tensors"])]
+        targets = [("", data), ("kernel", data["kernel"])]
+        targets += [(f"tensors[{i}]", t) for i, t in enumerate(data["tensors"])]
         targets += [(f"tensors[{i}].swizzle", t["swizzle"]) for i, t in enumerate(data["tensors"]) if "swizzle" in t]
         where, obj = rng.choice(targets)
         key = rng.choice(["bogus", "Shape", "boxDim", "tensor", "__proto__", "shape ", "kind2"])
@@ -450,7 +454,7 @@ def diagnose_cases(rng: random.Random) -> Iterator[BadCase]:
         as_json = rng.random() < 0.4
         r = rng.random()
         if r < 0.12:  # an argument missing (rank 1 needs no strides)
-            key = rng.choice([k for k in ("dtype", "rank", "global_address", "global_dim", "box_dim", "element_strides")])
+            key = rng.choice(["dtype", "rank", "global_address", "global_dim", "box_dim", "element_strides"])
             del args[key]
             what, fields = f"{key} missing", FLAGS[key][1]
         elif r < 0.2 and as_json:

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_codegen import IN_CI, _sweep_specs, _toolchain_or_skip
 
 from tmagen import toolchain, verify
 from tmagen.cli import main
@@ -18,7 +19,6 @@ from tmagen.render import render
 from tmagen.spec import kernel_plans, parse_spec
 
 from conftest import REPO
-from test_codegen import IN_CI, _sweep_specs, _toolchain_or_skip
 
 # Written out here, not read from tmagen.dtypes: what a CUDA programmer expects each type to read as.
 CUDA_TYPES = {

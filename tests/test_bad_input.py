@@ -15,14 +15,15 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from tmagen.spec import schema
+
 from bad_input import NULLABLE, BadCase, cases, prepare, problems, run
 from conftest import REPO, pythonpath_with_repo
-from tmagen.spec import schema
 
 SEED = int(os.environ.get("TMAGEN_BAD_INPUT_SEED", "20261122"))
 COUNT = int(os.environ.get("TMAGEN_BAD_INPUT_CASES", "10500"))
@@ -60,12 +61,14 @@ def test_every_bad_input_exits_2_naming_the_field(folder: Path) -> None:
         commands[case.argv[0]] += 1
         found = problems(case, answer, folder)
         if found:
-            failures.append(f"{case.what} ({case.argv[:4]}): {'; '.join(found)}\n    {(answer.out + answer.err)[-400:]!r}")
+            failures.append(f"{case.what} ({case.argv[:4]}): {'; '.join(found)}\n"
+                            f"    {(answer.out + answer.err)[-400:]!r}")
         _clean(folder, answer.written)
     assert sum(categories.values()) == COUNT >= 10_000
     assert set(categories) == CATEGORIES and min(categories.values()) >= COUNT // 50, categories
     assert {"check", "build", "explain", "diagnose", "schema", "docs"} <= set(commands), commands
-    assert failures == [], f"seed {SEED}: {len(failures)} of {COUNT} bad inputs answered wrongly:\n" + "\n".join(failures[:15])
+    assert failures == [], (f"seed {SEED}: {len(failures)} of {COUNT} bad inputs answered wrongly:\n"
+                            + "\n".join(failures[:15]))
 
 
 def test_the_answer_is_checked_strictly(folder: Path) -> None:

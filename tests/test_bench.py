@@ -98,7 +98,7 @@ class _FakeGpu:
             def synchronize(self) -> None:
                 pass
 
-            def elapsed_time(self, other: "Event") -> float:
+            def elapsed_time(self, other: Event) -> float:
                 return other.t - self.t
 
         self.Event = Event

@@ -15,13 +15,23 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-from tmagen import toolchain
-from lab.campaign import (Batch, Campaign, Settings, _selected_runs, blame, compile_batch, kernels_of,
-                             sanitizer_summary, write_sources)
-from tmagen.cli import main
+from lab.campaign import (
+    Batch,
+    Campaign,
+    Settings,
+    _selected_runs,
+    blame,
+    compile_batch,
+    kernels_of,
+    sanitizer_summary,
+    write_sources,
+)
 from lab.fuzz import KINDS, draw_case
 from lab.reliability import markdown_report
+from tmagen import toolchain
+from tmagen.cli import main
+
+from conftest import REPO
 
 SEED, SPECS = 7, 24
 FAKE_SANITIZER = """#!/usr/bin/env bash

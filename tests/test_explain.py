@@ -159,7 +159,7 @@ def test_rules_doc_lists_every_rule_and_marks_the_measured_ones() -> None:
 def test_every_example_spec_has_a_line_in_the_docs() -> None:
     readme = (REPO / "README.md").read_text()
     for path in (REPO / "specs").glob("*.json"):
-        line = next((l for l in readme.splitlines() if f"`{path.name}`" in l), None)
+        line = next((row for row in readme.splitlines() if f"`{path.name}`" in row), None)
         assert line is not None, f"{path.name} is not described in README.md"
         assert len(line) > len(path.name) + 20
 

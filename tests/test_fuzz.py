@@ -14,8 +14,7 @@ from tmagen.dtypes import DTYPES
 from tmagen.limits import TARGETS
 from tmagen.render import render
 from tmagen.rules import check_encode_tiled
-from tmagen.spec import check_spec, kernel_maps, kernel_plans, parse_spec
-from tmagen.spec import loaded_box
+from tmagen.spec import check_spec, kernel_maps, kernel_plans, loaded_box, parse_spec
 from tmagen.verify import contiguous_strides
 
 DRAWS = 450

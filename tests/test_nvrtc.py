@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from tmagen import nvrtc
-from tmagen.spec import kernel_plans
-from tmagen.spec import load_checked_spec
+from tmagen.spec import kernel_plans, load_checked_spec
 
 from conftest import REPO, pythonpath_with_repo
 

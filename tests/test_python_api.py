@@ -17,8 +17,8 @@ import tmagen
 from tmagen import arrays, nvrtc, ops, runtime
 from tmagen.errors import ArgumentError, RuleError, SpecError, TmagenError
 from tmagen.kernels import Kernel
-from tmagen.spec import kernel_plans
 from tmagen.rules import check_encode_tiled
+from tmagen.spec import kernel_plans
 
 from conftest import REPO
 
@@ -94,10 +94,11 @@ def test_tensor_map_checks_the_real_pointer_and_strides() -> None:
     x = FakeCuda((64, 64), ptr=0x7F0000000004, strides=(260, 4))
     with pytest.raises(ArgumentError) as info:
         tmagen.tensor_map(x, box=[8, 16], swizzle="64B", atomicity="32B")
-    assert _fields(info) == [("global-address-alignment", "x's data pointer"), ("global-stride-multiple", "x.strides[0]"),
-                             ("atomicity-needs-128B", "atomicity")]
+    assert _fields(info) == [("global-address-alignment", "x's data pointer"),
+                             ("global-stride-multiple", "x.strides[0]"), ("atomicity-needs-128B", "atomicity")]
     msg = str(info.value)
-    assert "x's data pointer = 0x7f0000000004, but the tensor must start on a 16-byte boundary (it is 4 past one)" in msg
+    assert ("x's data pointer = 0x7f0000000004, but the tensor must start on a 16-byte boundary (it is 4 past one)"
+            in msg)
     assert "x.strides[0] = 260 bytes, but strides must be multiples of 16 bytes: pad each row to 272 bytes" in msg
 
 
@@ -196,7 +197,8 @@ def test_a_loaded_kernel_checks_its_arrays_with_the_spec_s_names() -> None:
     # 30 rows: the transposed rows are 120 bytes, no multiple of 16
     with pytest.raises(ArgumentError) as info:
         k(FakeCuda((30, 64)), out=FakeCuda((64, 30)))
-    assert _fields(info) == [("global-stride-multiple", "out.strides[0]"), ("store-inner-extent-16-bytes", "out.shape[-1]")]
+    assert _fields(info) == [("global-stride-multiple", "out.strides[0]"),
+                             ("store-inner-extent-16-bytes", "out.shape[-1]")]
     assert "out.strides[0] = 120 bytes, but strides must be multiples of 16 bytes" in str(info.value)
     with pytest.raises(ArgumentError) as info:
         k(FakeCuda((64, 64), ptr=0x7F0000000008), out=FakeCuda((64, 64), ptr=0x7F0000000104))
@@ -294,7 +296,8 @@ def test_importing_tmagen_imports_no_framework() -> None:
 
     from conftest import pythonpath_with_repo
 
-    code = "import sys, tmagen; tmagen.load; tmagen.tensor_map; print(sorted({'torch', 'cupy', 'jax'} & set(sys.modules)))"
+    code = ("import sys, tmagen; tmagen.load; tmagen.tensor_map; "
+            "print(sorted({'torch', 'cupy', 'jax'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": pythonpath_with_repo()}).stdout
     assert out.strip() == "[]"

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from tmagen import toolchain
 from tmagen.render import render
 from tmagen.spec import check_spec, parse_spec
+
+from conftest import REPO
 
 FOLDER = REPO / "tests" / "data" / "reliability"
 CASES = sorted(FOLDER.glob("*.case.json"))

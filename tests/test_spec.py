@@ -11,8 +11,16 @@ import pytest
 
 from tmagen.errors import SpecError
 from tmagen.rules import RULES
-from tmagen.spec import (SpecFieldNames, check_spec, kernel_maps, kernel_plans, load_spec, parse_spec, schema,
-                         tensor_map_args)
+from tmagen.spec import (
+    SpecFieldNames,
+    check_spec,
+    kernel_maps,
+    kernel_plans,
+    load_spec,
+    parse_spec,
+    schema,
+    tensor_map_args,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "specs").glob("*.json"))

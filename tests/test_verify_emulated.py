@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-import emulated_gpu
-from tmagen.dtypes import BY_DRIVER
 from lab import campaign
 from lab.campaign import data_seed, run_job
-from tmagen.dtypes import DTYPES
 from lab.fuzz import draw_case
-from tmagen.swizzle import PATTERNS
+from tmagen.dtypes import BY_DRIVER, DTYPES
 from tmagen.spec import SwizzleSpec
+from tmagen.swizzle import PATTERNS
+
+import emulated_gpu
 
 CASES = 120
 

@@ -11,7 +11,7 @@ import argparse
 import functools
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from tmagen import __version__
 from tmagen.errors import SpecError, TmagenError
@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="render specs into folders of CUDA code (and compile them)")
     b.add_argument("spec", nargs="+")
     b.add_argument("--out", default="generated", help="output root; each spec writes OUT/<name>/ (default: generated)")
-    b.add_argument("--check", action="store_true", help="write nothing; exit 1 if OUT differs from what the specs render")
+    b.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if OUT differs from what the specs render")
     b.add_argument("--compile", action="store_true", help="also compile with nvcc: cubin, PTX, shared library, report")
 
     v = sub.add_parser("verify", help="compile and run each spec's kernel on the GPU, checked bit for bit")
@@ -132,7 +133,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         for line in stale:
             print(line)
         print(f"{len(stale)} difference{'s' if len(stale) != 1 else ''} between {args.out}/ and "
-              f"{len(rendered)} spec{'s' if len(rendered) != 1 else ''}" + (": run tmagen build to update" if stale else ""))
+              f"{len(rendered)} spec{'s' if len(rendered) != 1 else ''}"
+              + (": run tmagen build to update" if stale else ""))
         return EXIT_DIFFERS if stale else EXIT_OK
     status = EXIT_OK
     for r in rendered:
@@ -140,7 +142,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         print(f"{r.spec_file}: wrote {folder} ({len(r.files)} files)")
         if args.compile:
             result = toolchain.compile_folder(r.spec, r.files)
-            print(f"  compiled{' (cached)' if result.cached else ''}: {result.cubin}, {result.ptx}, {result.shared_library}")
+            print(f"  compiled{' (cached)' if result.cached else ''}: {result.cubin}, {result.ptx}, "
+                  f"{result.shared_library}")
             for k in result.kernels:
                 print(f"  {k.name}: {k.registers} registers, {k.shared_bytes} bytes static shared memory, "
                       f"{k.stack_frame_bytes} bytes stack, {k.spill_store_bytes}/{k.spill_load_bytes} bytes spilled")
@@ -350,8 +353,8 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"build": _cmd_build, "verify": _cmd_verify, "bench": _cmd_bench, "check": _cmd_check, "schema": _cmd_schema, "diagnose": _cmd_diagnose,
-            "explain": _cmd_explain, "rules": _cmd_rules, "docs": _cmd_docs}
+COMMANDS = {"build": _cmd_build, "verify": _cmd_verify, "bench": _cmd_bench, "check": _cmd_check, "schema": _cmd_schema,
+            "diagnose": _cmd_diagnose, "explain": _cmd_explain, "rules": _cmd_rules, "docs": _cmd_docs}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -95,5 +95,6 @@ def write(folder: str | Path) -> list[Path]:
             written.append(path)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise OutputError(f"--out {str(folder)!r}: cannot write the documents there "
-                          f"({exc.strerror if isinstance(exc, OSError) else exc}): give a folder you can write") from None
+                          f"({exc.strerror if isinstance(exc, OSError) else exc}): give a folder you can write"
+                          ) from None
     return written

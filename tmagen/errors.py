@@ -3,8 +3,8 @@ them to messages and exit statuses."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 class TmagenError(Exception):

@@ -191,7 +191,8 @@ def explain_tile(tile: OperandTile, operand: str) -> list[str]:
         f"    LBO            {f.lbo} bytes -> {f.lbo >> 4}" + ("   (unused: K stays inside one span)"
                                                               if tile.major == "k" and tile.swizzled else ""),
         f"    SBO            {f.sbo} bytes -> {f.sbo >> 4}",
-        f"    base offset    {f.base_offset}   (the box starts {tile.layout.base_address} bytes into its pattern; measured: "
+        f"    base offset    {f.base_offset}   (the box starts {tile.layout.base_address} bytes into its pattern; "
+        "measured: "
         f"0 is right wherever it starts, the PTX ISA's formula would give {tile.ptx_base_offset(address)})",
         f"    layout type    {f.layout_type} ({layout_name}); tcgen05: {tile.layout.pattern.tcgen05_layout_type}",
         f"    K advance      +{k_advance} bytes per {k_step}-element step ({k_advance >> 4} in the start field)",

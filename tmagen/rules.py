@@ -18,11 +18,12 @@ Sources, as cited in messages:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
 
 from tmagen import limits
-from tmagen.dtypes import DType, lookup as lookup_dtype
+from tmagen.dtypes import DType
+from tmagen.dtypes import lookup as lookup_dtype
 from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
 from tmagen.errors import Violation
 from tmagen.limits import TARGETS, Target
@@ -42,14 +43,14 @@ class Rule:
     summary: str
     source: str
     documented: bool  # False: found by experiment, in no NVIDIA document
-    check: Callable[["TensorMapArgs", "FieldNames"], Iterator[Violation]] = field(repr=False, compare=False)
+    check: Callable[[TensorMapArgs, FieldNames], Iterator[Violation]] = field(repr=False, compare=False)
 
 
 RULES: dict[str, Rule] = {}
 
 
 def rule(rule_id: str, summary: str, source: str, *, documented: bool = True):
-    def register(fn: Callable[["TensorMapArgs", "FieldNames"], Iterator[Violation]]):
+    def register(fn: Callable[[TensorMapArgs, FieldNames], Iterator[Violation]]):
         RULES[rule_id] = Rule(rule_id, summary, source, documented, fn)
         return fn
     return register
@@ -80,7 +81,7 @@ class TensorMapArgs:
     requested_swizzle: tuple[str, str] | None = None  # a spec's (mode, atomicity), before mapping
     kernel_smem_bytes: int | None = None  # shared memory (dynamic and static) of the kernel using the map
     kernel_threads: int | None = None  # threads per block of that kernel
-    mma: "MmaUse | None" = None  # the box is a tensor-core operand
+    mma: MmaUse | None = None  # the box is a tensor-core operand
 
     @property
     def elem_bytes(self) -> float:
@@ -262,7 +263,8 @@ def _box_inner_multiple(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 @rule("packed-box-inner", "ALIGN16B packed types: boxDim[0] is 128", DRV)
 def _packed_box(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    if a.dtype.name in ("u4x16_align16", "u6x16_align16") and a.box_dim and a.box_dim[0] != limits.PACKED_ALIGN16_BOX_INNER:
+    if (a.dtype.name in ("u4x16_align16", "u6x16_align16") and a.box_dim
+            and a.box_dim[0] != limits.PACKED_ALIGN16_BOX_INNER):
         yield _fail("packed-box-inner", n.box(0), a.box_dim[0], f"{a.dtype.name} moves rows of exactly 128 values",
                     f"use {n.box(0)} = 128")
 
@@ -320,7 +322,8 @@ def _packed_swizzle(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if directions is None or any(d not in directions for d in used):
         choices = ", ".join(f"{s.spec_name} ({d})" for s, d in allowed.items())
         yield _fail("packed-swizzle", n.swizzle, n.enum(a.swizzle),
-                    f"{a.dtype.name} allows {choices}" + (f" and this map is used to {' and '.join(used)}" if used else ""),
+                    f"{a.dtype.name} allows {choices}"
+                    + (f" and this map is used to {' and '.join(used)}" if used else ""),
                     "pick a swizzle from that list")
 
 
@@ -331,7 +334,8 @@ def _oob_nan(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
                     f"{a.dtype.name} is not a floating-point type", f"use {n.enum(OobFill.NONE)} (zero fill)")
 
 
-@rule("target-atom-swizzle", "the 128B atom swizzles need sm_100a", f"{PTX_SWZ}; {HW}: the driver refuses them on sm_90")
+@rule("target-atom-swizzle", "the 128B atom swizzles need sm_100a",
+      f"{PTX_SWZ}; {HW}: the driver refuses them on sm_90")
 def _target_atom(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.swizzle >= Swizzle.B128_ATOM_32B and not a.target.atom_swizzles:
         yield _fail("target-atom-swizzle", n.swizzle, n.enum(a.swizzle),
@@ -339,7 +343,8 @@ def _target_atom(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
                     "use 128B with 16B atomicity, or target sm_100a (which cannot run on Hopper)")
 
 
-@rule("target-packed-dtype", "the packed 16U4/16U6 types need sm_100a", f"{PTX_TC}; {HW}: the driver refuses them on sm_90")
+@rule("target-packed-dtype", "the packed 16U4/16U6 types need sm_100a",
+      f"{PTX_TC}; {HW}: the driver refuses them on sm_90")
 def _target_packed(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.dtype.packed and not a.target.packed_types:
         yield _fail("target-packed-dtype", n.dtype, n.dtype_name(a.dtype),
@@ -353,7 +358,8 @@ def _target_packed(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 def _driver_box_limit(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     counted = a.elem_bytes * math.prod(b // max(e, 1) for b, e in zip(a.box_dim, a.element_strides))
     if counted > a.target.driver_box_limit:
-        yield _fail("box-bytes-driver-limit", "boxDim", f"{list(a.box_dim)} = {_bytes(counted)} bytes as the driver counts",
+        yield _fail("box-bytes-driver-limit", "boxDim",
+                    f"{list(a.box_dim)} = {_bytes(counted)} bytes as the driver counts",
                     f"cuTensorMapEncodeTiled refuses boxes over {a.target.driver_box_limit} bytes",
                     "use a smaller box and issue several copies")
 
@@ -409,7 +415,8 @@ def _smem_in_pattern(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.smem_offset is not None and not 0 <= a.smem_offset < limits.SMEM_PATTERN_BYTES:
         yield _fail("smem-offset-in-pattern", n.smem_offset, a.smem_offset,
                     f"the offset is taken within the {limits.SMEM_PATTERN_BYTES}-byte pattern (0 to "
-                    f"{limits.SMEM_PATTERN_BYTES - limits.TMA_SMEM_ALIGN_BYTES} in steps of {limits.TMA_SMEM_ALIGN_BYTES})",
+                    f"{limits.SMEM_PATTERN_BYTES - limits.TMA_SMEM_ALIGN_BYTES} in steps of "
+                    f"{limits.TMA_SMEM_ALIGN_BYTES})",
                     f"use {a.smem_offset % limits.SMEM_PATTERN_BYTES}, its place in the pattern")
 
 
@@ -622,7 +629,8 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
     if not _is_int(global_address) or global_address < 0:
         bad(names.address, global_address, "it is not an address", "pass the tensor's device pointer as an integer")
     arrays = {}
-    for fld, value, length in (("globalDim", global_dim, rank), ("globalStrides", global_strides, rank - 1 if _is_int(rank) else None),
+    for fld, value, length in (("globalDim", global_dim, rank),
+                               ("globalStrides", global_strides, rank - 1 if _is_int(rank) else None),
                                ("boxDim", box_dim, rank), ("elementStrides", element_strides, rank)):
         seq = list(value) if isinstance(value, (list, tuple)) else None
         if seq is None or not all(_is_int(x) for x in seq):

@@ -34,8 +34,8 @@ from the PTX ISA tables (section 5.5.7) and marked ``measured=False``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -11,7 +11,7 @@ its output with ``torch.empty`` (the graph's pool during capture) and never sync
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

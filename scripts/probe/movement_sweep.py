@@ -44,7 +44,8 @@ def transpose_variants() -> dict[str, dict]:
         for stages, bps in configs:
             for raster in (1, 4, 8, 16, 32, 1024):
                 name = f"t_{dtype}_s{stages}_b{bps}_r{raster}"
-                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype, "shape": [16384, 65536 // ES[dtype]],
+                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype,
+                                                        "shape": [16384, 65536 // ES[dtype]],
                                                         "box": box, "swizzle": {"mode": "none"}}],
                              "kernel": {"kind": "transpose", "stages": stages, "tiles_per_stage": 1,
                                         "blocks_per_sm": bps, "raster_group": raster}}
@@ -77,7 +78,8 @@ def transpose_variants_v2() -> dict[str, dict]:
         for box, stages, bps in rows:
             for raster in (1, 1024):
                 name = f"t_{dtype}_{box[0]}x{box[1]}_s{stages}_b{bps}_r{raster}"
-                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype, "shape": [16384, 65536 // ES[dtype]],
+                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype,
+                                                        "shape": [16384, 65536 // ES[dtype]],
                                                         "box": box, "swizzle": {"mode": "none"}}],
                              "kernel": {"kind": "transpose", "stages": stages, "tiles_per_stage": 1,
                                         "blocks_per_sm": bps, "raster_group": raster}}
@@ -109,7 +111,8 @@ def transpose_variants_v3() -> dict[str, dict]:
         for box, stages, bps, tpb in rows:
             for raster in RASTERS:
                 name = f"t_{dtype}_{box[0]}x{box[1]}_s{stages}_b{bps}_t{tpb}_r{raster}"
-                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype, "shape": [16384, 65536 // ES[dtype]],
+                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype,
+                                                        "shape": [16384, 65536 // ES[dtype]],
                                                         "box": box, "swizzle": {"mode": "none"}}],
                              "kernel": {"kind": "transpose", "stages": stages, "tiles_per_stage": 1,
                                         "blocks_per_sm": bps, "raster_group": raster, "tiles_per_block": tpb}}
@@ -287,8 +290,8 @@ def ncu_targets(names: list[str]) -> None:
         else:
             name = variant.removesuffix("_flat")
             k = peers.TmagenKernel(specs[name], cubins[name], device)
-            xs, outs = ([flat_view(x, specs[name].tensors[0].box[-1])], [flat_view(out, specs[name].tensors[0].box[-1])]) \
-                if variant.endswith("_flat") else ([x], [out])
+            width = specs[name].tensors[0].box[-1]
+            xs, outs = ([flat_view(x, width)], [flat_view(out, width)]) if variant.endswith("_flat") else ([x], [out])
             if config:  # a grid of this many blocks per multiprocessor
                 grid, params = launch_arguments(specs[name], k.view, device, xs[0].data_ptr(), outs[0].data_ptr(),
                                                 list(xs[0].shape))

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from lab.campaign import refused_at_run_time, replay
 from tmagen.runtime import GpuError
-from tmagen.toolchain import ToolchainError
 from tmagen.spec import check_spec, parse_spec
+from tmagen.toolchain import ToolchainError
+
+from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 

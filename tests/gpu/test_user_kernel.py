@@ -90,5 +90,6 @@ def test_user_kernel_reports_a_misaligned_tensor_through_the_generated_checks(de
                                                   sums_dev.ptr, None)
         device.synchronize()
         assert status == 1
-        assert b"x: the pointer" in library.weighted_row_sums_error() and b"16-byte" in library.weighted_row_sums_error()
+        message = library.weighted_row_sums_error()
+        assert b"x: the pointer" in message and b"16-byte" in message
         assert np.all(sums_dev.download() == POISON), "nothing launched"

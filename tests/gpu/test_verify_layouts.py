@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, pythonpath_with_repo
 from lab import fuzz
-from tmagen import toolchain
 from lab.campaign import RESULT_PREFIX, Batch, compile_batch, data_seed
+from tmagen import toolchain
 from tmagen.verify import Verifier
+
+from conftest import REPO, pythonpath_with_repo
 
 pytestmark = pytest.mark.gpu
 

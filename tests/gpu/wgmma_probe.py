@@ -79,12 +79,13 @@ def kernel_source(c: Combo) -> str:
       using W = {operand}::wgmma;
       for (uint32_t kb = 0; kb < K / W::k_per_box; ++kb)
         for (uint32_t mb = 0; mb < W::mn_boxes; ++mb)
-          g::tma::load_2d({operand.lower()}_tile + (kb * W::mn_boxes + mb) * W::box_stride, &{operand.lower()}_map, &loaded,
-                          {_coords(major)});
+          g::tma::load_2d({operand.lower()}_tile + (kb * W::mn_boxes + mb) * W::box_stride,
+                          &{operand.lower()}_map, &loaded, {_coords(major)});
     }}""")
     return f"""
 extern "C" __global__ void __launch_bounds__(128, 1) probe_{c.name}(
-    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, float* out, uint32_t base_mode) {{
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, float* out,
+    uint32_t base_mode) {{
   namespace g = {c.name};
   using A = g::a_box;
   using B = g::b_box;
