@@ -27,7 +27,7 @@ ESIZE = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 
 SPAN = {0: 0, 1: 32, 2: 64, 3: 128, 4: 128, 5: 128, 6: 128}
 
 
-def _pick(rng: np.random.Generator, *choices: object) -> object:
+def _pick(rng: np.random.Generator, *choices: int) -> int:
     return choices[int(rng.integers(len(choices)))]
 
 

@@ -12,6 +12,7 @@ import functools
 import json
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from tmagen import __version__
 from tmagen.errors import SpecError, TmagenError
@@ -20,7 +21,7 @@ EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT, EXIT_NO_GPU = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 as well; keep its usage line
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 as well; keep its usage line
         self.print_usage(sys.stderr)
         raise SystemExit(f"{self.prog}: error: {message}")
 
@@ -336,8 +337,8 @@ def _cmd_docs(args: argparse.Namespace) -> int:
         for path in stale:
             print(f"{path}: stale (run tmagen docs)")
         return EXIT_DIFFERS if stale else EXIT_OK
-    for path in docs.write(args.out):
-        print(f"wrote {path}")
+    for written in docs.write(args.out):
+        print(f"wrote {written}")
     return EXIT_OK
 
 

@@ -26,7 +26,7 @@ def _type(node: dict[str, Any]) -> str:
         return " or ".join(_type(n) for n in node["anyOf"])
     if "oneOf" in node:
         return " or ".join(_type(n) for n in node["oneOf"])
-    kind = node.get("type", "any")
+    kind = str(node.get("type", "any"))
     if kind == "array":
         inner = _type(node.get("items", {}))
         lo, hi = node.get("minItems"), node.get("maxItems")

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from tmagen import limits
 from tmagen.dtypes import DType
 from tmagen.dtypes import lookup as lookup_dtype
-from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
-from tmagen.errors import Violation
+from tmagen.enums import E, Interleave, L2Promotion, OobFill, Swizzle
+from tmagen.errors import Violation as Violation  # re-exported: rules.Violation is public
 from tmagen.limits import TARGETS, Target
 from tmagen.swizzle import PATTERNS
 
@@ -49,8 +49,11 @@ class Rule:
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, summary: str, source: str, *, documented: bool = True):
-    def register(fn: Callable[[TensorMapArgs, FieldNames], Iterator[Violation]]):
+Check = Callable[["TensorMapArgs", "FieldNames"], Iterator[Violation]]  # one rule's check
+
+
+def rule(rule_id: str, summary: str, source: str, *, documented: bool = True) -> Callable[[Check], Check]:
+    def register(fn: Check) -> Check:
         RULES[rule_id] = Rule(rule_id, summary, source, documented, fn)
         return fn
     return register
@@ -606,7 +609,7 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
     def bad(fld: str, value: object, why: str, fix: str) -> None:
         problems.append(Violation("argument-form", fld, repr(value), why, fix, DRV))
 
-    def parse_enum(cls, value, fld):
+    def parse_enum(cls: type[E], value: object, fld: str) -> E | None:
         try:
             return cls.parse(value)
         except (ValueError, TypeError) as exc:
@@ -619,8 +622,8 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
         dt = None
     if dt is None:
         bad(names.dtype, dtype, "it is not a CUtensorMapDataType", "use 0 to 15 or a CU_TENSOR_MAP_DATA_TYPE_* name")
-    enums = (parse_enum(Interleave, interleave, names.interleave), parse_enum(Swizzle, swizzle, names.swizzle),
-             parse_enum(L2Promotion, l2_promotion, names.l2), parse_enum(OobFill, oob_fill, names.oob))
+    il, sw = parse_enum(Interleave, interleave, names.interleave), parse_enum(Swizzle, swizzle, names.swizzle)
+    l2, oob = parse_enum(L2Promotion, l2_promotion, names.l2), parse_enum(OobFill, oob_fill, names.oob)
     target = TARGETS.get(arch) if isinstance(arch, str) else None
     if target is None:
         bad(names.target, arch, "tmagen knows no such target", f"use one of {', '.join(TARGETS)}")
@@ -628,7 +631,7 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
         bad(names.rank, rank, "it is not an integer", "pass the number of dimensions")
     if not _is_int(global_address) or global_address < 0:
         bad(names.address, global_address, "it is not an address", "pass the tensor's device pointer as an integer")
-    arrays = {}
+    arrays: dict[str, tuple[int, ...]] = {}
     for fld, value, length in (("globalDim", global_dim, rank),
                                ("globalStrides", global_strides, rank - 1 if _is_int(rank) else None),
                                ("boxDim", box_dim, rank), ("elementStrides", element_strides, rank)):
@@ -640,13 +643,14 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
                 "pass one entry per dimension" + (" after the innermost" if fld == "globalStrides" else ""))
         else:
             arrays[fld] = tuple(int(x) for x in seq)
-    if problems:
+    # every None here has added a problem
+    if problems or dt is None or target is None or il is None or sw is None or l2 is None or oob is None:
         # A malformed call: say so, and also what the rules say of what could be read.
         if dt is not None and _is_int(rank) and not (1 <= rank <= limits.MAX_RANK):
             problems.extend(_rank_range(_stub(rank), names))
         return problems
     args = TensorMapArgs(dt, int(rank), int(global_address), arrays["globalDim"], arrays["globalStrides"],
-                         arrays["boxDim"], arrays["elementStrides"], *enums, target)  # type: ignore[arg-type]
+                         arrays["boxDim"], arrays["elementStrides"], il, sw, l2, oob, target)
     return run_rules(args, names, ENCODE_RULES)
 
 

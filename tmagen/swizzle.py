@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -68,6 +69,12 @@ class Pattern:
     @property
     def atomicity(self) -> int:
         return 1 << self.base
+
+    @overload
+    def apply(self, address: int) -> int: ...
+
+    @overload
+    def apply(self, address: np.ndarray) -> np.ndarray: ...
 
     def apply(self, address: np.ndarray | int) -> np.ndarray | int:
         """Physical byte address of the byte whose unswizzled absolute address is ``address``."""
