@@ -23,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -36,6 +37,7 @@ t0 = time.perf_counter()
 import torch
 torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 t1 = time.perf_counter()
+from tmagen.plan import resolve  # noqa: E402
 import tmagen.ops
 t2 = time.perf_counter()
 x = torch.randn(1024, 1024, device="cuda")
@@ -88,14 +90,16 @@ def host_overhead() -> dict[str, float]:
         x = torch.randn(shape, device="cuda").to(dtype)
         name = str(dtype).removeprefix("torch.")
         preallocated = torch.empty(shape[::-1], device="cuda", dtype=dtype)
+        # each lambda is timed, and dropped, in this iteration: x and preallocated bound as defaults all the same
         out[f"torch .transpose(-2,-1).contiguous() {name} {shape}"] = per_call_us(
-            lambda: x.transpose(-2, -1).contiguous(), sync)
-        out[f"tmagen.ops.transpose {name} {shape}"] = per_call_us(lambda: tmagen.ops.transpose(x), sync)
+            lambda x=x: x.transpose(-2, -1).contiguous(), sync)
+        out[f"tmagen.ops.transpose {name} {shape}"] = per_call_us(lambda x=x: tmagen.ops.transpose(x), sync)
         out[f"tmagen.ops.transpose out= {name} {shape}"] = per_call_us(
-            lambda: tmagen.ops.transpose(x, out=preallocated), sync)
-        out[f"torch.ops.tmagen.transpose {name} {shape}"] = per_call_us(lambda: torch.ops.tmagen.transpose(x), sync)
-        out[f"torch .clone() {name} {shape}"] = per_call_us(lambda: x.clone(), sync)
-        out[f"tmagen.ops.copy {name} {shape}"] = per_call_us(lambda: tmagen.ops.copy(x), sync)
+            lambda x=x, p=preallocated: tmagen.ops.transpose(x, out=p), sync)
+        out[f"torch.ops.tmagen.transpose {name} {shape}"] = per_call_us(
+            lambda x=x: torch.ops.tmagen.transpose(x), sync)
+        out[f"torch .clone() {name} {shape}"] = per_call_us(lambda x=x: x.clone(), sync)
+        out[f"tmagen.ops.copy {name} {shape}"] = per_call_us(lambda x=x: tmagen.ops.copy(x), sync)
     return out
 
 
@@ -133,16 +137,18 @@ def bandwidth() -> list[dict[str, Any]]:
         torch.cuda.empty_cache()
         timed_shape = shape if kind == "transpose" else tmagen.ops.contiguous_layout(math.prod(shape), 4)
         spec = tmagen.ops.kernel(kind, name, len(timed_shape)).spec
-        nvcc_cubin = toolchain.compile_folder(spec, render(spec, f"{spec.name}.json"), cubin_only=True).cubin.read_bytes()
-        c_api = bench.kernel_timing(spec, nvcc_cubin, device, timed_shape, runs=20)
-        nvrtc_cubin = bench.kernel_timing(spec, nvrtc.compile_spec(spec).data, device, timed_shape, runs=20)
+        nvcc_cubin = toolchain.compile_folder(resolve(spec), render(resolve(spec), f"{spec.name}.json"),
+                                              cubin_only=True).cubin.read_bytes()
+        c_api = bench.kernel_timing(resolve(spec), nvcc_cubin, device, timed_shape, runs=20)
+        nvrtc_cubin = bench.kernel_timing(resolve(spec), nvrtc.compile_plan(resolve(spec)).data, device, timed_shape, runs=20)
         row = {"kind": kind, "dtype": name, "shape": list(shape), "kernel_shape": list(timed_shape), "spec": spec.name,
                "tmagen.ops_gbps": 2 * nbytes / (ops_ms * 1e-3) / 1e9, "c_api_nvcc_gbps": c_api.gbps,
                "nvrtc_cubin_gbps": nvrtc_cubin.gbps}
         row["ops_over_c_api"] = row["tmagen.ops_gbps"] / row["c_api_nvcc_gbps"]
         rows.append(row)
         print(f"{kind:9s} {name:9s} {str(shape):16s} tmagen.ops {row['tmagen.ops_gbps']:6.0f} GB/s   C API (nvcc) "
-              f"{c_api.gbps:6.0f}   NVRTC cubin {nvrtc_cubin.gbps:6.0f}   ratio {row['ops_over_c_api']:.3f}", flush=True)
+              f"{c_api.gbps:6.0f}   NVRTC cubin {nvrtc_cubin.gbps:6.0f}   ratio {row['ops_over_c_api']:.3f}",
+              flush=True)
         torch.cuda.empty_cache()
     return rows
 

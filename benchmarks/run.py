@@ -1,5 +1,6 @@
 """The benchmark suite, on a GPU with PyTorch (CuPy and Triton too, for their peers): every spec
-in benchmarks/specs at 1 GiB (transposes, and two copies, also on ragged and odd-stride shapes),
+in tmagen/ops_specs (the tuned specs tmagen.ops runs) at 1 GiB (transposes, and two copies, also on
+ragged and odd-stride shapes),
 each case's candidates (tmagen, cudaMemcpyAsync, PyTorch, CuPy, Triton) interleaved on the same
 tensors; the matmul shapes (cuBLAS, Triton and tmagen's matmul when a launcher is given); and a
 size sweep for the plot.
@@ -8,7 +9,7 @@ size sweep for the plot.
     python3 benchmarks/run.py OUTDIR --only matmul   # or copy, transpose, sweep; comma-separated
     python3 benchmarks/run.py OUTDIR --quick         # fewer rounds: a smoke run
     python3 benchmarks/run.py --estimate             # the plan and its expected duration; runs nothing
-    tmagen bench --report OUTDIR/bench.json          # BENCHMARKS.md and its plot, on any machine
+    python3 -m lab.bench_report OUTDIR/bench.json    # BENCHMARKS.md and its plot, on any machine
 """
 
 from __future__ import annotations
@@ -23,16 +24,19 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+SPECS = HERE.parent / "tmagen" / "ops_specs"  # the tuned specs, one copy: what tmagen.ops runs is what is timed
 sys.path.insert(0, str(HERE.parent))
 
 from tmagen.bench import Method  # noqa: E402
 from tmagen.dtypes import DTYPES  # noqa: E402
-from tmagen.spec import MatmulKernel, Spec, TransposeKernel, load_checked_spec  # noqa: E402
+from tmagen.plan import load as load_plan  # noqa: E402
+from tmagen.plan import resolve  # noqa: E402
+from tmagen.spec import MatmulKernel, Spec, TransposeKernel  # noqa: E402
 
 GROUPS = ("copy", "transpose", "matmul", "sweep")
 MATMUL_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000), (8192, 8192, 1024), (6144, 6144, 2048)]
@@ -193,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if not groups <= set(GROUPS):
         ap.error(f"--only takes {', '.join(GROUPS)}, not {', '.join(sorted(groups - set(GROUPS)))}")
     method = QUICK if args.quick else FULL
-    specs = [load_checked_spec(p) for p in sorted((HERE / "specs").glob("*.json"))]
+    specs = [load_plan(p).spec for p in sorted(SPECS.glob("*.json"))]
     if args.spec:
         specs = [s for s in specs if s.name in args.spec]
     cases = plan(specs, groups)
@@ -210,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool) -> int:
-    from tmagen import peers, runtime, toolchain
+    from lab import peers
+    from tmagen import runtime, toolchain
     from tmagen.render import render
 
     out.mkdir(parents=True, exist_ok=True)
@@ -220,11 +225,11 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
     tc = toolchain.find_toolchain()
     with ThreadPoolExecutor(os.cpu_count() or 4) as pool:
         cubins = dict(pool.map(lambda s: (s.name, toolchain.compile_folder(
-            s, render(s, f"benchmarks/specs/{s.name}.json"), tc, cubin_only=True).cubin.read_bytes()),
+            resolve(s), render(resolve(s), f"tmagen/ops_specs/{s.name}.json"), tc, cubin_only=True).cubin.read_bytes()),
             by_name.values()))
     print(f"specs compiled in {time.perf_counter() - began:.0f} s", flush=True)
     device = runtime.Device.open()
-    data = {"format": 2, **machine(), "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+    data = {"format": 2, **machine(), "date": datetime.now(UTC).strftime("%Y-%m-%d"),
             "method": {**asdict(method), "sweep": asdict(SWEEP_METHOD)}, "unavailable": peers.unavailable(),
             "cases": []}
     for case in cases:
@@ -246,7 +251,7 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
 
 def run_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, bytes], device: Any, method: Method,
              triton: bool) -> dict[str, Any]:
-    from tmagen import peers
+    from lab import peers
 
     if case.group == "matmul":
         m, n, k = case.shape

@@ -77,7 +77,7 @@ if [ -n "${BENCH:-}" ]; then
   mkdir -p "$OUT/bench"
   python3 benchmarks/run.py "$OUT/bench" $([ "$BENCH" = quick ] && echo --quick) 2>&1 | tee "$OUT/bench/bench.log"
   bench=${PIPESTATUS[0]}
-  [ "$bench" -eq 0 ] && python3 -m tmagen bench --report "$OUT/bench/bench.json" \
+  [ "$bench" -eq 0 ] && python3 -m lab.bench_report "$OUT/bench/bench.json" \
     --markdown "$OUT/bench/BENCHMARKS.md" --plot "$OUT/bench/bandwidth.svg"
   echo "benchmarks: exit $bench"
 fi

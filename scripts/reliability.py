@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tmagen.campaign import Campaign, Settings  # noqa: E402
+from lab.campaign import Campaign, Settings  # noqa: E402
+from lab.reliability import markdown_report  # noqa: E402
 from tmagen.errors import TmagenError  # noqa: E402
-from tmagen.reliability import markdown_report  # noqa: E402
 
 
 def verdict(report: dict) -> list[str]:
@@ -37,11 +37,13 @@ def verdict(report: dict) -> list[str]:
         problems.append(f"{len(report['failures'])} failures ({report['failure_classes']})")
     oracle = report.get("oracle") or {}
     if oracle.get("tmagen_accepts_driver_refuses"):
-        problems.append(f"{len(oracle['tmagen_accepts_driver_refuses'])} oracle sets tmagen accepts and the driver refuses")
+        problems.append(f"{len(oracle['tmagen_accepts_driver_refuses'])} oracle sets tmagen accepts and the "
+                        "driver refuses")
     if oracle.get("error"):
         problems.append(f"oracle: {oracle['error']}")
     if report.get("internal_errors"):
-        problems.append(f"{len(report['internal_errors'])} errors of the campaign itself: {report['internal_errors'][0][:300]}")
+        problems.append(f"{len(report['internal_errors'])} errors of the campaign itself: "
+                        f"{report['internal_errors'][0][:300]}")
     if report.get("worker_start_failures"):
         problems.append(f"GPU workers could not start: {report['worker_start_failures'][0][-300:]}")
     sanitizer = report.get("sanitizer") or {}

@@ -1,6 +1,6 @@
 """Random bad input for the `tmagen` command, each case with what the answer must name.
 
-`cases(seed, count)` yields `BadCase`s: a valid random spec (`tmagen.fuzz`) mutated one way
+`cases(seed, count)` yields `BadCase`s: a valid random spec (`lab.fuzz`) mutated one way
 (a value of the wrong type, out of range or breaking a rule, a key unknown or missing, a hostile
 name, broken JSON, a hostile path to read or to write), or valid `tmagen diagnose` arguments
 mutated one way (flags and JSON). Each mutation is chosen so that the input is certainly bad:
@@ -17,16 +17,18 @@ import json
 import math
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+from lab.fuzz import draw_case
 from tmagen.cli import main
-from tmagen.fuzz import draw_case
 
 SPEC_FILE = "spec.json"  # every case's input, written afresh in the case's folder
 # Spec fields whose value may be null: any other null is bad (tests check this against the schema).
-NULLABLE = {"strides", "element_strides", "coords", "tiles_per_stage", "tiles_per_block", "unit_bytes", "kernel", "element_type", "mma"}
+NULLABLE = {"strides", "element_strides", "coords", "tiles_per_stage", "tiles_per_block", "unit_bytes", "kernel",
+            "element_type", "mma"}
 
 
 @dataclass
@@ -190,7 +192,8 @@ def _value_mutation(rng: random.Random, spec: dict[str, Any]) -> tuple[dict[str,
     if r < 0.3:
         fld, _, values = rng.choice(TENSOR_VALUES)
         t[fld] = rng.choice(values)
-        if fld == "swizzle" and t[fld].get("mode") == "128B" and t[fld].get("atomicity") in ("32B", "32B_flip_8B", "64B"):
+        if (fld == "swizzle" and t[fld].get("mode") == "128B"
+                and t[fld].get("atomicity") in ("32B", "32B_flip_8B", "64B")):
             return None
         return data, f"{where}.{fld} = {t[fld]!r}", (f"{where}.{fld}",)
     if r < 0.55:
@@ -247,7 +250,8 @@ def _structure_mutation(rng: random.Random, spec: dict[str, Any]) -> tuple[dict[
     data = copy.deepcopy(spec)
     r = rng.random()
     if r < 0.3:  # an unknown key somewhere
-        targets = [("", data), ("kernel", data["kernel"])] + [(f"tensors[{i}]", t) for i, t in enumerate(data["tensors"])]
+        targets = [("", data), ("kernel", data["kernel"])]
+        targets += [(f"tensors[{i}]", t) for i, t in enumerate(data["tensors"])]
         targets += [(f"tensors[{i}].swizzle", t["swizzle"]) for i, t in enumerate(data["tensors"]) if "swizzle" in t]
         where, obj = rng.choice(targets)
         key = rng.choice(["bogus", "Shape", "boxDim", "tensor", "__proto__", "shape ", "kind2"])
@@ -370,9 +374,8 @@ def path_cases(rng: random.Random, good: bytes) -> Iterator[BadCase]:
             ["explain", SPEC_FILE, "--png", file_target],  # rare: matplotlib draws for 50 ms before it writes
             ["schema", "-o", file_target],
             ["docs", "--out", folder_target],
-            ["bench", "--report", rng.choice(["nul\x00l", "missing.json", SPEC_FILE, "dir"])],
-        ], weights=[1, 1, 0.05, 0.3, 0.3, 1])[0]  # schema and docs: 10 ms to make what they cannot write
-        fields = named if argv[0] != "bench" else (argv[-1].split("\x00")[0],)
+        ], weights=[1, 1, 0.05, 0.3, 0.3])[0]  # schema and docs: 10 ms to make what they cannot write
+        fields = named
         yield BadCase("write-path", f"{argv[0]} writes to {argv[-1][:40]!r}", argv, fields, {SPEC_FILE: good})
 
 
@@ -451,7 +454,7 @@ def diagnose_cases(rng: random.Random) -> Iterator[BadCase]:
         as_json = rng.random() < 0.4
         r = rng.random()
         if r < 0.12:  # an argument missing (rank 1 needs no strides)
-            key = rng.choice([k for k in ("dtype", "rank", "global_address", "global_dim", "box_dim", "element_strides")])
+            key = rng.choice(["dtype", "rank", "global_address", "global_dim", "box_dim", "element_strides"])
             del args[key]
             what, fields = f"{key} missing", FLAGS[key][1]
         elif r < 0.2 and as_json:

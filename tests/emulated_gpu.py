@@ -10,8 +10,9 @@ handles every run the generator draws; it proves nothing about the silicon.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ class Buffer:
         MEMORY[self.ptr] = np.full(max(self.nbytes, 1), 0xEE, dtype=np.uint8)  # what cuMemAlloc leaves
 
     @classmethod
-    def from_array(cls, array: np.ndarray) -> "Buffer":
+    def from_array(cls, array: np.ndarray) -> Buffer:
         buf = cls(array.nbytes)
         buf.upload(array)
         return buf
@@ -56,7 +57,7 @@ class Buffer:
     def free(self) -> None:
         MEMORY.pop(self.ptr, None)
 
-    def __enter__(self) -> "Buffer":
+    def __enter__(self) -> Buffer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -67,7 +68,7 @@ class Buffer:
 class TensorMap:
     args: dict[str, Any]
 
-    def as_parameter(self) -> "TensorMap":
+    def as_parameter(self) -> TensorMap:
         return self
 
 
@@ -203,7 +204,7 @@ class Module:
 class Timer:
     ms = 0.0
 
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,4 +1,4 @@
-"""A stand-in for `python -m tmagen.campaign worker` where there is no GPU: it speaks the worker's
+"""A stand-in for `python -m lab.campaign worker` where there is no GPU: it speaks the worker's
 protocol (a ready line, then for each run a start line and a result line) and misbehaves on the
 cases named in FAKE_OUTCOMES ({"name": "mismatch" | "error" | "hang" | "silent" | "crash"}), as a
 real worker does on a wrong kernel, a Python error, a kernel that never ends (seen by the worker's
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tmagen.campaign import EXIT_HANG, RESULT_PREFIX, _selected_runs  # noqa: E402
+from lab.campaign import EXIT_HANG, RESULT_PREFIX, _selected_runs  # noqa: E402
 
 OUTCOMES = json.loads(os.environ.get("FAKE_OUTCOMES", "{}"))
 

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 from test_codegen import IN_CI, _sweep_specs, _toolchain_or_skip
 
 from tmagen import toolchain, verify
@@ -19,6 +18,8 @@ from tmagen.limits import TARGETS
 from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
+
+from conftest import REPO
 
 # Written out here, not read from tmagen.dtypes: what a CUDA programmer expects each type to read as.
 CUDA_TYPES = {

@@ -15,14 +15,15 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-from bad_input import NULLABLE, BadCase, cases, prepare, problems, run
-from conftest import REPO, pythonpath_with_repo
 
 from tmagen.spec import schema
+
+from bad_input import NULLABLE, BadCase, cases, prepare, problems, run
+from conftest import REPO, pythonpath_with_repo
 
 SEED = int(os.environ.get("TMAGEN_BAD_INPUT_SEED", "20261122"))
 COUNT = int(os.environ.get("TMAGEN_BAD_INPUT_CASES", "10500"))
@@ -60,12 +61,14 @@ def test_every_bad_input_exits_2_naming_the_field(folder: Path) -> None:
         commands[case.argv[0]] += 1
         found = problems(case, answer, folder)
         if found:
-            failures.append(f"{case.what} ({case.argv[:4]}): {'; '.join(found)}\n    {(answer.out + answer.err)[-400:]!r}")
+            failures.append(f"{case.what} ({case.argv[:4]}): {'; '.join(found)}\n"
+                            f"    {(answer.out + answer.err)[-400:]!r}")
         _clean(folder, answer.written)
     assert sum(categories.values()) == COUNT >= 10_000
     assert set(categories) == CATEGORIES and min(categories.values()) >= COUNT // 50, categories
-    assert {"check", "build", "explain", "diagnose", "schema", "docs", "bench"} <= set(commands), commands
-    assert failures == [], f"seed {SEED}: {len(failures)} of {COUNT} bad inputs answered wrongly:\n" + "\n".join(failures[:15])
+    assert {"check", "build", "explain", "diagnose", "schema", "docs"} <= set(commands), commands
+    assert failures == [], (f"seed {SEED}: {len(failures)} of {COUNT} bad inputs answered wrongly:\n"
+                            + "\n".join(failures[:15]))
 
 
 def test_the_answer_is_checked_strictly(folder: Path) -> None:
@@ -143,10 +146,9 @@ def _main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 @pytest.mark.parametrize("argv, named", [
     (["check", "nul\x00.json"], "nul"),
     (["diagnose", "nul\x00.json"], "nul"),
-    (["bench", "--report", "nul\x00.json"], "nul"),
     (["schema", "-o", "nul\x00.json"], "nul"),
     (["docs", "--out", "nul\x00"], "--out"),
-], ids=["check", "diagnose", "bench-report", "schema", "docs"])
+], ids=["check", "diagnose", "schema", "docs"])
 def test_a_nul_in_a_path_is_bad_input(capsys, tmp_path, monkeypatch, argv, named) -> None:
     """Python refuses paths with a NUL byte with ValueError, which escaped as a traceback."""
     monkeypatch.chdir(tmp_path)
@@ -179,13 +181,6 @@ def test_png_into_a_folder_writes_nothing_else(capsys, tmp_path, monkeypatch) ->
     code, text = _main(capsys, "explain", str(REPO / "specs" / "nhwc_64b_fp16.json"), "--png", "dir")
     assert code == 2 and "dir: 1 problem" in text and "cannot write it: Is a directory" in text
     assert [p.name for p in tmp_path.iterdir()] == ["dir"]
-
-
-def test_bench_report_of_another_json_is_bad_input(capsys) -> None:
-    """A JSON that is no benchmark run raised KeyError('records')."""
-    path = str(REPO / "specs" / "copy_f32_3d.json")
-    code, text = _main(capsys, "bench", "--report", path, "--markdown", "/nonexistent/x.md")
-    assert code == 2 and f"{path}: 1 problem" in text and "not a benchmark run" in text
 
 
 def _spec(tmp_path: Path, **changes: object) -> str:

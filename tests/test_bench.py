@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import REPO
 
-from tmagen import bench, bench_report
+from lab import bench_report
+from tmagen import bench
 from tmagen.cli import main
 from tmagen.plan import load as load_plan
+
+from conftest import REPO
 
 RESULTS = sorted((REPO / "benchmarks" / "results").glob("*.json"))
 
@@ -27,48 +30,31 @@ def test_report_is_current() -> None:
     assert (REPO / "benchmarks" / "bandwidth.svg").read_text() == bench_report.plot_svg(data)
 
 
-def _format_1() -> dict:
-    """The newest run of the first suite (one candidate at a time): its page still renders."""
-    for path in reversed(RESULTS):
-        data = json.loads(path.read_text())
-        if data.get("format", 1) == 1:
-            return data
-    pytest.skip("no format-1 results are committed")
-
-
-def test_report_ratios_are_to_the_median_memcpy() -> None:
-    data = _format_1()
-    ref, low, high = bench_report.reference_gbps(data)
-    assert low <= ref <= high
-    text = bench_report.markdown_report(data)
-    copy = next(r for r in data["records"] if r["spec"] == "bench_copy_float32" and r.get("shape_kind") == "full")
-    assert f"| {copy['gbps']:.0f} | {copy['gbps'] / ref:.3f} | 0.95 |" in text
-    for spec in ("bench_transpose_float32", "bench_transpose_bfloat16", "bench_transpose_uint8"):
-        assert f"`{spec}`" in text
-    assert "torch .transpose(-2,-1).contiguous()" in text
-
-
 def test_plot_has_one_line_per_series() -> None:
-    for data in (_data(), _format_1()):
-        root = ET.fromstring(bench_report.plot_svg(data))
-        lines = root.findall("{http://www.w3.org/2000/svg}polyline")
-        if data.get("format", 1) == 1:
-            series = {r["spec"] for r in data["records"] if "size_mib" in r and r["kind"] != "memcpy"}
-        else:
-            series = {c["spec"] for c in data["cases"] if c["group"] == "sweep"}
-        if not series:  # a run without the size sweep (benchmarks/run.py --only ...): nothing to draw
-            assert lines == []
-            continue
-        assert len(lines) == len(series) + 1  # and memcpy
-        assert all(len(line.get("points").split()) == 5 for line in lines)  # 16 MiB .. 2 GiB
+    data = _data()
+    root = ET.fromstring(bench_report.plot_svg(data))
+    lines = root.findall("{http://www.w3.org/2000/svg}polyline")
+    series = {c["spec"] for c in data["cases"] if c["group"] == "sweep"}
+    if not series:  # a run without the size sweep (benchmarks/run.py --only ...): nothing to draw
+        assert lines == []
+        return
+    assert len(lines) == len(series) + 1  # and memcpy
+    assert all(len(line.get("points").split()) == 5 for line in lines)  # 16 MiB .. 2 GiB
+
+
+def test_a_format_1_run_is_refused() -> None:
+    """The first suite's format (one candidate at a time) is no longer rendered: said, not misdrawn."""
+    old = {"records": [], "gpu": "x"}
+    with pytest.raises(ValueError, match="only format 2"):
+        bench_report.markdown_report(old)
+    with pytest.raises(ValueError, match="only format 2"):
+        bench_report.plot_svg(old)
 
 
 def test_newest_page_shows_every_case_of_the_newest_run() -> None:
     """Once a run with peers is committed: every copy and transpose case has its row, with tmagen's
     bandwidth and its best peer, and every matmul shape its row."""
     data = _data()
-    if data.get("format", 1) == 1:
-        pytest.skip("the newest committed results are from the first suite (no peers)")
     text = bench_report.markdown_report(data)
     for case in data["cases"]:
         if case["group"] in ("copy", "transpose"):
@@ -88,7 +74,7 @@ def test_bench_without_gpu_says_so(capsys) -> None:
         import pytest
 
         pytest.skip("a GPU is here: benchmarks/run.py times things")
-    assert main(["bench", str(REPO / "benchmarks" / "specs" / "bench_copy_float32.json")]) == 3
+    assert main(["bench", str(REPO / "tmagen" / "ops_specs" / "bench_copy_float32.json")]) == 3
     err = capsys.readouterr().err
     assert err.startswith("tmagen bench: nothing run") and len(err.strip().splitlines()) == 1
 
@@ -113,7 +99,7 @@ class _FakeGpu:
             def synchronize(self) -> None:
                 pass
 
-            def elapsed_time(self, other: "Event") -> float:
+            def elapsed_time(self, other: Event) -> float:
                 return other.t - self.t
 
         self.Event = Event
@@ -346,12 +332,48 @@ def test_report_command_writes_a_format_2_page_and_plot(tmp_path, capsys) -> Non
     data_file = tmp_path / "bench.json"
     data_file.write_text(json.dumps(_fixture()))
     md, svg = tmp_path / "B.md", tmp_path / "b.svg"
-    assert main(["bench", "--report", str(data_file), "--markdown", str(md), "--plot", str(svg)]) == 0
+    assert bench_report.main([str(data_file), "--markdown", str(md), "--plot", str(svg)]) == 0
+    assert capsys.readouterr().out == f"wrote {md} and {svg}\n"
     assert md.read_text() == bench_report.markdown_report(_fixture(), str(svg))
     root = ET.fromstring(svg.read_text())
     lines = root.findall("{http://www.w3.org/2000/svg}polyline")
     assert len(lines) == 3  # two kernels and memcpy
     assert all(len(line.get("points").split()) == 5 for line in lines)
+
+
+@pytest.mark.parametrize("what", ["nul", "missing", "another json", "unwritable"])
+def test_report_command_refuses_bad_input_in_one_line(tmp_path, capsys, what) -> None:
+    """A NUL in the path, a missing file, a JSON that is no benchmark run (a spec: it raised
+    KeyError) and a page it cannot write: exit 2 and one line naming the file, no traceback."""
+    good = tmp_path / "bench.json"
+    good.write_text(json.dumps(_fixture()))
+    source, markdown, named, why = {
+        "nul": ("nul\x00.json", tmp_path / "B.md", "nul", "embedded null byte"),
+        "missing": (str(tmp_path / "missing.json"), tmp_path / "B.md", "missing.json", "cannot read it"),
+        "another json": (str(REPO / "specs" / "copy_f32_3d.json"), tmp_path / "B.md", "copy_f32_3d.json",
+                         "not a benchmark run"),
+        "unwritable": (str(good), tmp_path / "no" / "B.md", "B.md", "cannot write it"),
+    }[what]
+    assert bench_report.main([source, "--markdown", str(markdown), "--plot", str(tmp_path / "b.svg")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and named in err and why in err, err
+    assert not markdown.exists()
+
+
+def test_report_module_runs_from_the_repository(tmp_path) -> None:
+    """`python -m lab.bench_report`, as scripts/gpu_check.sh calls it from the repository root."""
+    import subprocess
+
+    from conftest import pythonpath_with_repo
+
+    data_file = tmp_path / "bench.json"
+    data_file.write_text(json.dumps(_fixture()))
+    md, svg = tmp_path / "B.md", tmp_path / "b.svg"
+    proc = subprocess.run([sys.executable, "-m", "lab.bench_report", str(data_file), "--markdown", str(md),
+                           "--plot", str(svg)], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": pythonpath_with_repo()})
+    assert proc.returncode == 0, proc.stderr
+    assert md.read_text() == bench_report.markdown_report(_fixture(), str(svg))
 
 
 def test_judge() -> None:
@@ -374,7 +396,7 @@ def _run_module():
 def test_suite_plan_covers_every_spec_shape_and_matmul() -> None:
     run = _run_module()
     
-    specs = [load_plan(p).spec for p in sorted((REPO / "benchmarks" / "specs").glob("*.json"))]
+    specs = [load_plan(p).spec for p in sorted((REPO / "tmagen" / "ops_specs").glob("*.json"))]
     cases = run.plan(specs, set(run.GROUPS))
     transposes = [c for c in cases if c.group == "transpose"]
     assert {c.shape_kind for c in transposes} == {"square", "ragged", "odd strides"}
@@ -413,7 +435,7 @@ def test_report_of_a_partial_run_with_a_case_that_failed_whole() -> None:
 def test_suite_plan_of_chosen_specs() -> None:
     run = _run_module()
     
-    specs = [load_plan(REPO / "benchmarks" / "specs" / "bench_copy_uint8.json").spec]
+    specs = [load_plan(REPO / "tmagen" / "ops_specs" / "bench_copy_uint8.json").spec]
     cases = run.plan(specs, set(run.GROUPS))
     assert [(c.group, c.shape_kind) for c in cases if c.group != "matmul"] == [
         ("copy", "full"), ("copy", "ragged"), ("copy", "odd strides")]  # no sweep spec among them

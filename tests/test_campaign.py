@@ -14,10 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
-from tmagen import toolchain
-from tmagen.campaign import (
+from lab.campaign import (
     Batch,
     Campaign,
     Settings,
@@ -28,9 +26,12 @@ from tmagen.campaign import (
     sanitizer_summary,
     write_sources,
 )
+from lab.fuzz import KINDS, draw_case
+from lab.reliability import markdown_report
+from tmagen import toolchain
 from tmagen.cli import main
-from tmagen.fuzz import KINDS, draw_case
-from tmagen.reliability import markdown_report
+
+from conftest import REPO
 
 SEED, SPECS = 7, 24
 FAKE_SANITIZER = """#!/usr/bin/env bash
@@ -177,7 +178,7 @@ def test_a_refused_spec_is_named_and_the_rest_compile(tmp_path: Path, monkeypatc
         header.write_text(header.read_text().replace("#pragma once", '#pragma once\n#error "broken on purpose"'))
         return failed
 
-    monkeypatch.setattr("tmagen.campaign.write_sources", sources)
+    monkeypatch.setattr("lab.campaign.write_sources", sources)
     batch = compile_batch(Batch(0, "sm_90a", sample), tmp_path, tc)
     assert list(batch.refused) == [bad] and "broken on purpose" in batch.refused[bad]
     assert batch.nvcc_calls == 2 and [b.names for b in batch.builds] == [[c.name for c in sample if c.name != bad]]
@@ -195,7 +196,7 @@ def test_blame_reads_nvcc_and_ptxas_messages() -> None:
 def test_a_case_cut_off_by_the_budget_is_no_finding(tmp_path: Path, monkeypatch) -> None:
     """At the deadline the worker is stopped: the cases it finished count, the one it was running
     does not (neither checked nor failed)."""
-    from tmagen.campaign import Lane
+    from lab.campaign import Lane
 
     cubin = tmp_path / "x.cubin"
     cubin.write_bytes(b"x")

@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, pythonpath_with_repo
 
 from tmagen import __version__
 from tmagen.cli import main
 from tmagen.rules import RULES
+
+from conftest import REPO, pythonpath_with_repo
 
 EXAMPLES = sorted((REPO / "specs").glob("*.json"))
 
@@ -270,7 +271,8 @@ def test_explain_base_offset_rotates_rows(capsys) -> None:
     assert rows[0] == "3 2 1 0 7 6 5 4" and rows[5] == "0 1 2 3 4 5 6 7"
 
 
-@pytest.mark.parametrize("mode, nrows", [("none", 1), ("32B", 2), ("64B", 4), ("128B_atom_32B", 4), ("128B_atom_64B", 2)])
+@pytest.mark.parametrize("mode, nrows",
+                         [("none", 1), ("32B", 2), ("64B", 4), ("128B_atom_32B", 4), ("128B_atom_64B", 2)])
 def test_explain_row_counts(capsys, mode, nrows) -> None:
     code, out, _ = run(capsys, "explain", "--swizzle", mode)
     assert code == 0 and len(_rows(out)) == nrows

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, pythonpath_with_repo
 
 from tmagen import build, toolchain
 from tmagen.cli import main
@@ -21,6 +20,8 @@ from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
 from tmagen.swizzle import smem_offsets
+
+from conftest import REPO, pythonpath_with_repo
 
 SPECS = sorted((REPO / "specs").glob("*.json"))
 IN_CI = os.environ.get("CI") == "true"

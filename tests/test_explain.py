@@ -7,15 +7,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from tmagen import banks, docs
 from tmagen.cli import main
-from tmagen.explain import PALETTE, chunk_cells, explain_spec, layout_png, layout_svg
+from tmagen.explain import PALETTE, chunk_cells, explain_plan, layout_png, layout_svg
 from tmagen.plan import load as load_plan
 from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.swizzle import smem_offsets
+
+from conftest import REPO
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -54,7 +55,7 @@ def test_seed_transpose_column_read() -> None:
 # ----------------------------------------------------------------------------- text
 def test_explain_text_passes_what_the_host_code_passes() -> None:
     spec = load_plan(REPO / "specs" / "inspect_bf16_offset384.json").spec
-    text = explain_spec(spec)
+    text = explain_plan(resolve(spec))
     host = render(resolve(spec), "specs/inspect_bf16_offset384.json")["inspect_bf16_offset384.cu"]
     box = re.search(r"const cuuint32_t box\[2\] = \{(.*?)\}", host).group(1)
     assert f"boxDim = {{{box}}}" in text
@@ -159,7 +160,7 @@ def test_rules_doc_lists_every_rule_and_marks_the_measured_ones() -> None:
 def test_every_example_spec_has_a_line_in_the_docs() -> None:
     readme = (REPO / "README.md").read_text()
     for path in (REPO / "specs").glob("*.json"):
-        line = next((l for l in readme.splitlines() if f"`{path.name}`" in l), None)
+        line = next((row for row in readme.splitlines() if f"`{path.name}`" in row), None)
         assert line is not None, f"{path.name} is not described in README.md"
         assert len(line) > len(path.name) + 20
 

@@ -1,4 +1,4 @@
-"""The random spec generator of the reliability campaign (tmagen.fuzz), on the CPU: the same spec for
+"""The random spec generator of the reliability campaign (lab.fuzz), on the CPU: the same spec for
 the same seed and number, every spec valid and renderable, every run one the driver would encode,
 and a few hundred draws covering every dimension of the space."""
 
@@ -9,12 +9,13 @@ from collections import Counter
 
 import pytest
 
-from tmagen import fuzz
+from lab import fuzz
 from tmagen.dtypes import DTYPES
 from tmagen.limits import TARGETS
+from tmagen.plan import check, resolve
 from tmagen.render import render
 from tmagen.rules import check_encode_tiled
-from tmagen.spec import check_spec, kernel_maps, kernel_plans, loaded_box, parse_spec
+from tmagen.spec import loaded_box, parse_spec
 from tmagen.verify import contiguous_strides
 
 DRAWS = 450
@@ -36,8 +37,8 @@ def test_same_seed_and_number_same_case() -> None:
 def test_every_case_passes_every_rule_and_renders(drawn) -> None:
     for c in drawn:
         spec = parse_spec(c.spec)
-        assert check_spec(spec) == [], c.spec
-        files = render(spec, f"{c.name}.json")
+        assert check(spec) == [], c.spec
+        files = render(resolve(spec), f"{c.name}.json")
         assert f"{c.name}_kernels.cuh" in files
     # the filter has something to filter: some candidates break rules on purpose
     refused = Counter()
@@ -48,7 +49,7 @@ def test_every_case_passes_every_rule_and_renders(drawn) -> None:
 
 def _run_maps(spec, run: dict) -> list[tuple[object, list[int], list[int]]]:
     """(map, shape, element strides) of each tensor map a run encodes."""
-    maps = {m.role: m for m in kernel_maps(spec)}
+    maps = {m.role: m for m in resolve(spec).maps}
     args = run["args"]
     if run["call"] == "matmul":
         m, n, k = args["mnk"]
@@ -87,7 +88,7 @@ def test_every_run_is_one_the_driver_encodes(drawn) -> None:
                 assert (1 + sum((n - 1) * s for n, s in zip(shape, strides))) * es <= fuzz.TENSOR_BYTES_CAP
             coords = run["args"].get("coords")
             if coords is not None:
-                t = {m.role: m for m in kernel_maps(spec)}[run["args"]["role"]].tensor
+                t = {m.role: m for m in resolve(spec).maps}[run["args"]["role"]].tensor
                 assert len(coords) == t.rank and (coords[-1] * t.dt.nbytes) % 16 == 0
         if c.kind in ("copy", "transpose"):
             other_shape += any(r["args"]["shape"] != c.spec["tensors"][0]["shape"] for r in c.runs)
@@ -136,7 +137,7 @@ def test_boxes_reach_the_largest_that_fits(drawn) -> None:
     limit = TARGETS["sm_90a"].smem_per_block_optin
     for kind in fuzz.KINDS:
         cases = [c for c in drawn if c.kind == kind]
-        smem = [max(k.smem_bytes for k in kernel_plans(parse_spec(c.spec))) for c in cases]
+        smem = [max(k.smem_bytes for k in resolve(parse_spec(c.spec)).kernels) for c in cases]
         assert max(smem) > 0.6 * limit, (kind, max(smem))
         inner = [t["box"][-1] * DTYPES[t["dtype"]].nbytes for c in cases for t in c.spec["tensors"]]
         assert min(inner) == 16, kind

@@ -10,10 +10,11 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest import HW_DATA
 
 from tmagen.rules import RULES, check_encode_tiled
 from tmagen.swizzle import smem_offsets
+
+from conftest import HW_DATA
 
 POISON = 0xDEADBEEF
 

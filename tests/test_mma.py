@@ -11,15 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import HW_DATA, REPO
 
 from tmagen import mma
-from tmagen.kinds.matmul import plan as matmul_plan
-from tmagen.errors import SpecError
 from tmagen.errors import RuleError
+from tmagen.kinds.matmul import plan as matmul_plan
 from tmagen.plan import check, resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
+
+from conftest import HW_DATA, REPO
 
 sys.path.insert(0, str(REPO / "tests" / "gpu"))
 import wgmma_probe  # noqa: E402  (the GPU probe's spec generator, pure Python)

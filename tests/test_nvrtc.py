@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, pythonpath_with_repo
 
 from tmagen import nvrtc
 from tmagen.plan import load as load_plan
 from tmagen.plan import resolve
+
+from conftest import REPO, pythonpath_with_repo
 
 IN_CI = os.environ.get("CI") == "true"
 HOPPER_SPECS = [p for p in sorted((REPO / "specs").glob("*.json"))

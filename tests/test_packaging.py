@@ -9,6 +9,7 @@ import shutil
 import site
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,11 @@ def _build_wheel(tmp: Path) -> Path:
 @pytest.mark.slow
 def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
     wheel = _build_wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as zf:
+        tops = {name.split("/", 1)[0] for name in zf.namelist()}
+    # the product alone: the lab (campaign, fuzzer, oracle, peers, reports) stays in the repository
+    assert "lab" not in tops, "the wheel ships the lab"
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"tmagen"}, tops
 
     venv = tmp_path / "venv"
     proc = _run([sys.executable, "-m", "venv", venv], cwd=tmp_path)

@@ -9,12 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from tmagen import toolchain
 from tmagen.plan import check, resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
+
+from conftest import REPO
 
 FOLDER = REPO / "tests" / "data" / "reliability"
 CASES = sorted(FOLDER.glob("*.case.json"))

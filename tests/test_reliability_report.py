@@ -7,9 +7,9 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO
+from lab.reliability import RUN_JSON, markdown_report, placeholder
 
-from tmagen.reliability import RUN_JSON, markdown_report, placeholder
+from conftest import REPO
 
 FIXTURE = REPO / "tests" / "data" / "reliability_run_fixture.json"
 

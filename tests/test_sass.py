@@ -8,12 +8,13 @@ import typing
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from tmagen import toolchain
 from tmagen.cli import main
 from tmagen.plan import resolve
 from tmagen.spec import Kernel, parse_spec
+
+from conftest import REPO
 
 SASS = """
 	code for sm_90a

@@ -56,7 +56,8 @@ def test_periodic(swz: Swizzle) -> None:
         assert np.array_equal(pat.apply(addr + k * pat.period), pat.apply(addr) + k * pat.period)
 
 
-@pytest.mark.parametrize("swz", [s for s in Swizzle if s is not Swizzle.B128_ATOM_32B_FLIP_8B], ids=lambda s: s.spec_name)
+@pytest.mark.parametrize("swz", [s for s in Swizzle if s is not Swizzle.B128_ATOM_32B_FLIP_8B],
+                         ids=lambda s: s.spec_name)
 def test_equals_cute_swizzle(swz: Swizzle) -> None:
     pat = PATTERNS[swz]
     assert pat.cute is not None
@@ -196,7 +197,8 @@ def test_descriptor_layout_codes_follow_the_ptx_isa() -> None:
     assert wgmma[Swizzle.NONE] == 0 and wgmma[Swizzle.B128] == 1 and wgmma[Swizzle.B64] == 2 and wgmma[Swizzle.B32] == 3
     assert wgmma[Swizzle.B128_ATOM_32B] is None
     tc = {s: PATTERNS[s].tcgen05_layout_type for s in Swizzle}
-    assert (tc[Swizzle.NONE], tc[Swizzle.B128_ATOM_32B], tc[Swizzle.B128], tc[Swizzle.B64], tc[Swizzle.B32]) == (0, 1, 2, 4, 6)
+    order = (Swizzle.NONE, Swizzle.B128_ATOM_32B, Swizzle.B128, Swizzle.B64, Swizzle.B32)
+    assert tuple(tc[s] for s in order) == (0, 1, 2, 4, 6)
     assert tc[Swizzle.B128_ATOM_64B] is None and tc[Swizzle.B128_ATOM_32B_FLIP_8B] is None
 
 

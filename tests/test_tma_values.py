@@ -8,9 +8,10 @@ import json
 
 import numpy as np
 import pytest
-from conftest import HW_DATA
 
 from tmagen.verify import through_tma
+
+from conftest import HW_DATA
 
 PROBE = json.loads((HW_DATA / "tf32_probe.json").read_text())
 
@@ -29,7 +30,8 @@ def test_the_model_gives_what_the_gpu_gave(dtype: str) -> None:
         if nan is not None and nan[i]:
             assert (b >> 23) & 0xFF == 0xFF and b & 0x7FFFFF, f"{a:#x} -> {b:#x}: a NaN stays a NaN"
         else:
-            assert int(model[i]) == b, f"{dtype}: {a:#010x} went to {b:#010x} on the GPU, the model says {int(model[i]):#010x}"
+            assert int(model[i]) == b, (f"{dtype}: {a:#010x} went to {b:#010x} on the GPU, "
+                                        f"the model says {int(model[i]):#010x}")
     assert len(pairs) == 16 and (dtype.startswith("tfloat") == (sent != seen))
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import REPO, pythonpath_with_repo
 
 
@@ -38,7 +39,7 @@ def test_autotuning_sets_are_what_the_budget_counts() -> None:
     import importlib.util
     import types
 
-    from tmagen import triton_peers as tp
+    from lab import triton_peers as tp
 
     spec = importlib.util.spec_from_file_location("bench_run_t", REPO / "benchmarks" / "run.py")
     run = importlib.util.module_from_spec(spec)
@@ -66,8 +67,8 @@ def test_tmagen_imports_without_torch_triton_or_cupy() -> None:
             "        if name.split('.')[0] in ('torch', 'triton', 'cupy'):\n"
             "            raise ImportError('no ' + name)\n"
             "sys.meta_path.insert(0, Refuse())\n"
-            "import tmagen.cli, tmagen.bench, tmagen.bench_report, tmagen.peers\n"
-            "print(tmagen.peers.unavailable())\n")
+            "import tmagen.cli, tmagen.bench, lab.bench_report, lab.peers\n"
+            "print(lab.peers.unavailable())\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": pythonpath_with_repo()}, timeout=120)
     assert done.returncode == 0, done.stderr

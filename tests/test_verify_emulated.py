@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import emulated_gpu
 import pytest
 
-from tmagen import campaign
-from tmagen.campaign import data_seed, run_job
+from lab import campaign
+from lab.campaign import data_seed, run_job
+from lab.fuzz import draw_case
 from tmagen.dtypes import BY_DRIVER, DTYPES
-from tmagen.fuzz import draw_case
 from tmagen.spec import SwizzleSpec
 from tmagen.swizzle import PATTERNS
+
+import emulated_gpu
 
 CASES = 120
 

@@ -18,7 +18,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
-from tmagen import triton_peers as tp  # noqa: E402
+from lab import triton_peers as tp  # noqa: E402
 
 # Triton 3.6's interpreter turns loop bounds into Python ints with int() on one-element arrays,
 # which NumPy 2.4 refuses; the same value, taken as the array's only element.
@@ -93,10 +93,10 @@ for (m, n, k), (bm, bn, bk, group, sms) in (((200, 136, 104), (64, 64, 32, 2, 3)
     expect(err <= 2.0 ** -7 * ref.abs().max().item(), f"matmul {m}x{n}x{k} tiles {bm}x{bn}x{bk} on {sms} programs: "
                                                        f"max error {err:.3g}")
 
-# The benchmark's glue around the peers (tmagen.peers: the candidates, their checks against
+# The benchmark's glue around the peers (lab.peers: the candidates, their checks against
 # PyTorch, the poisoned outputs), on CPU tensors. CuPy is left out: it would move them to a GPU.
 sys.modules["cupy"] = None  # type: ignore[assignment] - makes `import cupy` fail
-from tmagen import peers  # noqa: E402
+from lab import peers  # noqa: E402
 
 only(tp.copy_kernel, triton.Config({"BLOCK": 256}, num_warps=4))
 only(tp.transpose_kernel, triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4))

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from tmagen.errors import ArgumentError
 from tmagen.rules import Violation
@@ -64,7 +65,7 @@ class ArrayView:
             return self.place
         return "a CUDA device" if self.device is None else "cpu" if self.device < 0 else f"cuda:{self.device}"
 
-    def with_layout(self, shape: Sequence[int], strides: Sequence[int]) -> "ArrayView":
+    def with_layout(self, shape: Sequence[int], strides: Sequence[int]) -> ArrayView:
         """The same memory seen with another shape and strides (merged or reinterpreted dimensions)."""
         return ArrayView(self.obj, self.framework, self.ptr, tuple(shape), tuple(strides), self.itemsize, self.dtype,
                          self.carrier, self.device, self.place, self.stream, self.readonly)
@@ -161,7 +162,8 @@ def _read_dlpack(x: Any, name: str) -> ArrayView:
         capsule = x.__dlpack__()
     if not _CAPSULE_VALID(capsule, b"dltensor"):
         raise _problem(name, "array-interface", f"{name}.__dlpack__()", type(capsule).__name__,
-                       "it must return a 'dltensor' capsule", "fix the producer, or pass a PyTorch tensor or CuPy array")
+                       "it must return a 'dltensor' capsule",
+                       "fix the producer, or pass a PyTorch tensor or CuPy array")
     # Read without taking ownership: the capsule's own destructor releases the tensor when it goes.
     t = _DLTensor.from_address(_CAPSULE_POINTER(capsule, b"dltensor"))
     shape = tuple(int(t.shape[i]) for i in range(t.ndim))

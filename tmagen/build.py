@@ -56,7 +56,8 @@ def write(rendered: Rendered, out_root: str | Path) -> Path:
         staging = Path(tempfile.mkdtemp(prefix=f".{rendered.spec.name}.", dir=root))
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise OutputError(f"--out {str(root)!r}: cannot write the output folder there "
-                          f"({exc.strerror if isinstance(exc, OSError) else exc}): give a folder you can write") from None
+                          f"({exc.strerror if isinstance(exc, OSError) else exc}): give a folder you can write"
+                          ) from None
     try:
         for rel, text in sorted(rendered.files.items()):
             with open(staging / rel, "w", encoding="utf-8", newline="\n") as f:

@@ -11,7 +11,8 @@ import argparse
 import functools
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import NoReturn
 
 from tmagen import __version__
 from tmagen.errors import SpecError, TmagenError
@@ -20,7 +21,7 @@ EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT, EXIT_NO_GPU = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 as well; keep its usage line
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 as well; keep its usage line
         self.print_usage(sys.stderr)
         raise SystemExit(f"{self.prog}: error: {message}")
 
@@ -51,22 +52,21 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="render specs into folders of CUDA code (and compile them)")
     b.add_argument("spec", nargs="+")
     b.add_argument("--out", default="generated", help="output root; each spec writes OUT/<name>/ (default: generated)")
-    b.add_argument("--check", action="store_true", help="write nothing; exit 1 if OUT differs from what the specs render")
+    b.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if OUT differs from what the specs render")
     b.add_argument("--compile", action="store_true", help="also compile with nvcc: cubin, PTX, shared library, report")
 
     v = sub.add_parser("verify", help="compile and run each spec's kernel on the GPU, checked bit for bit")
     v.add_argument("spec", nargs="+")
     v.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: fresh)")
 
-    bn = sub.add_parser("bench", help="time a spec's kernel against cudaMemcpy on the GPU, or write the report",
+    bn = sub.add_parser("bench", help="time a spec's kernel against cudaMemcpy on the GPU",
                         description="On a GPU: the kernel of each spec on its shape (1 GiB and more is meaningful) "
-                        "against cudaMemcpyAsync of the same bytes, median of --runs. With --report: BENCHMARKS.md "
-                        "and its plot from the JSON that benchmarks/run.py wrote.")
-    bn.add_argument("spec", nargs="*")
+                        "against cudaMemcpyAsync of the same bytes, median of --runs. BENCHMARKS.md is written by "
+                        "`python -m lab.bench_report` (in the repository, not the package) from the JSON that "
+                        "benchmarks/run.py wrote.")
+    bn.add_argument("spec", nargs="+")
     bn.add_argument("--runs", type=int, default=20)
-    bn.add_argument("--report", metavar="BENCH_JSON", help="write --markdown and --plot from this file")
-    bn.add_argument("--markdown", default="BENCHMARKS.md")
-    bn.add_argument("--plot", default="benchmarks/bandwidth.svg")
 
     s = sub.add_parser("schema", help="print the JSON Schema of specs")
     s.add_argument("--output", "-o", help="write to this file instead of standard output")
@@ -135,7 +135,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         for line in stale:
             print(line)
         print(f"{len(stale)} difference{'s' if len(stale) != 1 else ''} between {args.out}/ and "
-              f"{len(rendered)} spec{'s' if len(rendered) != 1 else ''}" + (": run tmagen build to update" if stale else ""))
+              f"{len(rendered)} spec{'s' if len(rendered) != 1 else ''}"
+              + (": run tmagen build to update" if stale else ""))
         return EXIT_DIFFERS if stale else EXIT_OK
     status = EXIT_OK
     for r in rendered:
@@ -143,7 +144,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         print(f"{r.spec_file}: wrote {folder} ({len(r.files)} files)")
         if args.compile:
             result = toolchain.compile_folder(r.plan, r.files)
-            print(f"  compiled{' (cached)' if result.cached else ''}: {result.cubin}, {result.ptx}, {result.shared_library}")
+            print(f"  compiled{' (cached)' if result.cached else ''}: {result.cubin}, {result.ptx}, "
+                  f"{result.shared_library}")
             for k in result.kernels:
                 print(f"  {k.name}: {k.registers} registers, {k.shared_bytes} bytes static shared memory, "
                       f"{k.stack_frame_bytes} bytes stack, {k.spill_store_bytes}/{k.spill_load_bytes} bytes spilled")
@@ -207,24 +209,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    if args.report:
-        from tmagen import bench_report
-        from tmagen.spec import read_json
-
-        data = read_json(_read_text(args.report), args.report)
-        try:
-            page, plot = bench_report.markdown_report(data, args.plot), bench_report.plot_svg(data)
-        except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
-            raise SpecError(args.report, [f"not a benchmark run of benchmarks/run.py: {type(exc).__name__} {exc} "
-                                          "(give the JSON that benchmarks/run.py wrote)"]) from None
-        _write_text(args.markdown, page)
-        _write_text(args.plot, plot)
-        print(f"wrote {args.markdown} and {args.plot}")
-        return EXIT_OK
     from tmagen import bench, build, runtime, toolchain
 
-    if not args.spec:
-        raise SpecError("bench", ["give one or more specs, or --report BENCH_JSON"])
     if not _gpu_here("bench"):
         return EXIT_NO_GPU
     rendered = [build.render_spec_file(path) for path in args.spec]
@@ -351,8 +337,8 @@ def _cmd_docs(args: argparse.Namespace) -> int:
         for path in stale:
             print(f"{path}: stale (run tmagen docs)")
         return EXIT_DIFFERS if stale else EXIT_OK
-    for path in docs.write(args.out):
-        print(f"wrote {path}")
+    for written in docs.write(args.out):
+        print(f"wrote {written}")
     return EXIT_OK
 
 
@@ -368,8 +354,8 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"build": _cmd_build, "verify": _cmd_verify, "bench": _cmd_bench, "check": _cmd_check, "schema": _cmd_schema, "diagnose": _cmd_diagnose,
-            "explain": _cmd_explain, "rules": _cmd_rules, "docs": _cmd_docs}
+COMMANDS = {"build": _cmd_build, "verify": _cmd_verify, "bench": _cmd_bench, "check": _cmd_check, "schema": _cmd_schema,
+            "diagnose": _cmd_diagnose, "explain": _cmd_explain, "rules": _cmd_rules, "docs": _cmd_docs}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

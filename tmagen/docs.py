@@ -26,7 +26,7 @@ def _type(node: dict[str, Any]) -> str:
         return " or ".join(_type(n) for n in node["anyOf"])
     if "oneOf" in node:
         return " or ".join(_type(n) for n in node["oneOf"])
-    kind = node.get("type", "any")
+    kind = str(node.get("type", "any"))
     if kind == "array":
         inner = _type(node.get("items", {}))
         lo, hi = node.get("minItems"), node.get("maxItems")
@@ -95,5 +95,6 @@ def write(folder: str | Path) -> list[Path]:
             written.append(path)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise OutputError(f"--out {str(folder)!r}: cannot write the documents there "
-                          f"({exc.strerror if isinstance(exc, OSError) else exc}): give a folder you can write") from None
+                          f"({exc.strerror if isinstance(exc, OSError) else exc}): give a folder you can write"
+                          ) from None
     return written

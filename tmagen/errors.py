@@ -3,8 +3,8 @@ them to messages and exit statuses."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 
 class TmagenError(Exception):
@@ -19,6 +19,24 @@ class ModelError(TmagenError, ValueError):
 
 class OutputError(TmagenError):
     """An output (a folder or a file) that cannot be written where the user asked."""
+
+
+class GpuError(TmagenError):
+    """A CUDA driver call failed, or there is no GPU to run on (`tmagen.runtime`)."""
+
+    exit_status = 3
+
+
+class NoGpu(GpuError):
+    """No driver or no device: nothing tmagen runs can run here."""
+
+
+class ToolchainError(TmagenError):
+    """No compiler, or a compile that failed (`tmagen.toolchain`: nvcc)."""
+
+
+class NvrtcError(TmagenError):
+    """No NVRTC that fits the driver, or a compile that failed (`tmagen.nvrtc`)."""
 
 
 class SpecError(TmagenError):

@@ -19,8 +19,11 @@ PACKED_ALIGN16_DIM_MULTIPLE = 128  # elements
 PACKED_ALIGN8_DIM_MULTIPLE = 2  # elements
 
 # Shared memory (CUDA Programming Guide, compute capability tables; PTX ISA 5.5.7)
-SMEM_LINE_BYTES = 128
+SMEM_LINE_BYTES = 128  # a shared-memory line: 32 banks of 4 bytes
 SMEM_PATTERN_BYTES = 1024  # the longest swizzle period; a spec's smem_offset lies inside it
+TMA_SMEM_ALIGN_BYTES = 128  # a TMA shared-memory address off a 128-byte boundary faults (measured on an H200)
+CHUNK_BYTES = 16  # TMA moves, and the swizzle permutes, whole 16-byte chunks; a TMA store writes them whole
+MAX_THREADS_PER_BLOCK = 1024  # CUDA Programming Guide, compute capability tables: every target
 TENSOR_MAP_ALIGN_BYTES = 128  # alignas of CUtensorMap in the CUDA 13 headers (64 before)
 MBARRIER_ALIGN_BYTES = 8
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tmagen.enums import Swizzle
+from tmagen.limits import SMEM_PATTERN_BYTES
 from tmagen.swizzle import BoxLayout
 
 Major = Literal["k", "mn"]
@@ -178,7 +179,7 @@ class OperandTile:
 
 def explain_tile(tile: OperandTile, operand: str) -> list[str]:
     """The descriptor of the tile's first operand, field by field, for `tmagen explain`."""
-    address = 1024 * 16 + tile.layout.base_address  # an example shared address with the box's phase
+    address = SMEM_PATTERN_BYTES * 16 + tile.layout.base_address  # an example shared address with the box's phase
     f = tile.fields(address)
     layout_name = tile.layout.pattern.swizzle.spec_name
     k_step = WGMMA_K_BYTES // tile.elem_bytes
@@ -190,7 +191,8 @@ def explain_tile(tile: OperandTile, operand: str) -> list[str]:
         f"    LBO            {f.lbo} bytes -> {f.lbo >> 4}" + ("   (unused: K stays inside one span)"
                                                               if tile.major == "k" and tile.swizzled else ""),
         f"    SBO            {f.sbo} bytes -> {f.sbo >> 4}",
-        f"    base offset    {f.base_offset}   (the box starts {tile.layout.base_address} bytes into its pattern; measured: "
+        f"    base offset    {f.base_offset}   (the box starts {tile.layout.base_address} bytes into its pattern; "
+        "measured: "
         f"0 is right wherever it starts, the PTX ISA's formula would give {tile.ptx_base_offset(address)})",
         f"    layout type    {f.layout_type} ({layout_name}); tcgen05: {tile.layout.pattern.tcgen05_layout_type}",
         f"    K advance      +{k_advance} bytes per {k_step}-element step ({k_advance >> 4} in the start field)",

@@ -24,16 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
-from tmagen.errors import TmagenError
+from tmagen.errors import NvrtcError
 from tmagen.limits import TARGETS
 from tmagen.render import render
 from tmagen.plan import Plan
 
 OPTIONS = ("-std=c++17",)  # nvcc's -O3 is NVRTC's default optimization
-
-
-class NvrtcError(TmagenError):
-    """No NVRTC that fits the driver, or a compile that failed."""
 
 
 @dataclass(frozen=True)

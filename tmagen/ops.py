@@ -238,8 +238,9 @@ def _register_torch_ops() -> None:
     global _TORCH_MODULE
     import torch
 
-    from tmagen import torch_ops  # noqa: F401 - registers torch.ops.tmagen.*
+    from tmagen import torch_ops  # registers torch.ops.tmagen.*, which run the eager paths below
 
+    torch_ops.register(transpose_eager=transpose_eager, copy_eager=copy_eager)
     _TORCH_MODULE = torch
 
 

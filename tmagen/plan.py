@@ -104,6 +104,14 @@ def tensor_maps(spec: Spec) -> list[MapSpec]:
     return [MapSpec(role=t.name, tensor=t, index=i, mma=t.mma) for i, t in enumerate(spec.tensors)]
 
 
+def kernels(spec: Spec) -> tuple[KernelPlan, ...]:
+    """The kernels the spec's kind would plan, before any rule is checked (a generator of specs
+    sizes its candidates by them); ModelError where a box cannot be laid out."""
+    if spec.kernel is None:
+        return ()
+    return kinds.get(spec.kernel.kind).plan(spec, tensor_maps(spec))
+
+
 def _resolve(spec: Spec) -> tuple[Plan | None, list[Violation]]:
     kind = kinds.get(spec.kernel.kind) if spec.kernel is not None else None
     if kind is not None:
@@ -157,4 +165,4 @@ def load(path: str | Path) -> Plan:
     return resolve(load_spec(path), str(path))
 
 
-__all__ = ["Plan", "resolve", "check", "load", "tensor_maps"]
+__all__ = ["Plan", "resolve", "check", "load", "tensor_maps", "kernels"]

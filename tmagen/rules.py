@@ -18,13 +18,14 @@ Sources, as cited in messages:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
 
 from tmagen import limits
-from tmagen.dtypes import DType, lookup as lookup_dtype
-from tmagen.enums import Interleave, L2Promotion, OobFill, Swizzle
-from tmagen.errors import Violation
+from tmagen.dtypes import DType
+from tmagen.dtypes import lookup as lookup_dtype
+from tmagen.enums import E, Interleave, L2Promotion, OobFill, Swizzle
+from tmagen.errors import Violation as Violation  # re-exported: rules.Violation is public
 from tmagen.limits import TARGETS, Target
 from tmagen.swizzle import PATTERNS
 
@@ -42,14 +43,17 @@ class Rule:
     summary: str
     source: str
     documented: bool  # False: found by experiment, in no NVIDIA document
-    check: Callable[["TensorMapArgs", "FieldNames"], Iterator[Violation]] = field(repr=False, compare=False)
+    check: Callable[[TensorMapArgs, FieldNames], Iterator[Violation]] = field(repr=False, compare=False)
 
 
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, summary: str, source: str, *, documented: bool = True):
-    def register(fn: Callable[["TensorMapArgs", "FieldNames"], Iterator[Violation]]):
+Check = Callable[["TensorMapArgs", "FieldNames"], Iterator[Violation]]  # one rule's check
+
+
+def rule(rule_id: str, summary: str, source: str, *, documented: bool = True) -> Callable[[Check], Check]:
+    def register(fn: Check) -> Check:
         RULES[rule_id] = Rule(rule_id, summary, source, documented, fn)
         return fn
     return register
@@ -80,7 +84,7 @@ class TensorMapArgs:
     requested_swizzle: tuple[str, str] | None = None  # a spec's (mode, atomicity), before mapping
     kernel_smem_bytes: int | None = None  # shared memory (dynamic and static) of the kernel using the map
     kernel_threads: int | None = None  # threads per block of that kernel
-    mma: "MmaUse | None" = None  # the box is a tensor-core operand
+    mma: MmaUse | None = None  # the box is a tensor-core operand
 
     @property
     def elem_bytes(self) -> float:
@@ -262,7 +266,8 @@ def _box_inner_multiple(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 @rule("packed-box-inner", "ALIGN16B packed types: boxDim[0] is 128", DRV)
 def _packed_box(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    if a.dtype.name in ("u4x16_align16", "u6x16_align16") and a.box_dim and a.box_dim[0] != limits.PACKED_ALIGN16_BOX_INNER:
+    if (a.dtype.name in ("u4x16_align16", "u6x16_align16") and a.box_dim
+            and a.box_dim[0] != limits.PACKED_ALIGN16_BOX_INNER):
         yield _fail("packed-box-inner", n.box(0), a.box_dim[0], f"{a.dtype.name} moves rows of exactly 128 values",
                     f"use {n.box(0)} = 128")
 
@@ -320,7 +325,8 @@ def _packed_swizzle(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if directions is None or any(d not in directions for d in used):
         choices = ", ".join(f"{s.spec_name} ({d})" for s, d in allowed.items())
         yield _fail("packed-swizzle", n.swizzle, n.enum(a.swizzle),
-                    f"{a.dtype.name} allows {choices}" + (f" and this map is used to {' and '.join(used)}" if used else ""),
+                    f"{a.dtype.name} allows {choices}"
+                    + (f" and this map is used to {' and '.join(used)}" if used else ""),
                     "pick a swizzle from that list")
 
 
@@ -331,7 +337,8 @@ def _oob_nan(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
                     f"{a.dtype.name} is not a floating-point type", f"use {n.enum(OobFill.NONE)} (zero fill)")
 
 
-@rule("target-atom-swizzle", "the 128B atom swizzles need sm_100a", f"{PTX_SWZ}; {HW}: the driver refuses them on sm_90")
+@rule("target-atom-swizzle", "the 128B atom swizzles need sm_100a",
+      f"{PTX_SWZ}; {HW}: the driver refuses them on sm_90")
 def _target_atom(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.swizzle >= Swizzle.B128_ATOM_32B and not a.target.atom_swizzles:
         yield _fail("target-atom-swizzle", n.swizzle, n.enum(a.swizzle),
@@ -339,7 +346,8 @@ def _target_atom(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
                     "use 128B with 16B atomicity, or target sm_100a (which cannot run on Hopper)")
 
 
-@rule("target-packed-dtype", "the packed 16U4/16U6 types need sm_100a", f"{PTX_TC}; {HW}: the driver refuses them on sm_90")
+@rule("target-packed-dtype", "the packed 16U4/16U6 types need sm_100a",
+      f"{PTX_TC}; {HW}: the driver refuses them on sm_90")
 def _target_packed(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.dtype.packed and not a.target.packed_types:
         yield _fail("target-packed-dtype", n.dtype, n.dtype_name(a.dtype),
@@ -353,7 +361,8 @@ def _target_packed(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 def _driver_box_limit(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     counted = a.elem_bytes * math.prod(b // max(e, 1) for b, e in zip(a.box_dim, a.element_strides))
     if counted > a.target.driver_box_limit:
-        yield _fail("box-bytes-driver-limit", "boxDim", f"{list(a.box_dim)} = {_bytes(counted)} bytes as the driver counts",
+        yield _fail("box-bytes-driver-limit", "boxDim",
+                    f"{list(a.box_dim)} = {_bytes(counted)} bytes as the driver counts",
                     f"cuTensorMapEncodeTiled refuses boxes over {a.target.driver_box_limit} bytes",
                     "use a smaller box and issue several copies")
 
@@ -397,17 +406,20 @@ def _interleave_unmeasured(a: TensorMapArgs, n: FieldNames) -> Iterator[Violatio
 @rule("smem-offset-alignment", "the box's shared-memory address is a multiple of 128 bytes",
       f"{CPG} (alignment table); {HW}: 16 or 64 bytes past a 128-byte boundary faults with cudaErrorMisalignedAddress")
 def _smem_align(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    if a.smem_offset is not None and a.smem_offset % limits.SMEM_LINE_BYTES:
+    align = limits.TMA_SMEM_ALIGN_BYTES
+    if a.smem_offset is not None and a.smem_offset % align:
         yield _fail("smem-offset-alignment", n.smem_offset, a.smem_offset,
-                    "a TMA copy to or from shared memory off a 128-byte boundary faults",
-                    f"use a multiple of 128, e.g. {a.smem_offset // 128 * 128}")
+                    f"a TMA copy to or from shared memory off a {align}-byte boundary faults",
+                    f"use a multiple of {align}, e.g. {a.smem_offset // align * align}")
 
 
 @rule("smem-offset-in-pattern", "smem_offset lies inside the 1024-byte swizzle pattern", PTX_SWZ)
 def _smem_in_pattern(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.smem_offset is not None and not 0 <= a.smem_offset < limits.SMEM_PATTERN_BYTES:
         yield _fail("smem-offset-in-pattern", n.smem_offset, a.smem_offset,
-                    "the offset is taken within the 1024-byte pattern (0 to 896 in steps of 128)",
+                    f"the offset is taken within the {limits.SMEM_PATTERN_BYTES}-byte pattern (0 to "
+                    f"{limits.SMEM_PATTERN_BYTES - limits.TMA_SMEM_ALIGN_BYTES} in steps of "
+                    f"{limits.TMA_SMEM_ALIGN_BYTES})",
                     f"use {a.smem_offset % limits.SMEM_PATTERN_BYTES}, its place in the pattern")
 
 
@@ -425,21 +437,22 @@ def _kernel_fits(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
       f"{HW}: a TMA store writes a row's last 16-byte chunk whole, past the row's end (the reliability "
       "campaign found the padding of strided outputs overwritten)")
 def _store_inner(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    if a.stores and a.global_dim and (a.global_dim[0] * a.elem_bytes) % 16:
+    chunk = limits.CHUNK_BYTES
+    if a.stores and a.global_dim and (a.global_dim[0] * a.elem_bytes) % chunk:
         row = a.global_dim[0] * a.elem_bytes
-        per = _bytes(16 / math.gcd(16, int(a.elem_bytes)) if a.elem_bytes >= 1 else 16)
+        per = _bytes(chunk / math.gcd(chunk, int(a.elem_bytes)) if a.elem_bytes >= 1 else chunk)
         yield _fail("store-inner-extent-16-bytes", n.dim(0), f"{a.global_dim[0]} {a.dtype.name} = {_bytes(row)} bytes",
-                    "a TMA store writes whole 16-byte chunks, so the bytes after the row's end, up to the next "
-                    "multiple of 16, would be overwritten",
-                    f"make the rows a multiple of 16 bytes ({per} elements), padding the tensor")
+                    f"a TMA store writes whole {chunk}-byte chunks, so the bytes after the row's end, up to the next "
+                    f"multiple of {chunk}, would be overwritten",
+                    f"make the rows a multiple of {chunk} bytes ({per} elements), padding the tensor")
 
 
 @rule("kernel-threads-per-block", "the kernel's block has at most 1024 threads",
       f"{CPG}: maximum threads per block; the launch fails with CUDA_ERROR_INVALID_VALUE beyond")
 def _kernel_threads(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    if a.kernel_threads is not None and a.kernel_threads > 1024:
+    if a.kernel_threads is not None and a.kernel_threads > limits.MAX_THREADS_PER_BLOCK:
         yield _fail("kernel-threads-per-block", n.kernel, f"{a.kernel_threads} threads",
-                    "a block has at most 1024 threads",
+                    f"a block has at most {limits.MAX_THREADS_PER_BLOCK} threads",
                     "use fewer tiles per stage (kernel.tiles_per_stage) or a smaller box (fewer micro-tiles per tile)")
 
 
@@ -455,10 +468,11 @@ def _flip_load_only(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
       f"{HW}: otherwise the copy stops the context with cudaErrorIllegalInstruction")
 def _start_coord(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     for k, c in enumerate(a.start_coords):
-        if c and (c[0] * a.elem_bytes) % 16:
-            per = _bytes(16 / a.elem_bytes)
+        if c and (c[0] * a.elem_bytes) % limits.CHUNK_BYTES:
+            per = _bytes(limits.CHUNK_BYTES / a.elem_bytes)
             yield _fail("start-coordinate-16-bytes", n.coord(k), c[0],
-                        f"{c[0]} {a.dtype.name} = {_bytes(c[0] * a.elem_bytes)} bytes is not a multiple of 16",
+                        f"{c[0]} {a.dtype.name} = {_bytes(c[0] * a.elem_bytes)} bytes is not a multiple of "
+                        f"{limits.CHUNK_BYTES}",
                         f"start the innermost coordinate at a multiple of {per}")
 
 
@@ -595,7 +609,7 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
     def bad(fld: str, value: object, why: str, fix: str) -> None:
         problems.append(Violation("argument-form", fld, repr(value), why, fix, DRV))
 
-    def parse_enum(cls, value, fld):
+    def parse_enum(cls: type[E], value: object, fld: str) -> E | None:
         try:
             return cls.parse(value)
         except (ValueError, TypeError) as exc:
@@ -608,8 +622,8 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
         dt = None
     if dt is None:
         bad(names.dtype, dtype, "it is not a CUtensorMapDataType", "use 0 to 15 or a CU_TENSOR_MAP_DATA_TYPE_* name")
-    enums = (parse_enum(Interleave, interleave, names.interleave), parse_enum(Swizzle, swizzle, names.swizzle),
-             parse_enum(L2Promotion, l2_promotion, names.l2), parse_enum(OobFill, oob_fill, names.oob))
+    il, sw = parse_enum(Interleave, interleave, names.interleave), parse_enum(Swizzle, swizzle, names.swizzle)
+    l2, oob = parse_enum(L2Promotion, l2_promotion, names.l2), parse_enum(OobFill, oob_fill, names.oob)
     target = TARGETS.get(arch) if isinstance(arch, str) else None
     if target is None:
         bad(names.target, arch, "tmagen knows no such target", f"use one of {', '.join(TARGETS)}")
@@ -617,8 +631,9 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
         bad(names.rank, rank, "it is not an integer", "pass the number of dimensions")
     if not _is_int(global_address) or global_address < 0:
         bad(names.address, global_address, "it is not an address", "pass the tensor's device pointer as an integer")
-    arrays = {}
-    for fld, value, length in (("globalDim", global_dim, rank), ("globalStrides", global_strides, rank - 1 if _is_int(rank) else None),
+    arrays: dict[str, tuple[int, ...]] = {}
+    for fld, value, length in (("globalDim", global_dim, rank),
+                               ("globalStrides", global_strides, rank - 1 if _is_int(rank) else None),
                                ("boxDim", box_dim, rank), ("elementStrides", element_strides, rank)):
         seq = list(value) if isinstance(value, (list, tuple)) else None
         if seq is None or not all(_is_int(x) for x in seq):
@@ -628,13 +643,14 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
                 "pass one entry per dimension" + (" after the innermost" if fld == "globalStrides" else ""))
         else:
             arrays[fld] = tuple(int(x) for x in seq)
-    if problems:
+    # every None here has added a problem
+    if problems or dt is None or target is None or il is None or sw is None or l2 is None or oob is None:
         # A malformed call: say so, and also what the rules say of what could be read.
         if dt is not None and _is_int(rank) and not (1 <= rank <= limits.MAX_RANK):
             problems.extend(_rank_range(_stub(rank), names))
         return problems
     args = TensorMapArgs(dt, int(rank), int(global_address), arrays["globalDim"], arrays["globalStrides"],
-                         arrays["boxDim"], arrays["elementStrides"], *enums, target)  # type: ignore[arg-type]
+                         arrays["boxDim"], arrays["elementStrides"], il, sw, l2, oob, target)
     return run_rules(args, names, ENCODE_RULES)
 
 

@@ -15,17 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tmagen.errors import TmagenError
-
-
-class GpuError(TmagenError):
-    """A CUDA driver call failed, or there is no GPU to run on."""
-
-    exit_status = 3
-
-
-class NoGpu(GpuError):
-    """No driver or no device: nothing tmagen runs can run here."""
+from tmagen.errors import GpuError, NoGpu
 
 
 def _driver() -> Any:

@@ -34,17 +34,19 @@ from the PTX ISA tables (section 5.5.7) and marked ``measured=False``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import overload
 
 import numpy as np
 
+from tmagen import limits
 from tmagen.enums import Swizzle
 from tmagen.errors import ModelError
 
-LINE_BYTES = 128  # a shared-memory line: 32 banks of 4 bytes
-CHUNK_BYTES = 16  # swizzling moves whole 16-byte chunks (8-byte halves with FLIP_8B)
-TMA_SMEM_ALIGN = 128  # a TMA shared-memory address off a 128-byte boundary faults (measured)
+LINE_BYTES = limits.SMEM_LINE_BYTES  # a shared-memory line: 32 banks of 4 bytes
+CHUNK_BYTES = limits.CHUNK_BYTES  # swizzling moves whole 16-byte chunks (8-byte halves with FLIP_8B)
+TMA_SMEM_ALIGN = limits.TMA_SMEM_ALIGN_BYTES  # a TMA shared-memory address off a 128-byte boundary faults
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,12 @@ class Pattern:
     @property
     def atomicity(self) -> int:
         return 1 << self.base
+
+    @overload
+    def apply(self, address: int) -> int: ...
+
+    @overload
+    def apply(self, address: np.ndarray) -> np.ndarray: ...
 
     def apply(self, address: np.ndarray | int) -> np.ndarray | int:
         """Physical byte address of the byte whose unswizzled absolute address is ``address``."""

@@ -17,13 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from tmagen.errors import TmagenError
+from tmagen.errors import ToolchainError
 from tmagen.limits import TARGETS
 from tmagen.plan import Plan
-
-
-class ToolchainError(TmagenError):
-    """No compiler, or a compile that failed."""
 
 
 @dataclass(frozen=True)

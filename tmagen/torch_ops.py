@@ -1,7 +1,9 @@
 """``torch.ops.tmagen.transpose`` and ``torch.ops.tmagen.copy``: tmagen's ops as PyTorch custom
 operators, so that ``torch.compile`` traces them (a fake implementation gives the output's shape
-without running anything) and autograd differentiates them. Imported by `tmagen.ops` where
-PyTorch is installed; tmagen itself never needs PyTorch.
+without running anything) and autograd differentiates them. `tmagen.ops` imports this module where
+PyTorch is installed and hands it the eager functions the operators run (`register`), so that this
+module imports nothing of tmagen and the two do not form an import circle; tmagen itself never
+needs PyTorch.
 
 Both are safe in CUDA graphs once warmed up: a call launches on PyTorch's current stream, allocates
 its output with ``torch.empty`` (the graph's pool during capture) and never synchronizes.
@@ -9,15 +11,32 @@ its output with ``torch.empty`` (the graph's pool during capture) and never sync
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-from tmagen import ops
+Eager = Callable[[torch.Tensor], torch.Tensor]
+_EAGER: dict[str, Eager] = {}
+
+
+def register(*, transpose_eager: Eager, copy_eager: Eager) -> None:
+    """The functions ``torch.ops.tmagen.transpose`` and ``.copy`` run (tmagen.ops's eager paths):
+    the operators themselves are registered once, when this module is imported."""
+    _EAGER.update(transpose=transpose_eager, copy=copy_eager)
+
+
+def _eager(name: str) -> Eager:
+    try:
+        return _EAGER[name]
+    except KeyError:
+        raise RuntimeError(f"torch.ops.tmagen.{name} has no implementation: import tmagen.ops, which "
+                           "registers it") from None
 
 
 @torch.library.custom_op("tmagen::transpose", mutates_args=(), device_types="cuda")
 def transpose(x: torch.Tensor) -> torch.Tensor:
     """x.transpose(-2, -1).contiguous(), by tmagen's tuned TMA kernels."""
-    return ops.transpose_eager(x)
+    return _eager("transpose")(x)
 
 
 @transpose.register_fake
@@ -37,7 +56,7 @@ transpose.register_autograd(_transpose_backward)
 @torch.library.custom_op("tmagen::copy", mutates_args=(), device_types="cuda")
 def copy(x: torch.Tensor) -> torch.Tensor:
     """x.clone(memory_format=torch.contiguous_format), by tmagen's tuned TMA kernels."""
-    return ops.copy_eager(x)
+    return _eager("copy")(x)
 
 
 @copy.register_fake

@@ -29,7 +29,8 @@ def spec(name: str, tile=(128, 256, 64), consumers=2, stages=4, group=8, b_major
          "box": [bn, span] if b_major == "k" else [bk, span]}
     c_cols = 128 // {"bfloat16": 2, "float16": 2, "float32": 4}[out]
     return {"name": name, "tensors": [
-        {"name": "a", "dtype": dtype, "shape": [4096, 4096], "box": [a_box_rows or bm, span], "swizzle": {"mode": "128B"}},
+        {"name": "a", "dtype": dtype, "shape": [4096, 4096], "box": [a_box_rows or bm, span],
+         "swizzle": {"mode": "128B"}},
         b,
         {"name": "c", "dtype": out, "shape": [4096, 4096], "box": [64, min(c_cols, bn)], "swizzle": {"mode": "128B"}}],
         "kernel": {"kind": "matmul", "tile": list(tile), "consumers": consumers, "stages": stages,

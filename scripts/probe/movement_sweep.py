@@ -16,11 +16,13 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tmagen import peers, runtime, toolchain
+from lab import peers
+from tmagen import runtime, toolchain
 from tmagen.bench import Method
-from tmagen.launch import launch_arguments
+from tmagen.launch import Array, launch_parameters
 from tmagen.render import render
-from tmagen.spec import check_spec, parse_spec
+from tmagen.plan import check, resolve
+from tmagen.spec import parse_spec
 
 ES = {"float32": 4, "bfloat16": 2, "uint8": 1, "float64": 8}
 TRANSPOSE_SHAPES = {
@@ -43,7 +45,8 @@ def transpose_variants() -> dict[str, dict]:
         for stages, bps in configs:
             for raster in (1, 4, 8, 16, 32, 1024):
                 name = f"t_{dtype}_s{stages}_b{bps}_r{raster}"
-                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype, "shape": [16384, 65536 // ES[dtype]],
+                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype,
+                                                        "shape": [16384, 65536 // ES[dtype]],
                                                         "box": box, "swizzle": {"mode": "none"}}],
                              "kernel": {"kind": "transpose", "stages": stages, "tiles_per_stage": 1,
                                         "blocks_per_sm": bps, "raster_group": raster}}
@@ -76,7 +79,8 @@ def transpose_variants_v2() -> dict[str, dict]:
         for box, stages, bps in rows:
             for raster in (1, 1024):
                 name = f"t_{dtype}_{box[0]}x{box[1]}_s{stages}_b{bps}_r{raster}"
-                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype, "shape": [16384, 65536 // ES[dtype]],
+                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype,
+                                                        "shape": [16384, 65536 // ES[dtype]],
                                                         "box": box, "swizzle": {"mode": "none"}}],
                              "kernel": {"kind": "transpose", "stages": stages, "tiles_per_stage": 1,
                                         "blocks_per_sm": bps, "raster_group": raster}}
@@ -108,7 +112,8 @@ def transpose_variants_v3() -> dict[str, dict]:
         for box, stages, bps, tpb in rows:
             for raster in RASTERS:
                 name = f"t_{dtype}_{box[0]}x{box[1]}_s{stages}_b{bps}_t{tpb}_r{raster}"
-                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype, "shape": [16384, 65536 // ES[dtype]],
+                out[name] = {"name": name, "tensors": [{"name": "m", "dtype": dtype,
+                                                        "shape": [16384, 65536 // ES[dtype]],
                                                         "box": box, "swizzle": {"mode": "none"}}],
                              "kernel": {"kind": "transpose", "stages": stages, "tiles_per_stage": 1,
                                         "blocks_per_sm": bps, "raster_group": raster, "tiles_per_block": tpb}}
@@ -142,7 +147,7 @@ GRID_MULTIPLIERS = (1, 2, 4, 16, 0)  # blocks per multiprocessor in the grid; 0:
 
 def build(raw: dict[str, dict]) -> tuple[dict[str, Any], dict[str, bytes]]:
     specs = {n: parse_spec(s) for n, s in raw.items()}
-    bad = {n: check_spec(s) for n, s in specs.items()}
+    bad = {n: check(s) for n, s in specs.items()}
     for n, v in bad.items():
         if v:
             print(f"skip {n}: {v[0]}", flush=True)
@@ -150,8 +155,16 @@ def build(raw: dict[str, dict]) -> tuple[dict[str, Any], dict[str, bytes]]:
     tc = toolchain.find_toolchain()
     with ThreadPoolExecutor(16) as pool:
         cubins = dict(pool.map(lambda s: (s.name, toolchain.compile_folder(
-            s, render(s, "x.json"), tc, cubin_only=True).cubin.read_bytes()), specs.values()))
+            resolve(s), render(resolve(s), "x.json"), tc, cubin_only=True).cubin.read_bytes()), specs.values()))
     return specs, cubins
+
+
+def launch_arguments(spec: Any, view: Any, device: Any, src: int, dst: int, shape: Any) -> tuple[int, list]:
+    """The grid and parameters of ``spec``'s kernel on contiguous tensors at ``src`` and ``dst``."""
+    plan = resolve(spec)
+    out = plan.launcher.output_shape(plan, [tuple(shape)])
+    call, params = launch_parameters(plan, [Array.of(src, shape)], Array.of(dst, out), device.multiprocessors)
+    return call.grid, params
 
 
 def flat_view(x: Any, inner: int) -> Any:
@@ -263,7 +276,7 @@ def ncu_targets(names: list[str]) -> None:
     triton-copy@DTYPE@SHAPE_KIND@BLOCK,WARPS."""
     import torch
 
-    from tmagen import triton_peers as tp
+    from lab import triton_peers as tp
 
     raw = {**transpose_variants(), **copy_variants(), **transpose_variants_v2(), **copy_variants_v2()}
     wanted = {n.split("@")[0].removesuffix("_flat") for n in names if not n.startswith("triton")}
@@ -286,8 +299,8 @@ def ncu_targets(names: list[str]) -> None:
         else:
             name = variant.removesuffix("_flat")
             k = peers.TmagenKernel(specs[name], cubins[name], device)
-            xs, outs = ([flat_view(x, specs[name].tensors[0].box[-1])], [flat_view(out, specs[name].tensors[0].box[-1])]) \
-                if variant.endswith("_flat") else ([x], [out])
+            width = specs[name].tensors[0].box[-1]
+            xs, outs = ([flat_view(x, width)], [flat_view(out, width)]) if variant.endswith("_flat") else ([x], [out])
             if config:  # a grid of this many blocks per multiprocessor
                 grid, params = launch_arguments(specs[name], k.view, device, xs[0].data_ptr(), outs[0].data_ptr(),
                                                 list(xs[0].shape))

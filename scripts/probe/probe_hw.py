@@ -164,9 +164,11 @@ def run_inspect(out, mod_fn, stream, rng):
     # global buffer of uint32 word ids (1-based), big enough for any config
     g_words = 1 << 22
     host = np.arange(1, g_words + 1, dtype=np.uint32)
-    err, dglob = cu.cuMemAlloc(host.nbytes); assert err == 0
+    err, dglob = cu.cuMemAlloc(host.nbytes)
+    assert err == 0
     assert cu.cuMemcpyHtoD(dglob, host.ctypes.data, host.nbytes)[0] == 0
-    err, dout = cu.cuMemAlloc(DUMP_BYTES + 1024); assert err == 0
+    err, dout = cu.cuMemAlloc(DUMP_BYTES + 1024)
+    assert err == 0
     dumps, meta = [], []
     for c in cfgs:
         es, w = c["esize"], c["inner_bytes"]
@@ -188,7 +190,9 @@ def run_inspect(out, mod_fn, stream, rng):
         r, mapbytes = encode(a)
         rec = dict(c, dims=dims, strides=strides, box=box, coords=coords, encode=r)
         if r != 0:
-            meta.append(rec); dumps.append(np.zeros(DUMP_BYTES // 4, np.uint32)); continue
+            meta.append(rec)
+            dumps.append(np.zeros(DUMP_BYTES // 4, np.uint32))
+            continue
         tx = int(np.prod(box)) * es
         mapbuf = (ctypes.c_uint8 * 128).from_buffer_copy(mapbytes)
         cc = coords + [0] * (5 - len(coords))
@@ -198,13 +202,17 @@ def run_inspect(out, mod_fn, stream, rng):
         params = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
         r = cu.cuLaunchKernel(mod_fn, 1, 1, 1, 256, 1, 1, DUMP_BYTES + 2048, stream, ctypes.addressof(params), 0)[0]
         r2 = cu.cuStreamSynchronize(stream)[0]
-        rec["launch"] = int(r); rec["sync"] = int(r2)
+        rec["launch"] = int(r)
+        rec["sync"] = int(r2)
         buf = np.empty(DUMP_BYTES // 4, np.uint32)
         if r2 == 0:
             cu.cuMemcpyDtoH(buf.ctypes.data, dout, DUMP_BYTES)
         else:
-            meta.append(rec); dumps.append(np.zeros_like(buf)); break
-        meta.append(rec); dumps.append(buf)
+            meta.append(rec)
+            dumps.append(np.zeros_like(buf))
+            break
+        meta.append(rec)
+        dumps.append(buf)
     np.savez_compressed(os.path.join(out, "inspect.npz"), dumps=np.stack(dumps))
     with open(os.path.join(out, "inspect_meta.json"), "w") as f:
         json.dump(meta, f)
@@ -218,7 +226,9 @@ def main():
 
     def say(*a):
         s = " ".join(str(x) for x in a)
-        print(s, flush=True); log.write(s + "\n"); log.flush()
+        print(s, flush=True)
+        log.write(s + "\n")
+        log.flush()
 
     global _enc
     _enc = _load_encoder()
@@ -227,9 +237,11 @@ def main():
     err, name = cu.cuDeviceGetName(128, dev)
     err, drv = cu.cuDriverGetVersion()
     say("device", name.split(b"\0")[0].decode(), "driver", drv)
-    err, ctx = cu.cuDevicePrimaryCtxRetain(dev); assert err == 0
+    err, ctx = cu.cuDevicePrimaryCtxRetain(dev)
+    assert err == 0
     assert cu.cuCtxSetCurrent(ctx)[0] == 0
-    err, base = cu.cuMemAlloc(1 << 20); assert err == 0
+    err, base = cu.cuMemAlloc(1 << 20)
+    assert err == 0
     say("base addr mod 4096:", int(base) % 4096)
 
     # cuda-bindings' own CUtensorMap storage alignment, and misaligned storage
@@ -258,8 +270,10 @@ def main():
     subprocess.run(["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-o", cubin,
                     os.path.join(HERE, "inspect_probe.cu")], check=True)
     data = open(cubin, "rb").read()
-    err, mod = cu.cuModuleLoadData(data); assert err == 0, err
-    err, fn = cu.cuModuleGetFunction(mod, b"inspect_probe"); assert err == 0
+    err, mod = cu.cuModuleLoadData(data)
+    assert err == 0, err
+    err, fn = cu.cuModuleGetFunction(mod, b"inspect_probe")
+    assert err == 0
     assert cu.cuFuncSetAttribute(fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                  DUMP_BYTES + 2048)[0] == 0
     err, stream = cu.cuStreamCreate(0)

@@ -55,8 +55,9 @@ def main() -> None:
             dst.fill(0xA5)
             module = runtime.Module(result.cubin.read_bytes())
             import ctypes
-            from tmagen.verify import encode
+
             from tmagen.spec import kernel_maps, kernel_plans
+            from tmagen.verify import encode
             m = kernel_maps(spec)[0]
             view = kernel_plans(spec)[0]
             fn = module.function(view.symbol, view.smem_bytes)
@@ -66,7 +67,8 @@ def main() -> None:
             got = dst.download(np.uint32, (64, 32))
         verdict = {name: int(np.count_nonzero(got != model)) for name, model in models(bits).items()}
         report[dtype] = {"mismatches_by_model": verdict,
-                         "first_16": [[f"{int(a):#010x}", f"{int(b):#010x}"] for a, b in zip(bits[0, :16], got[0, :16])]}
+                         "first_16": [[f"{int(a):#010x}", f"{int(b):#010x}"]
+                                      for a, b in zip(bits[0, :16], got[0, :16])]}
         print(dtype, verdict, flush=True)
         print("   ", report[dtype]["first_16"], flush=True)
     (out / "tf32_probe.json").write_text(json.dumps(report, indent=1))

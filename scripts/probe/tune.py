@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from tmagen import bench, runtime, toolchain
 from tmagen.render import render
-from tmagen.spec import check_spec, parse_spec
+from tmagen.plan import check, resolve
+from tmagen.spec import parse_spec
 
 
 def copy_specs() -> list[dict]:
@@ -86,11 +87,11 @@ def main() -> None:
     raw = (copy_specs() if "copy" in which else []) + (transpose_specs() if "transpose" in which else []) \
         + (rank1_specs() if "rank1" in which else []) + (f32_transpose_specs() if "f32" in which else [])
     specs = [parse_spec(s) for s in raw]
-    specs = [s for s in specs if not check_spec(s)]
+    specs = [s for s in specs if not check(s)]
     tc = toolchain.find_toolchain()
     with ThreadPoolExecutor(16) as pool:
         cubins = dict(pool.map(lambda s: (s.name, toolchain.compile_folder(
-            s, render(s, "x.json"), tc, cubin_only=True).cubin.read_bytes()), specs))
+            resolve(s), render(resolve(s), "x.json"), tc, cubin_only=True).cubin.read_bytes()), specs))
     device = runtime.Device.open()
     limit = bench.memcpy_timing(1 << 30)
     print(f"memcpy {limit.gbps:.0f} GB/s", flush=True)

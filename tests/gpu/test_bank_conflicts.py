@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, pythonpath_with_repo
 
 from tmagen.conflicts import kernel_conflicts
 from tmagen.plan import resolve
 from tmagen.spec import parse_spec
+
+from conftest import REPO, pythonpath_with_repo
 
 pytestmark = pytest.mark.gpu
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tmagen.oracle import compare, fresh_seed
+from lab.oracle import compare, fresh_seed
 from tmagen.rules import RULES
 
 pytestmark = pytest.mark.gpu
@@ -21,7 +21,8 @@ def test_validator_agrees_with_the_driver(device, report) -> None:
     looser = figures["tmagen_accepts_driver_refuses"]
     assert figures["sets"] == N
     assert figures["both_accept"] + figures["both_refuse"] + len(looser) + figures["tmagen_refuses_driver_accepts"] == N
-    assert looser == [], f"seed {figures['seed']}: {len(looser)} sets tmagen accepts and the driver refuses, e.g. {looser[:3]}"
+    assert looser == [], (f"seed {figures['seed']}: {len(looser)} sets tmagen accepts and the driver refuses, "
+                          f"e.g. {looser[:3]}")
     # the sampler reaches both sides of the rules, not one
     assert figures["both_accept"] > N // 5 and figures["both_refuse"] > N // 5, figures
     for rule_id in figures["stricter_by_rule"]:

@@ -38,11 +38,12 @@ def transpose_spec(dtype: str, grid: tuple) -> dict:
 def test_transpose_grids_and_walks(device, compiler, report) -> None:
     compiled = compiler([transpose_spec(d, g) for d in BOXES for g in GRIDS])
     outcomes = []
-    for name, (spec, cubin) in sorted(compiled.items()):
+    for _name, (spec, cubin) in sorted(compiled.items()):
         es = spec.tensors[0].dt.nbytes
         checker = Verifier(resolve(spec), cubin, device, seed=5)
         try:
-            for shape in ([64, 128], [3 * 64 + 16, 5 * 64 + 32 // es], [1008, 1008 // es * 4]):  # rows of 16-byte multiples both ways
+            # rows of 16-byte multiples both ways
+            for shape in ([64, 128], [3 * 64 + 16, 5 * 64 + 32 // es], [1008, 1008 // es * 4]):
                 outcomes.append(checker.transpose(shape=shape))
         finally:
             checker.close()
@@ -64,7 +65,7 @@ def test_copy_flat_view_and_grids(device, compiler, report) -> None:
     raw = [copy_spec(d, r, t) for d in ("float32", "uint8") for r in (2, 3) for t in (2, None, 5)]
     compiled = compiler(raw)
     outcomes = []
-    for name, (spec, cubin) in sorted(compiled.items()):
+    for _name, (spec, cubin) in sorted(compiled.items()):
         t = spec.tensors[0]
         es = t.dt.nbytes
         lead = [3] * (t.rank - 2)

@@ -9,12 +9,13 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REPO
 
 from tmagen import runtime, toolchain
 from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
+
+from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 

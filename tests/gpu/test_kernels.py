@@ -34,7 +34,7 @@ COPIES += [{**c, "name": c["name"] + "_x5", "kernel": {**c["kernel"], "boxes_per
 def test_copy_ranks_dtypes_swizzles_and_edges(device, compiler, report) -> None:
     compiled = compiler(COPIES)
     outcomes = []
-    for name, (spec, cubin) in sorted(compiled.items()):
+    for _name, (spec, cubin) in sorted(compiled.items()):
         checker = Verifier(resolve(spec), cubin, device, seed=7)
         try:
             outcomes.append(checker.copy())
@@ -67,7 +67,7 @@ TRANSPOSES = [transpose_spec(es, batched) for es in DTYPES for batched in (False
 def test_transpose_square_ragged_batched(device, compiler, report) -> None:
     compiled = compiler(TRANSPOSES)
     outcomes = []
-    for name, (spec, cubin) in sorted(compiled.items()):
+    for _name, (spec, cubin) in sorted(compiled.items()):
         t = spec.tensors[0]
         es = t.dt.nbytes
         checker = Verifier(resolve(spec), cubin, device, seed=11)

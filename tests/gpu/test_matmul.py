@@ -12,13 +12,14 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import REPO
 
 from tmagen import runtime, toolchain
 from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
 from tmagen.verify import Verifier, from_device, matmul_tolerance, to_16bit
+
+from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 

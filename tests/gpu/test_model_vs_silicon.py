@@ -40,7 +40,7 @@ def test_every_byte_matches_the_model(device, compiler, report) -> None:
     compiled = compiler([sweep_spec(offset) for offset in range(0, 1024, 128)])
     rng = np.random.default_rng(2026)
     results, failures = [], []
-    for name, (spec, cubin) in sorted(compiled.items()):
+    for _name, (spec, cubin) in sorted(compiled.items()):
         checker = Verifier(resolve(spec), cubin, device, seed=int(rng.integers(1 << 31)))
         try:
             for t in spec.tensors:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO
 
 from tmagen.bench import Candidate, Method, time_case
+
+from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch", reason="the peers run on PyTorch tensors")
@@ -19,7 +20,7 @@ QUICK = Method(rounds=4, repetitions=2, warmup=1)
 
 
 def _bench_spec(name: str) -> dict:
-    return json.loads((REPO / "benchmarks" / "specs" / f"{name}.json").read_text())
+    return json.loads((REPO / "tmagen" / "ops_specs" / f"{name}.json").read_text())
 
 
 def _names(record: dict) -> set[str]:
@@ -55,7 +56,7 @@ def _expected_peers(kind: str) -> set[str]:
 def test_every_peer_passes_its_check_and_is_timed(device, compiler, report, name, shape) -> None:
     """The case a benchmark runs, small: tmagen, memcpy and every peer checked bit for bit against
     PyTorch on the same tensor, then timed in one loop."""
-    from tmagen import peers
+    from lab import peers
 
     spec, cubin = compiler([_bench_spec(name)])[name]
     record = peers.data_movement_case(spec, cubin, device, shape, QUICK)
@@ -90,7 +91,7 @@ def test_interleaving_tells_equal_from_double(device, report) -> None:
     """Two identical memcpy candidates measure the same within 3%, and one that queues two copies
     per launch measures twice the time: samples land on the candidate that ran, and the events
     time the GPU, not the Python that queued it."""
-    from tmagen import peers
+    from lab import peers
 
     x = peers.random_tensor([1 << 28], "float32")
     out = torch.empty_like(x)
@@ -112,7 +113,7 @@ def test_interleaving_tells_equal_from_double(device, report) -> None:
 def test_small_cases_rotate_buffers_and_batch_launches(device, compiler) -> None:
     """A 16 MiB transpose (both tensors fit in L2) rotates through enough buffer sets to pass 4 L2s
     between two uses of one, and times several launches a sample."""
-    from tmagen import peers
+    from lab import peers
 
     name = "bench_transpose_float32"
     spec, cubin = compiler([_bench_spec(name)])[name]
@@ -125,7 +126,7 @@ def test_small_cases_rotate_buffers_and_batch_launches(device, compiler) -> None
 def test_matmul_peers_and_a_wrong_tmagen_matmul(device, report) -> None:
     """cuBLAS and Triton's persistent TMA matmul pass the check and are timed; a tmagen launcher
     that leaves C unwritten is reported as failed; the plug-in is timed with the others."""
-    from tmagen import peers
+    from lab import peers
 
     def unwritten(a, b, c) -> None:
         pass

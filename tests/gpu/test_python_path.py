@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REPO
 
 import tmagen
 from tmagen.errors import ArgumentError
 from tmagen.swizzle import PATTERNS, BoxLayout, smem_offsets
+
+from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 
@@ -140,7 +141,8 @@ def test_torch_non_default_stream(gen: Any) -> None:
         tmagen.ops.transpose(src, out=out)
         copied = tmagen.ops.copy(src)
     s.synchronize()
-    assert torch.equal(bits(out), bits(x.t().contiguous())) and torch.equal(bits(copied), bits(x))  # NaNs among the bits
+    # NaNs among the bits
+    assert torch.equal(bits(out), bits(x.t().contiguous())) and torch.equal(bits(copied), bits(x))
 
 
 def test_torch_cuda_graph_capture_and_replay(gen: Any) -> None:
@@ -209,7 +211,8 @@ def test_cupy_transpose_and_copy(dtype: str) -> None:
         assert isinstance(y, cp.ndarray) and cp.asnumpy(y).tobytes() == want.tobytes()
         strided = x[..., u:, : u * 5]
         c = tmagen.ops.copy(strided)
-        assert isinstance(c, cp.ndarray) and cp.asnumpy(c).tobytes() == np.ascontiguousarray(host[..., u:, : u * 5]).tobytes()
+        assert isinstance(c, cp.ndarray)
+        assert cp.asnumpy(c).tobytes() == np.ascontiguousarray(host[..., u:, : u * 5]).tobytes()
 
 
 SPIN = r"""
@@ -264,10 +267,12 @@ extern "C" __global__ void load_box(const __grid_constant__ TensorMap map, int i
   __syncthreads();
   if (threadIdx.x == 0) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar_addr), "r"(tx_bytes) : "memory");
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3}], [%4];"
                  :: "r"(box_addr), "l"(&map), "r"(inner), "r"(outer), "r"(bar_addr) : "memory");
   }
-  asm volatile("{\n .reg .pred done;\nWAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n @!done bra WAIT;\n}\n"
+  asm volatile("{\n .reg .pred done;\nWAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], 0;\n"
+               " @!done bra WAIT;\n}\n"
                :: "r"(bar_addr) : "memory");
   for (unsigned int i = threadIdx.x; i < footprint; i += blockDim.x) out[i] = box[i];
 }

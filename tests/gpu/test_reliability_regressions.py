@@ -9,13 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
-from tmagen.campaign import refused_at_run_time, replay
+from lab.campaign import refused_at_run_time, replay
 from tmagen.plan import check
 from tmagen.runtime import GpuError
 from tmagen.spec import parse_spec
 from tmagen.toolchain import ToolchainError
+
+from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 

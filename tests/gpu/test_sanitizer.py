@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import REPO
 
 pytestmark = pytest.mark.gpu
@@ -28,7 +29,8 @@ def test_sanitizer_finds_nothing(tool: str, device, report) -> None:
                               sys.executable, "-m", "tmagen", "verify", "--seed", "5", str(spec)],
                              capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
         summary = [line for line in run.stdout.splitlines() if "ERROR SUMMARY" in line or "RACECHECK SUMMARY" in line]
-        runs[spec.name] = {"returncode": run.returncode, "summary": summary, "tail": run.stdout[-1500:] + run.stderr[-1500:]}
+        runs[spec.name] = {"returncode": run.returncode, "summary": summary,
+                           "tail": run.stdout[-1500:] + run.stderr[-1500:]}
     report(f"sanitizer_{tool}", runs)
     for name, r in runs.items():
         assert r["returncode"] == 0, f"{tool} on {name}: {r['tail']}"

@@ -11,10 +11,11 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import REPO
 
 from tmagen import runtime, toolchain
 from tmagen.limits import TARGETS
+
+from conftest import REPO
 
 pytestmark = pytest.mark.gpu
 
@@ -89,5 +90,6 @@ def test_user_kernel_reports_a_misaligned_tensor_through_the_generated_checks(de
                                                   sums_dev.ptr, None)
         device.synchronize()
         assert status == 1
-        assert b"x: the pointer" in library.weighted_row_sums_error() and b"16-byte" in library.weighted_row_sums_error()
+        message = library.weighted_row_sums_error()
+        assert b"x: the pointer" in message and b"16-byte" in message
         assert np.all(sums_dev.download() == POISON), "nothing launched"

@@ -1,6 +1,6 @@
 """The verifier's layouts and the campaign's worker on the GPU: copies and loads through padded
 strides (an output's padding must keep its poison), at shapes other than the spec's; and a batch of
-random specs compiled in one nvcc call, run by `python -m tmagen.campaign worker`, every run matching."""
+random specs compiled in one nvcc call, run by `python -m lab.campaign worker`, every run matching."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, pythonpath_with_repo
 
-from tmagen import fuzz, toolchain
-from tmagen.campaign import RESULT_PREFIX, Batch, compile_batch, data_seed
+from lab import fuzz
+from lab.campaign import RESULT_PREFIX, Batch, compile_batch, data_seed
+from tmagen import toolchain
 from tmagen.plan import resolve
 from tmagen.verify import Verifier
+
+from conftest import REPO, pythonpath_with_repo
 
 pytestmark = pytest.mark.gpu
 
@@ -62,7 +64,7 @@ def test_campaign_worker_runs_a_batch(device, tmp_path: Path, report) -> None:
     job = {"job": "test", "cases": [{"name": c.name, "spec": c.spec, "runs": list(c.runs), "data_seed": data_seed(c),
                                      "cubin": str(batch.cubin_of(c.name))} for c in sample]}
     (tmp_path / "job.json").write_text(json.dumps(job))
-    proc = subprocess.run([sys.executable, "-m", "tmagen.campaign", "worker", "--job", str(tmp_path / "job.json")],
+    proc = subprocess.run([sys.executable, "-m", "lab.campaign", "worker", "--job", str(tmp_path / "job.json")],
                           capture_output=True, text=True, timeout=300, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": pythonpath_with_repo()})
     records = [json.loads(line[len(RESULT_PREFIX):]) for line in proc.stdout.splitlines()

@@ -14,9 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-import wgmma_probe as probe
 
 from tmagen.plan import resolve
+
+import wgmma_probe as probe
 
 pytestmark = pytest.mark.gpu
 

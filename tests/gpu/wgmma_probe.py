@@ -79,12 +79,13 @@ def kernel_source(c: Combo) -> str:
       using W = {operand}::wgmma;
       for (uint32_t kb = 0; kb < K / W::k_per_box; ++kb)
         for (uint32_t mb = 0; mb < W::mn_boxes; ++mb)
-          g::tma::load_2d({operand.lower()}_tile + (kb * W::mn_boxes + mb) * W::box_stride, &{operand.lower()}_map, &loaded,
-                          {_coords(major)});
+          g::tma::load_2d({operand.lower()}_tile + (kb * W::mn_boxes + mb) * W::box_stride,
+                          &{operand.lower()}_map, &loaded, {_coords(major)});
     }}""")
     return f"""
 extern "C" __global__ void __launch_bounds__(128, 1) probe_{c.name}(
-    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, float* out, uint32_t base_mode) {{
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, float* out,
+    uint32_t base_mode) {{
   namespace g = {c.name};
   using A = g::a_box;
   using B = g::b_box;
@@ -150,8 +151,8 @@ def to_device_bits(values: np.ndarray, dtype: str) -> np.ndarray:
 def run(combo: Combo, spec, kernel, device, rng: np.random.Generator, base_mode: int) -> tuple[bool, int]:
     """Runs the probe once; (exact match, mismatching elements)."""
     from tmagen import runtime
+    from tmagen.launch import array_args, encode
     from tmagen.plan import resolve
-    from tmagen.verify import encode
 
     a = rng.integers(-4, 5, size=(M, K)).astype(np.float32)
     b = rng.integers(-4, 5, size=(N, K)).astype(np.float32)

@@ -5,14 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from tmagen.errors import Violation
-from tmagen.planning import KernelPlan, MapSpec
+from tmagen.planning import KernelPlan, MapPlan, MapSpec
 from tmagen.spec import Spec
 
-if TYPE_CHECKING:
-    from tmagen.plan import Plan
+
+class Plan(Protocol):
+    """What a launcher reads of the resolved plan (`tmagen.plan.Plan`), which sits above the kinds."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kernel(self) -> KernelPlan: ...
+
+    def map(self, role: str) -> MapPlan: ...
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,10 @@ input's tiles walked by a few consecutive tiles per block or a persistent grid."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from tmagen.errors import Violation
-from tmagen.kinds.base import Call, MapBinding, Operand, contiguous
+from tmagen.kinds.base import Call, MapBinding, Operand, Plan, contiguous
 from tmagen.kinds.tiled import grid_size, tiles
-
-if TYPE_CHECKING:
-    from tmagen.plan import Plan
 
 
 class TileLauncher:

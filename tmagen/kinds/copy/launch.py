@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
-from tmagen.kinds.base import Operand, contiguous
+from tmagen.kinds.base import Operand, Plan, contiguous
 from tmagen.kinds.copy.plan import flat_copy_shape
 from tmagen.kinds.tile_launch import TileLauncher
-
-if TYPE_CHECKING:
-    from tmagen.plan import Plan
 
 
 class CopyLauncher(TileLauncher):

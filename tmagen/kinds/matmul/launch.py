@@ -6,13 +6,9 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from tmagen.errors import Violation
-from tmagen.kinds.base import Call, MapBinding, Operand
-
-if TYPE_CHECKING:
-    from tmagen.plan import Plan
+from tmagen.kinds.base import Call, MapBinding, Operand, Plan
 
 COORDINATE_LIMIT = 1 << 31  # TMA coordinates are signed 32-bit
 

@@ -4,14 +4,10 @@ the kernel's units."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from tmagen.errors import Violation
-from tmagen.kinds.base import Operand
+from tmagen.kinds.base import Operand, Plan
 from tmagen.kinds.tile_launch import TileLauncher
-
-if TYPE_CHECKING:
-    from tmagen.plan import Plan
 
 
 def elements_per_unit(plan: Plan) -> int:

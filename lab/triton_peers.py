@@ -5,7 +5,7 @@ persistent matmul on TMA descriptors in the manner of Triton's tutorial 09. Each
 ``@triton.autotune``d over a set of configurations a user would try.
 
 This module imports Triton (and so needs it and PyTorch); tmagen imports it only when a
-benchmark asks for Triton peers (``tmagen.peers``).
+benchmark asks for Triton peers (``lab.peers``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
-"""The reliability campaign: random valid specs (`tmagen.fuzz`) built, compiled in batches and
+"""The reliability campaign: random valid specs (`lab.fuzz`) built, compiled in batches and
 verified bit for bit on the GPU within a time budget, with compute-sanitizer on a random sample of
 their kernels and the driver oracle beside them. Writes OUT/reliability.json, the figures that
-docs/reliability.md is written from (`tmagen.reliability`), and OUT/failures/, each failing spec
+docs/reliability.md is written from (`lab.reliability`), and OUT/failures/, each failing spec
 as a file `tmagen check`/`tmagen verify` read and as a case file that replays its runs.
 
 Processes. This one orchestrates and holds no CUDA context. nvcc runs in a thread pool, one call
 per batch: the batch's specs share one translation unit, which works because each spec lives in
 its own namespace and its kernels are extern "C" with names of their own. GPU workers
-(``python -m tmagen.campaign worker``) load a batch's cubin, run each spec's runs through
+(``python -m lab.campaign worker``) load a batch's cubin, run each spec's runs through
 `tmagen.verify.Verifier` and report one line per run. A worker whose kernel hangs (its own
 watchdog) or faults (a sticky CUDA error) reports it and exits; a new worker takes the rest of
 the batch, so one bad kernel costs seconds, not the run.
@@ -28,17 +28,19 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
+from lab.fuzz import Case, draw_case
 from tmagen import __version__
-from tmagen.fuzz import Case, draw_case
 from tmagen.limits import TARGETS
 from tmagen.render import render
-from tmagen.spec import Spec, kernel_maps, kernel_plans, parse_spec
+from tmagen.plan import resolve, tensor_maps
+from tmagen.spec import Spec, parse_spec
 from tmagen.toolchain import KernelResources, Toolchain, find_toolchain, parse_ptxas_report
 
 RESULT_PREFIX = "TMAGEN-RESULT "  # worker lines; anything else on stdout (sanitizer reports) is not ours
@@ -85,7 +87,7 @@ def write_sources(cases: Sequence[Case], folder: Path) -> dict[str, str]:
     failed = {}
     for c in cases:
         try:
-            files = render(parse_spec(c.spec), f"{c.name}.json")
+            files = render(resolve(parse_spec(c.spec)), f"{c.name}.json")
         except Exception as exc:  # noqa: BLE001 - reported as data
             failed[c.name] = f"rendering failed: {type(exc).__name__}: {exc}"[:3000]
             continue
@@ -98,7 +100,8 @@ def blame(message: str, names: Sequence[str]) -> set[str]:
     """The specs an nvcc or ptxas error names: by their headers' file names or their kernels' symbols."""
     found = set()
     for name in names:
-        if re.search(rf"\b{re.escape(name)}(_kernels)?\.cuh[(:]", message) or re.search(rf"'{re.escape(name)}_\w+'", message):
+        if (re.search(rf"\b{re.escape(name)}(_kernels)?\.cuh[(:]", message)
+                or re.search(rf"'{re.escape(name)}_\w+'", message)):
             found.add(name)
     return found
 
@@ -214,7 +217,7 @@ def run_job(job: dict[str, Any], device: Any, emit: Callable[[dict[str, Any]], N
                 if cubin not in modules:
                     modules[cubin] = runtime.Module(Path(cubin).read_bytes())
                 spec = parse_spec(case["spec"])
-                verifier = Verifier(spec, None, device, seed=case["data_seed"], module=modules[cubin])
+                verifier = Verifier(resolve(spec), None, device, seed=case["data_seed"], module=modules[cubin])
             except Exception as exc:  # noqa: BLE001 - a spec whose kernels cannot even be loaded
                 emit({"job": job["job"], "name": case["name"], "run": selected[0], "status": "error",
                       "detail": f"{type(exc).__name__}: {exc}"[:3000]})
@@ -230,7 +233,8 @@ def run_job(job: dict[str, Any], device: Any, emit: Callable[[dict[str, Any]], N
                     os._exit(EXIT_HANG)
                 except Exception as exc:  # noqa: BLE001 - every failure is a finding, reported as data
                     healthy = _context_healthy()
-                    emit({**base, "status": "error" if healthy else "fault", "detail": f"{type(exc).__name__}: {exc}"[:3000]})
+                    emit({**base, "status": "error" if healthy else "fault",
+                          "detail": f"{type(exc).__name__}: {exc}"[:3000]})
                     if not healthy:
                         os._exit(EXIT_FAULT)
                     continue
@@ -248,7 +252,7 @@ def run_job(job: dict[str, Any], device: Any, emit: Callable[[dict[str, Any]], N
 def worker_main(argv: Sequence[str]) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m tmagen.campaign worker")
+    p = argparse.ArgumentParser(prog="python -m lab.campaign worker")
     p.add_argument("--job", help="run this job file and exit (default: jobs as JSON lines on standard input)")
     p.add_argument("--select", choices=["all", "smallest"], default="all")
     p.add_argument("--launch-timeout", type=float, default=5.0)
@@ -464,7 +468,7 @@ class Settings:
     first_cycle_s: float = 20.0  # assumed compile + verify time of a batch until one is measured
     kinds: tuple[str, ...] | None = None
     max_specs: int | None = None  # stop drawing after this many (a smoke run); default: the budget decides
-    worker_command: list[str] | None = None  # default: this Python, -m tmagen.campaign worker
+    worker_command: list[str] | None = None  # default: this Python, -m lab.campaign worker
     sanitizer: str | None = None  # compute-sanitizer's path; default: PATH
 
 
@@ -504,7 +508,7 @@ class Campaign:
         return out
 
     def _worker_command(self, *extra: str) -> list[str]:
-        return [*(self.s.worker_command or [sys.executable, "-m", "tmagen.campaign", "worker"]), *extra]
+        return [*(self.s.worker_command or [sys.executable, "-m", "lab.campaign", "worker"]), *extra]
 
     # -- verifying
     def _job(self, batch: Batch, cases: Sequence[Case]) -> dict[str, Any]:
@@ -685,10 +689,10 @@ class Campaign:
     def _start_oracle(self) -> subprocess.Popen[str] | None:
         if self.s.oracle_figures is not None or self.s.oracle_sets <= 0:
             return None
-        from tmagen.oracle import fresh_seed
+        from lab.oracle import fresh_seed
 
         log = open(self.s.out / "logs" / "oracle.log", "w", encoding="utf-8")
-        proc = subprocess.Popen([sys.executable, "-m", "tmagen.oracle", "--sets", str(self.s.oracle_sets),
+        proc = subprocess.Popen([sys.executable, "-m", "lab.oracle", "--sets", str(self.s.oracle_sets),
                                  "--seed", str(fresh_seed()), "--out", str(self.s.out / "oracle.json")],
                                 stdout=log, stderr=subprocess.STDOUT, text=True, env=self.env)
         log.close()
@@ -735,7 +739,7 @@ class Campaign:
         spills = sorted(k.name for b in batches for build in b.builds for k in build.kernels if k.spills)
         return {
             "report": "tmagen reliability run", "tmagen": __version__,
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "gpu": self.devices[0] if self.devices else None, "nvcc": self.tc.version,
             "seed": self.s.seed, "budget_s": self.s.seconds, "elapsed_s": round(time.monotonic() - self.start, 1),
             "settings": {"batch_size": self.s.batch_size, "nvcc_jobs": self.s.jobs, "gpu_workers": self.s.lanes,
@@ -841,7 +845,8 @@ _RACE = re.compile(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?
 
 
 def sanitizer_summary(text: str) -> dict[str, Any]:
-    """compute-sanitizer's verdict from its output: errors (and racecheck's hazards); None where it printed no summary."""
+    """compute-sanitizer's verdict from its output: errors (and racecheck's hazards); None where it
+    printed no summary."""
     errors = [int(m.group(1)) for m in _SUMMARY.finditer(text)]
     races = [(int(m.group(1)), int(m.group(2)), int(m.group(3))) for m in _RACE.finditer(text)]
     if not errors and not races:
@@ -870,14 +875,17 @@ def refused_at_run_time(spec: Spec, run: dict[str, Any]) -> list[str]:
     """The rules a copy run's own shape and strides break: the generated C API and the Python path
     refuse such a call (a finding made before a rule existed, fixed by the refusal)."""
     from tmagen.rules import run_rules
-    from tmagen.spec import SpecFieldNames, tensor_map_args
+    from dataclasses import replace
+
+    from tmagen.map_args import SpecFieldNames, tensor_map_args
 
     if run["call"] != "copy":
         return []
     found: list[str] = []
-    for m in kernel_maps(spec):
-        tensor = m.tensor.model_copy(update={"shape": list(run["args"]["shape"]), "strides": run["args"].get("strides")})
-        found += [v.rule for v in run_rules(tensor_map_args(spec, m.model_copy(update={"tensor": tensor})),
+    for m in tensor_maps(spec):
+        tensor = m.tensor.model_copy(update={"shape": list(run["args"]["shape"]),
+                                             "strides": run["args"].get("strides")})
+        found += [v.rule for v in run_rules(tensor_map_args(spec, replace(m, tensor=tensor)),
                                             SpecFieldNames(m.index, tensor.rank))]
     return sorted(set(found))
 
@@ -889,8 +897,9 @@ def replay(record: dict[str, Any], device: Any) -> list[Any]:
     from tmagen.verify import Verifier
 
     spec = parse_spec(record["spec"])
-    result = toolchain.compile_folder(spec, render(spec, f"{spec.name}.json"), cubin_only=True)
-    verifier = Verifier(spec, result.cubin.read_bytes(), device, seed=record["data_seed"])
+    plan = resolve(spec)
+    result = toolchain.compile_folder(plan, render(plan, f"{spec.name}.json"), cubin_only=True)
+    verifier = Verifier(plan, result.cubin.read_bytes(), device, seed=record["data_seed"])
     try:
         return [getattr(verifier, run["call"])(**run["args"]) for run in record["runs"]
                 if not refused_at_run_time(spec, run)]
@@ -900,14 +909,14 @@ def replay(record: dict[str, Any], device: Any) -> list[Any]:
 
 def kernels_of(spec: dict[str, Any]) -> list[str]:
     """The kernel symbols a spec's batch must hold."""
-    return [k.symbol for k in kernel_plans(parse_spec(spec))]
+    return [k.symbol for k in resolve(parse_spec(spec)).kernels]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["worker"]:
         return worker_main(args[1:])
-    print("usage: python -m tmagen.campaign worker [--job FILE] [--select all|smallest] [--launch-timeout S]\n"
+    print("usage: python -m lab.campaign worker [--job FILE] [--select all|smallest] [--launch-timeout S]\n"
           "(the campaign itself: scripts/reliability.py)", file=sys.stderr)
     return 2
 

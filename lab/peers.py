@@ -1,6 +1,6 @@
 """The candidates of a benchmark case, on the same tensors: tmagen's generated kernel, the limit
 (``cudaMemcpyAsync``) and the peers a user would otherwise reach for: PyTorch, CuPy and Triton
-kernels written as a Triton user would (:mod:`tmagen.triton_peers`).
+kernels written as a Triton user would (:mod:`lab.triton_peers`).
 
 Everything here runs on a GPU with PyTorch; CuPy and Triton are optional (a missing one is
 reported as such). tmagen imports this module only for benchmarks, and it imports PyTorch,
@@ -14,12 +14,15 @@ one that fails is reported as failed, never timed.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tmagen import runtime
 from tmagen.bench import Candidate, Method, time_case
-from tmagen.spec import Spec, TransposeKernel, kernel_maps, kernel_plans
-from tmagen.verify import OUT_POISON, launch_arguments, matmul_arguments
+from tmagen.launch import Array, launch_parameters
+from tmagen.plan import resolve
+from tmagen.spec import Spec, TransposeKernel
+from tmagen.verify import OUT_POISON
 
 # The L2 of an H100 (50 MiB) or H200 (60 MiB) is read at run time; a case whose buffers would fit
 # in a few L2s rotates through this many times the L2 of input and output sets.
@@ -104,8 +107,9 @@ class TmagenKernel:
     def __init__(self, spec: Spec, cubin: bytes, device: runtime.Device) -> None:
         self.spec = spec
         self.device = device
-        self.view = kernel_plans(spec)[0]
-        src = {m.role: m for m in kernel_maps(spec)}["src"]
+        self.plan = resolve(spec)
+        self.view = self.plan.kernel
+        src = self.plan.map("src")
         if src.unit_bytes != src.tensor.dt.nbytes:
             raise ValueError(f"{spec.name}: the peers transpose elements, not {src.unit_bytes}-byte units")
         self.module = runtime.Module(cubin)
@@ -113,12 +117,13 @@ class TmagenKernel:
 
     def candidate(self, xs: Sequence[Any], outs: Sequence[Any], reference: Callable[[], Any]) -> Candidate:
         shape = list(xs[0].shape)
-        args = [launch_arguments(self.spec, self.view, self.device, x.data_ptr(), o.data_ptr(), shape)
-                for x, o in zip(xs, outs)]
+        out_shape = list(outs[0].shape)
+        args = [launch_parameters(self.plan, [Array.of(x.data_ptr(), shape)], Array.of(o.data_ptr(), out_shape),
+                                  self.device.multiprocessors) for x, o in zip(xs, outs)]
 
         def launch(i: int) -> None:
-            grid, params = args[i]
-            self.kernel.launch(grid, self.view.threads, params)
+            call, params = args[i]
+            self.kernel.launch(call.grid, self.view.threads, params)
 
         def check() -> str | None:
             poison(outs[0])
@@ -162,7 +167,7 @@ def _triton(wanted: bool = True) -> Any | None:
     if not wanted:
         return None
     try:
-        from tmagen import triton_peers
+        from lab import triton_peers
     except Exception:  # noqa: BLE001 - no Triton peers; unavailable() says why
         return None
     return triton_peers
@@ -171,7 +176,7 @@ def _triton(wanted: bool = True) -> Any | None:
 def unavailable() -> list[dict[str, str]]:
     """The optional peers that cannot run here, and why (the report lists them)."""
     missing = []
-    for module, what in (("cupy", "CuPy"), ("tmagen.triton_peers", "Triton")):
+    for module, what in (("cupy", "CuPy"), ("lab.triton_peers", "Triton")):
         try:
             __import__(module)
         except Exception as exc:  # noqa: BLE001 - CuPy built for another CUDA raises more than ImportError
@@ -331,17 +336,18 @@ def tmagen_matmul(spec: Spec, cubin: bytes, device: runtime.Device) -> MatmulLau
     """The launch of ``spec``'s matmul kernel on torch tensors a, b, c (C = A B^T, K-major B), on
     the default stream; the tensor maps of each set of tensors are encoded once."""
     module = runtime.Module(cubin)
-    view = kernel_plans(spec)[0]
+    plan = resolve(spec)
+    view = plan.kernel
     kernel = module.function(view.symbol, view.smem_bytes)
-    prepared: dict[tuple[int, ...], tuple[int, list]] = {}
+    prepared: dict[tuple[int, ...], tuple[Any, list]] = {}
 
     def launch(a: Any, b: Any, c: Any) -> None:
         key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), *a.shape, *b.shape)
         if key not in prepared:
-            m, k = a.shape
-            prepared[key] = matmul_arguments(spec, device, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, b.shape[0], k)
-        grid, params = prepared[key]
-        kernel.launch(grid, view.threads, params)
+            prepared[key] = launch_parameters(plan, [Array.of(a.data_ptr(), a.shape), Array.of(b.data_ptr(), b.shape)],
+                                              Array.of(c.data_ptr(), c.shape), device.multiprocessors)
+        call, params = prepared[key]
+        kernel.launch(call.grid, view.threads, params)
 
     launch.module = module  # type: ignore[attr-defined]  # alive as long as the launch
     return launch

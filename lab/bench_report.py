@@ -1,91 +1,24 @@
 """BENCHMARKS.md and its plot from the JSON that benchmarks/run.py wrote: pure functions of that
 data (no GPU), so that the page is regenerated and tested anywhere.
 
-Two formats: 1, the first suite's (one candidate at a time, memcpy timed beside each kernel), and
-2, the interleaved suite with its peers (``"format": 2``), whose page states the method and its
-noise and judges every target with it.
+    python -m lab.bench_report BENCH_JSON [--markdown BENCHMARKS.md] [--plot benchmarks/bandwidth.svg]
+
+The run is of the interleaved suite with its peers (``"format": 2``), whose page states the method
+and its noise and judges every target with it. The first suite's format 1 (one candidate at a
+time, benchmarks/results/h200-2026-11-21.json) is no longer rendered: its page is in git history.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-TARGETS = {  # kind, dtype -> the ratio to cudaMemcpy the performance issue asks for
-    ("copy", None): 0.95, ("transpose", "float32"): 0.92, ("transpose", "bfloat16"): 0.90,
-    ("transpose", "float16"): 0.90, ("transpose", "uint8"): 0.85,
-}
-
-
-def _target(kind: str, dtype: str) -> float | None:
-    return TARGETS.get((kind, dtype), TARGETS.get((kind, None)))
-
-
-def reference_gbps(data: dict[str, Any]) -> tuple[float, float, float]:
-    """The median of every 1 GiB cudaMemcpyAsync measured in the run (at the start and beside each
-    kernel), with the lowest and highest: a single memcpy figure was seen 10% off the others."""
-    values = sorted({r["memcpy_gbps"] for r in data["records"] if "size_mib" not in r})
-    return statistics.median(values), values[0], values[-1]
-
-
-def _legacy_report(data: dict[str, Any], plot_file: str) -> str:
-    """The page of a format-1 run (one candidate at a time, memcpy beside each kernel)."""
-    recs = [dict(r) for r in data["records"]]
-    ref, low, high = reference_gbps(data)
-    for r in recs:
-        if "size_mib" not in r:
-            r["ratio"] = r["gbps"] / ref
-    lines = [
-        "# Benchmarks",
-        "",
-        "<!-- Written by `tmagen bench --report` from the JSON that benchmarks/run.py measured: do not edit. -->",
-        "",
-        f"GPU: {data['gpu']}, driver {data['driver']}, measured {data['date']}; each figure is the median of "
-        f"{data['runs']} timed launches (CUDA events) after warm-up, on random data in 1 GiB tensors (several times "
-        "the L2). Bandwidth counts bytes read plus bytes written; ratios are to `cudaMemcpyAsync` device to device "
-        f"of the same bytes on the same GPU in the same run: the median of the {data['runs']}-run medians measured at "
-        f"the start and beside each kernel, {ref:.0f} GB/s (they ranged from {low:.0f} to {high:.0f}). Differences "
-        "of 1% between runs are noise.",
-        "",
-        "| kernel | spec | dtype | shape | GB/s | ratio to memcpy | target | |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in recs:
-        if r["kind"] not in ("copy", "transpose"):
-            continue
-        target = _target(r["kind"], r["dtype"]) if r.get("shape_kind") in (None, "full", "square") else None
-        met = "" if target is None else ("met" if r["ratio"] >= target else "**missed**")
-        label = r["kind"] + (f" ({r['shape_kind']})" if r.get("shape_kind") not in (None, "full") else "")
-        lines.append(f"| {label} | `{r['spec']}` | {r['dtype']} | {'x'.join(map(str, r['shape']))} | "
-                     f"{r['gbps']:.0f} | {r['ratio']:.3f} | {target if target else ''} | {met} |")
-    base = {r["spec"]: r["ratio"] for r in recs if r.get("shape_kind") in ("square", "full")}
-    for kind, what in (("ragged", "extents no multiple of the tile, rows still multiples of 128 bytes"),
-                       ("odd strides", "rows 16-byte but not 128-byte multiples")):
-        other = {r["spec"]: r["ratio"] for r in recs if r.get("shape_kind") == kind}
-        if other:
-            lines += ["", f"{kind.capitalize()} shapes ({what}) against the full ones, the same kernel: " + ", ".join(
-                f"`{k}` {other[k] / base[k]:.3f}" for k in other if k in base) +
-                (" (the target for transposes: within 5%)." if kind == "ragged" else ".")]
-    lines.append("")
-    torch_rows = [r for r in recs if r["kind"] == "torch"]
-    if torch_rows:
-        lines += ["PyTorch on the same GPU, same run, same tensors:", "",
-                  "| operation | dtype | shape | GB/s | ratio to memcpy |", "|---|---|---|---|---|"]
-        seen = set()
-        for r in torch_rows:
-            key = (r["name"], r["dtype"], tuple(r["shape"]))
-            if key in seen:
-                continue
-            seen.add(key)
-            lines.append(f"| {r['name']} | {r['dtype']} | {'x'.join(map(str, r['shape']))} | {r['gbps']:.0f} | "
-                         f"{r['ratio']:.3f} |")
-        lines.append("")
-    lines += [f"![bandwidth against size]({plot_file})", "",
-              "Bandwidth against size (the same kernels on shapes from 16 MiB to 2 GiB, memcpy of the same bytes).", ""]
-    return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------- format 2: the interleaved suite
+# ----------------------------------------------------------------------------- the targets
 COPY_OF_MEMCPY = 0.97  # issue 10: copies of every rank at or above 0.97 of cudaMemcpyAsync ...
 OF_BEST_PEER = 1.0  # ... and, copies and transposes, at or above the best peer on every case
 RAGGED_OF_SQUARE = 0.97  # transposes: ragged within 3% of square
@@ -94,10 +27,15 @@ MATMUL_OF_CUBLAS = {(8192, 8192, 8192): 0.90, (4096, 4096, 4096): 0.90, (4000, 4
 
 
 def markdown_report(data: dict[str, Any], plot_file: str = "benchmarks/bandwidth.svg") -> str:
-    """BENCHMARKS.md for the run in ``data`` (either format)."""
-    if data.get("format", 1) == 1:
-        return _legacy_report(data, plot_file)
+    """BENCHMARKS.md for the run in ``data``."""
+    _require_format_2(data)
     return _report(data, plot_file)
+
+
+def _require_format_2(data: dict[str, Any]) -> None:
+    if data.get("format", 1) != 2:
+        raise ValueError(f"a run of format {data.get('format', 1)}: only format 2 (the interleaved suite of "
+                         "benchmarks/run.py) is rendered")
 
 
 def paired_ratios(a: dict[str, Any], b: dict[str, Any]) -> list[float]:
@@ -177,7 +115,7 @@ def _report(data: dict[str, Any], plot_file: str) -> str:
     lines = [
         "# Benchmarks",
         "",
-        "<!-- Written by `tmagen bench --report` from the JSON that benchmarks/run.py measured: do not edit. -->",
+        "<!-- Written by `python -m lab.bench_report` from the JSON that benchmarks/run.py measured: do not edit. -->",
         "",
         f"GPU: {data['gpu']} ({data['sms']} SMs, {data['l2_bytes'] >> 20} MiB of L2), driver {data['driver']}, "
         f"measured {data['date']}; {_versions(data)}.",
@@ -286,17 +224,19 @@ def _every_candidate(moving: list[dict[str, Any]]) -> list[str]:
             limit, mine = _role(case, "limit"), _role(case, "tmagen")
             by_name = {c["name"]: c for c in case["candidates"]}
             failed = {f["name"] for f in case["failed"]}
-
-            def cell(c: dict[str, Any] | None, name: str = "") -> str:
-                if c is None:
-                    return "failed its check" if name in failed else "-"
-                ratio = f" ({statistics.median(paired_ratios(c, limit)):.3f})" if limit and c is not limit else ""
-                return f"{c['gbps']:.0f}{ratio}"
-
             iqr = f" / {100 * (mine['q3_ms'] - mine['q1_ms']) / mine['median_ms']:.1f}%" if mine else ""
-            lines.append(f"| {_label(case)} `{case['spec']}` | {case['dtype']} | {_shape(case)} | {cell(limit)} | "
-                         f"{cell(mine)}{iqr} | " + " | ".join(cell(by_name.get(n), n) for n in names) + " |")
+            peers = " | ".join(_cell(by_name.get(n), limit, failed, n) for n in names)
+            lines.append(f"| {_label(case)} `{case['spec']}` | {case['dtype']} | {_shape(case)} | "
+                         f"{_cell(limit, limit, failed)} | {_cell(mine, limit, failed)}{iqr} | {peers} |")
     return lines
+
+
+def _cell(c: dict[str, Any] | None, limit: dict[str, Any] | None, failed: set[str], name: str = "") -> str:
+    """One candidate's bandwidth and its ratio to memcpy in the table of every candidate."""
+    if c is None:
+        return "failed its check" if name in failed else "-"
+    ratio = f" ({statistics.median(paired_ratios(c, limit)):.3f})" if limit and c is not limit else ""
+    return f"{c['gbps']:.0f}{ratio}"
 
 
 def _matmul_lines(matmuls: list[dict[str, Any]]) -> list[str]:
@@ -326,7 +266,7 @@ def _matmul_lines(matmuls: list[dict[str, Any]]) -> list[str]:
                      f"{vs(mine, cublas, target)}{'' if target or mine is None else ' (no target)'} | "
                      f"{vs(mine, triton, OF_BEST_PEER)} | {vs(triton, cublas, None)} |")
     if not any(_role(c, "tmagen") for c in matmuls):
-        lines += ["", "No tmagen matmul was timed in this run (benchmarks/specs holds no matmul spec)."]
+        lines += ["", "No tmagen matmul was timed in this run (tmagen/ops_specs holds no matmul spec)."]
     return lines
 
 
@@ -357,13 +297,8 @@ def _notes(data: dict[str, Any]) -> list[str]:
 
 def plot_series(data: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
     """Bandwidth (GB/s) against size (MiB): one series per kernel and one for memcpy."""
+    _require_format_2(data)
     series: dict[str, list[tuple[int, float]]] = {}
-    if data.get("format", 1) == 1:
-        for r in data["records"]:
-            if "size_mib" in r:
-                name = "cudaMemcpyAsync" if r["kind"] == "memcpy" else r["spec"].removeprefix("bench_")
-                series.setdefault(name, []).append((r["size_mib"], r["gbps"]))
-        return series
     memcpy: dict[int, list[float]] = {}  # each sweep case timed its own memcpy: their median
     for case in data["cases"]:
         if case["group"] != "sweep":
@@ -414,3 +349,42 @@ def plot_svg(data: dict[str, Any]) -> str:
         parts.append(f'<text x="{width - 140}" y="{30 + 16 * i}" fill="{colour}">{name}</text>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write --markdown and --plot from a run's JSON: 0 when written, 2 for a file that cannot be read,
+    is not such a run, or a page that cannot be written."""
+    p = argparse.ArgumentParser(prog="python -m lab.bench_report", description=__doc__.split("\n\n")[0])
+    p.add_argument("bench_json", metavar="BENCH_JSON", help="the JSON that benchmarks/run.py wrote")
+    p.add_argument("--markdown", default="BENCHMARKS.md")
+    p.add_argument("--plot", default="benchmarks/bandwidth.svg")
+    args = p.parse_args(argv)
+
+    def fail(path: str, why: str) -> int:
+        print(f"{p.prog}: {path}: {why}", file=sys.stderr)
+        return 2
+
+    try:
+        text = Path(args.bench_json).read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:  # ValueError: undecodable bytes, or a NUL in the path
+        return fail(args.bench_json, f"cannot read it: {_reason(exc)}")
+    try:
+        data = json.loads(text)
+        page, plot = markdown_report(data, args.plot), plot_svg(data)
+    except (KeyError, TypeError, IndexError, ValueError, AttributeError) as exc:
+        return fail(args.bench_json, f"not a benchmark run of benchmarks/run.py: {type(exc).__name__} {exc}")
+    for path, content in ((args.markdown, page), (args.plot, plot)):
+        try:
+            Path(path).write_text(content, encoding="utf-8")
+        except (OSError, ValueError) as exc:
+            return fail(path, f"cannot write it: {_reason(exc)}")
+    print(f"wrote {args.markdown} and {args.plot}")
+    return 0
+
+
+def _reason(exc: Exception) -> str:
+    return (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,7 +2,7 @@
 
 `draw_case(seed, index)` is a pure function of its two integers: the spec that a campaign of
 `seed` draws as its number `index`, and the runs that check it on the GPU. Candidates are drawn
-until `tmagen.spec.check_spec` accepts one; those refused on the way are counted by what refused
+until `tmagen.plan.check` accepts one; those refused on the way are counted by what refused
 them, so the space the rules close off is measured too.
 
 The space: every dtype kernels take, ranks 1 to 5, every swizzle (and on sm_100a every 128B
@@ -23,13 +23,16 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from tmagen.dtypes import DTYPES
 from tmagen.errors import SpecError
 from tmagen.limits import TARGETS
-from tmagen.spec import check_spec, parse_spec
+from tmagen.plan import check
+from tmagen.plan import kernels as planned_kernels
+from tmagen.spec import parse_spec
 
 Run = dict[str, Any]
 Draw = Callable[[random.Random, str], tuple[dict[str, Any], list[Run]]]
@@ -48,7 +51,7 @@ class Case:
 
     seed: int
     index: int
-    spec: dict[str, Any]  # JSON that check_spec accepts
+    spec: dict[str, Any]  # JSON that tmagen.plan.check accepts
     runs: tuple[Run, ...]
     attempts: int  # candidates drawn, this one included
     refused: dict[str, int] = field(default_factory=dict)  # rule id or "form" -> candidates refused
@@ -234,7 +237,7 @@ def _fit(rng: random.Random, spec: dict[str, Any], shrinkable: Callable[[dict[st
     each kept a multiple of its quantum."""
     for _ in range(64):
         try:
-            refused = {v.rule for v in check_spec(parse_spec({"name": "fit", **spec}))}
+            refused = {v.rule for v in check(parse_spec({"name": "fit", **spec}))}
         except SpecError:
             return True  # a form error: the final check counts it
         if not refused & SIZE_RULES:
@@ -339,7 +342,8 @@ def draw_copy(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run
     rank = rng.randint(1, 5)
     swizzle = _swizzle(rng, target)
     span = SPANS[swizzle["mode"]]
-    box = [_outer_box_dim(rng) for _ in range(rank - 1)] + [_inner_box_bytes(rng, min(span, 256 * es) if span else 256 * es) // es]
+    inner_limit = min(span, 256 * es) if span else 256 * es
+    box = [_outer_box_dim(rng) for _ in range(rank - 1)] + [_inner_box_bytes(rng, inner_limit) // es]
     t = _base_tensor(rng, "data", dtype, box, swizzle)
     kernel = {"kind": "copy", "stages": _weighted(rng, {2: 3, 3: 2, 4: 2, rng.randint(5, 16): 1}),
               "boxes_per_stage": 1 if _chance(rng, 0.6) else rng.randint(2, 32),
@@ -463,12 +467,10 @@ def _matmul_sizes(rng: random.Random, bm: int, bn: int, bk: int) -> tuple[int, i
 
 
 def _matmul_smem(spec: dict[str, Any]) -> int:
-    from tmagen.spec import kernel_plans
-
     try:
-        return kernel_plans(parse_spec({"name": "x", **spec}))[0].total_smem_bytes
+        return planned_kernels(parse_spec({"name": "x", **spec}))[0].total_smem_bytes
     except (SpecError, ValueError):
-        return 0  # the form is wrong: check_spec refuses the candidate anyway
+        return 0  # the form is wrong: tmagen.plan.check refuses the candidate anyway
 
 
 KINDS: dict[str, Draw] = {"inspect": draw_inspect, "copy": draw_copy, "transpose": draw_transpose,
@@ -482,7 +484,7 @@ def case_name(seed: int, index: int) -> str:
 
 def draw_case(seed: int, index: int, kinds: tuple[str, ...] | None = None, max_attempts: int = 200) -> Case:
     """The spec number ``index`` of the campaign ``seed``: candidates drawn until one passes every rule."""
-    rng = random.Random(f"tmagen.fuzz/{seed}/{index}")
+    rng = random.Random(f"tmagen.fuzz/{seed}/{index}")  # the name it had when the seeds were recorded
     chosen = kinds or tuple(KINDS)
     refused: Counter[str] = Counter()
     for attempt in range(1, max_attempts + 1):
@@ -491,7 +493,7 @@ def draw_case(seed: int, index: int, kinds: tuple[str, ...] | None = None, max_a
         body, runs = KINDS[kind](rng, target)
         raw = {"name": case_name(seed, index), **body}
         try:
-            violations = check_spec(parse_spec(raw))
+            violations = check(parse_spec(raw))
         except SpecError:
             refused["form"] += 1
             continue

@@ -5,7 +5,7 @@ atom swizzles and the driver's box-size limit.
 
 tmagen must accept nothing the driver refuses; a set it refuses that the driver accepts must
 break a documented rule (tmagen is stricter on purpose there). `compare` runs on a GPU;
-``python -m tmagen.oracle --sets N --out FILE`` writes its figures as JSON.
+``python -m lab.oracle --sets N --out FILE`` writes its figures as JSON.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import os
 import sys
 import time
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ ESIZE = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 
 SPAN = {0: 0, 1: 32, 2: 64, 3: 128, 4: 128, 5: 128, 6: 128}
 
 
-def _pick(rng: np.random.Generator, *choices: object) -> object:
+def _pick(rng: np.random.Generator, *choices: int) -> int:
     return choices[int(rng.integers(len(choices)))]
 
 
@@ -139,7 +140,7 @@ def compare(sets: int, seed: int, examples: int = 50) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tmagen.oracle", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m lab.oracle", description=__doc__.split("\n\n")[0])
     p.add_argument("--sets", type=int, default=100_000)
     p.add_argument("--seed", type=int, default=None, help="default: TMAGEN_ORACLE_SEED, else fresh")
     p.add_argument("--out", help="write the figures here as JSON (default: standard output)")
@@ -148,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reason = runtime.no_gpu_reason()
     if reason:
-        print(f"python -m tmagen.oracle: nothing run, {reason}", file=sys.stderr)
+        print(f"python -m lab.oracle: nothing run, {reason}", file=sys.stderr)
         return 3
     runtime.Device.open()  # the primary context, current: the driver allocates and encodes in it
     figures = compare(args.sets, args.seed if args.seed is not None else fresh_seed())

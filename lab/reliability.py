@@ -1,4 +1,4 @@
-"""docs/reliability.md from the JSON of one reliability run (`tmagen.campaign`): pure, JSON in,
+"""docs/reliability.md from the JSON of one reliability run (`lab.campaign`): pure, JSON in,
 markdown out. Until a run is committed the page says that nothing has been measured."""
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ def _oracle(o: dict[str, Any] | None) -> list[str]:
         lines += [f"| `{rule}` | {count} |" for rule, count in o["stricter_by_rule"].items()] + [""]
     if o.get("stricter_by_undocumented_rule"):
         lines += [f"**{len(o['stricter_by_undocumented_rule'])} stricter sets break no documented rule.**", ""]
-    lines += [f"The validator took {o['validator_us_per_set']} µs per set; the whole comparison {o['seconds']:.0f} s.", ""]
+    lines += [f"The validator took {o['validator_us_per_set']} µs per set; the whole comparison "
+              f"{o['seconds']:.0f} s.", ""]
     return lines
 
 
