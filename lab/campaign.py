@@ -38,8 +38,8 @@ from typing import Any
 from lab.fuzz import Case, draw_case
 from tmagen import __version__
 from tmagen.limits import TARGETS
-from tmagen.render import render
 from tmagen.plan import resolve, tensor_maps
+from tmagen.render import render
 from tmagen.spec import Spec, parse_spec
 from tmagen.toolchain import KernelResources, Toolchain, find_toolchain, parse_ptxas_report
 
@@ -874,10 +874,10 @@ def _run_outcomes(text: str) -> dict[str, int]:
 def refused_at_run_time(spec: Spec, run: dict[str, Any]) -> list[str]:
     """The rules a copy run's own shape and strides break: the generated C API and the Python path
     refuse such a call (a finding made before a rule existed, fixed by the refusal)."""
-    from tmagen.rules import run_rules
     from dataclasses import replace
 
     from tmagen.map_args import SpecFieldNames, tensor_map_args
+    from tmagen.rules import run_rules
 
     if run["call"] != "copy":
         return []

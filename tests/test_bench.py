@@ -395,7 +395,7 @@ def _run_module():
 
 def test_suite_plan_covers_every_spec_shape_and_matmul() -> None:
     run = _run_module()
-    
+
     specs = [load_plan(p).spec for p in sorted((REPO / "tmagen" / "ops_specs").glob("*.json"))]
     cases = run.plan(specs, set(run.GROUPS))
     transposes = [c for c in cases if c.group == "transpose"]
@@ -434,7 +434,7 @@ def test_report_of_a_partial_run_with_a_case_that_failed_whole() -> None:
 
 def test_suite_plan_of_chosen_specs() -> None:
     run = _run_module()
-    
+
     specs = [load_plan(REPO / "tmagen" / "ops_specs" / "bench_copy_uint8.json").spec]
     cases = run.plan(specs, set(run.GROUPS))
     assert [(c.group, c.shape_kind) for c in cases if c.group != "matmul"] == [

@@ -167,7 +167,7 @@ TRANSPOSE = {"name": "t_f32", "tensors": [{"name": "m", "dtype": "float32", "sha
 
 
 def test_load_takes_a_path_a_dict_or_a_spec() -> None:
-    
+
     path = REPO / "specs" / "copy_f32_3d.json"
     for spec in (path, str(path), json.loads(path.read_text()), load_plan(path).spec):
         k = tmagen.load(spec)

@@ -16,8 +16,8 @@ excess wavefronts.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from tmagen.errors import ModelError
 from tmagen.swizzle import BoxLayout, pattern

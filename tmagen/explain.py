@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from tmagen.enums import Swizzle
@@ -42,7 +43,7 @@ def all_pattern_tables() -> str:
 
 
 # ----------------------------------------------------------------------------- a spec, in words
-def explain_plan(plan: "Plan") -> str:
+def explain_plan(plan: Plan) -> str:
     """The tensor maps of a plan as the host code will build them, and where their boxes land."""
     from tmagen.mma import explain_tile
 
@@ -94,7 +95,7 @@ class ChunkCell:
     bank_group: int  # physical chunk position in its line: banks 4g .. 4g+3
 
 
-def chunk_cells(box: Sequence[int], elem_bytes: int, swizzle: "Swizzle | str | int", base: int = 0) -> list[ChunkCell]:
+def chunk_cells(box: Sequence[int], elem_bytes: int, swizzle: Swizzle | str | int, base: int = 0) -> list[ChunkCell]:
     layout = BoxLayout(tuple(box), elem_bytes, pattern(swizzle), base)
     offsets = layout.offsets().reshape(layout.rows, -1)
     per = CHUNK_BYTES // elem_bytes if elem_bytes <= CHUNK_BYTES else 1
@@ -106,7 +107,7 @@ def chunk_cells(box: Sequence[int], elem_bytes: int, swizzle: "Swizzle | str | i
     return cells
 
 
-def box_chunk_table(box: Sequence[int], elem_bytes: int, swizzle: "Swizzle | str | int", base: int = 0,
+def box_chunk_table(box: Sequence[int], elem_bytes: int, swizzle: Swizzle | str | int, base: int = 0,
                     max_lines: int = 16) -> str:
     cells = chunk_cells(box, elem_bytes, swizzle, base)
     lines: dict[int, dict[int, str]] = {}
@@ -138,7 +139,7 @@ class AccessPanel:
     ideal: int
 
 
-def access_panel(box: Sequence[int], elem_bytes: int, swizzle: "Swizzle | str | int", base: int,
+def access_panel(box: Sequence[int], elem_bytes: int, swizzle: Swizzle | str | int, base: int,
                  column: int) -> AccessPanel:
     from tmagen import banks
 
@@ -187,7 +188,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def layout_svg(box: Sequence[int], elem_bytes: int, swizzle: "Swizzle | str | int", base: int = 0,
+def layout_svg(box: Sequence[int], elem_bytes: int, swizzle: Swizzle | str | int, base: int = 0,
                column: int = 0) -> str:
     """An SVG in the spirit of the Programming Guide's figures: the box as 16-byte chunks, each
     labelled with its logical row,chunk and coloured by its bank group (four banks), and beside it
@@ -212,7 +213,7 @@ def layout_svg(box: Sequence[int], elem_bytes: int, swizzle: "Swizzle | str | in
             f'viewBox="0 0 {width} {height + 20}">{style}' + "".join(parts) + "</svg>\n")
 
 
-def layout_png(path: str, box: Sequence[int], elem_bytes: int, swizzle: "Swizzle | str | int", base: int = 0,
+def layout_png(path: str, box: Sequence[int], elem_bytes: int, swizzle: Swizzle | str | int, base: int = 0,
                column: int = 0) -> None:
     """The same drawing as ``layout_svg``, as a PNG through matplotlib."""
     try:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tmagen import runtime
 from tmagen.arrays import ArrayView, current_stream, describe, empty_view

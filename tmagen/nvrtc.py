@@ -20,14 +20,14 @@ import re
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from tmagen.errors import NvrtcError
-from tmagen.limits import TARGETS
-from tmagen.render import render
 from tmagen.plan import Plan
+from tmagen.render import render
 
 OPTIONS = ("-std=c++17",)  # nvcc's -O3 is NVRTC's default optimization
 

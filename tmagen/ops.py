@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def spec_for(kind: str, dtype: str, rank: int) -> Spec:
     return _spec_for(kind, dtype, rank)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _spec_for(kind: str, dtype: str, rank: int) -> Spec:
     size = DTYPES[dtype].nbytes
     tuned = {name: _facts(raw) for name, raw in tuned_specs().items()}
@@ -81,7 +81,7 @@ def _spec_for(kind: str, dtype: str, rank: int) -> Spec:
 _KERNELS: dict[str, Kernel] = {}
 
 
-@lru_cache(maxsize=None)
+@cache
 def kernel(kind: str, dtype: str, rank: int) -> Kernel:
     """The kernel of `spec_for`, one per spec (types of one size share it), compiled at its first
     call and loaded once per process."""

@@ -10,8 +10,9 @@ succeeded with identical bytes, but tmagen does not rely on that.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +79,7 @@ class Device:
     context: Any
 
     @classmethod
-    def open(cls, ordinal: int = 0) -> "Device":
+    def open(cls, ordinal: int = 0) -> Device:
         reason = no_gpu_reason()
         if reason:
             raise NoGpu(reason)
@@ -106,7 +107,7 @@ class Buffer:
         self.ptr = int(check(_driver().cuMemAlloc(max(self.nbytes, 1)), f"cuMemAlloc({self.nbytes})"))
 
     @classmethod
-    def from_array(cls, array: np.ndarray) -> "Buffer":
+    def from_array(cls, array: np.ndarray) -> Buffer:
         buf = cls(array.nbytes)
         buf.upload(array)
         return buf
@@ -131,7 +132,7 @@ class Buffer:
             check(_driver().cuMemFree(self.ptr), "cuMemFree")
             self.ptr = 0
 
-    def __enter__(self) -> "Buffer":
+    def __enter__(self) -> Buffer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -242,7 +243,7 @@ class OnDevice:
         self.context = primary_context(ordinal)
         self._pushed = False
 
-    def __enter__(self) -> "OnDevice":
+    def __enter__(self) -> OnDevice:
         if current_context() != self.context:
             _raise_for(driver_function("cuCtxPushCurrent", ctypes.c_int, _VOIDP)(self.context), "cuCtxPushCurrent")
             self._pushed = True
@@ -293,7 +294,7 @@ class Module:
     def __init__(self, cubin: bytes) -> None:
         self._module = check(_driver().cuModuleLoadData(cubin), "cuModuleLoadData")
 
-    def function(self, symbol: str, dynamic_smem: int = 0) -> "Kernel":
+    def function(self, symbol: str, dynamic_smem: int = 0) -> Kernel:
         drv = _driver()
         fn = check(drv.cuModuleGetFunction(self._module, symbol.encode()), f"cuModuleGetFunction({symbol})")
         if dynamic_smem > 0:  # a block's static and dynamic shared memory together past 48 KB need it
@@ -329,7 +330,7 @@ class Timer:
         self._start = check(drv.cuEventCreate(0), "cuEventCreate")
         self._stop = check(drv.cuEventCreate(0), "cuEventCreate")
 
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         check(_driver().cuEventRecord(self._start, 0), "cuEventRecord")
         return self
 

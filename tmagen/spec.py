@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -105,7 +105,7 @@ class TensorSpec(Section):
         return identifier(v, "tensor name")
 
     @model_validator(mode="after")
-    def _ranks_agree(self) -> "TensorSpec":
+    def _ranks_agree(self) -> TensorSpec:
         rank = len(self.shape)
         for fld in ("strides", "box", "element_strides"):
             value = getattr(self, fld)
@@ -157,7 +157,7 @@ class TensorSpec(Section):
 
 # Each kind's section, told apart by "kind": a new kind adds its section here and its name to
 # tmagen.kinds.NAMES.
-Kernel = Annotated[Union[InspectKernel, CopyKernel, TransposeKernel, MatmulKernel], Field(discriminator="kind")]
+Kernel = Annotated[InspectKernel | CopyKernel | TransposeKernel | MatmulKernel, Field(discriminator="kind")]
 KERNEL_SECTIONS = (InspectKernel, CopyKernel, TransposeKernel, MatmulKernel)
 KIND_NAMES = tuple(s.model_fields["kind"].annotation.__args__[0] for s in KERNEL_SECTIONS)  # type: ignore[union-attr]
 
@@ -183,7 +183,7 @@ class Spec(Section):
         return identifier(v, "spec name")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Spec":
+    def _consistent(self) -> Spec:
         seen: set[str] = set()
         for i, t in enumerate(self.tensors):
             if t.name in seen:

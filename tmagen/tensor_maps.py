@@ -9,8 +9,9 @@ Messages name fields as a Python caller writes them, outermost first (``box[-1]`
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -12,10 +12,10 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from tmagen.errors import ToolchainError
 from tmagen.limits import TARGETS

@@ -8,9 +8,8 @@ padding of a source is random too, and the padding of an output must keep its po
 from __future__ import annotations
 
 import ctypes
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -22,6 +21,7 @@ from tmagen.plan import Plan, check, resolve
 from tmagen.planning import KernelPlan
 from tmagen.render import render
 from tmagen.spec import InspectKernel, loaded_box
+
 
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
     """Strides in elements of a contiguous tensor of ``shape``, outermost first."""
@@ -149,7 +149,7 @@ class Verifier:
     def _kernel(self, view: KernelPlan) -> runtime.Kernel:
         return self.module.function(view.symbol, view.smem_bytes)
 
-    def _time(self, launch: "callable") -> float:  # type: ignore[valid-type]
+    def _time(self, launch: callable) -> float:  # type: ignore[valid-type]
         launch()  # warm
         with runtime.Timer() as t:
             launch()

@@ -20,8 +20,8 @@ from lab import peers
 from tmagen import runtime, toolchain
 from tmagen.bench import Method
 from tmagen.launch import Array, launch_parameters
-from tmagen.render import render
 from tmagen.plan import check, resolve
+from tmagen.render import render
 from tmagen.spec import parse_spec
 
 ES = {"float32": 4, "bfloat16": 2, "uint8": 1, "float64": 8}

@@ -11,8 +11,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from tmagen import bench, runtime, toolchain
-from tmagen.render import render
 from tmagen.plan import check, resolve
+from tmagen.render import render
 from tmagen.spec import parse_spec
 
 

@@ -82,7 +82,7 @@ def test_random_shapes_every_layout(device, compiler, report) -> None:
 def test_sass_has_the_tensor_core_and_copy_engine_instructions(compiler) -> None:
     if shutil.which("cuobjdump") is None:
         pytest.skip("no cuobjdump on PATH")
-    
+
     specs = [parse_spec(v) for v in VARIANTS[:3]]
     tc = toolchain.find_toolchain()
     for spec in specs:

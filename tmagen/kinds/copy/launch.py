@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tmagen.kinds.base import Operand, Plan, contiguous
 from tmagen.kinds.copy.plan import flat_copy_shape
 from tmagen.kinds.tile_launch import TileLauncher
