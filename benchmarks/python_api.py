@@ -37,7 +37,6 @@ t0 = time.perf_counter()
 import torch
 torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 t1 = time.perf_counter()
-from tmagen.plan import resolve  # noqa: E402
 import tmagen.ops
 t2 = time.perf_counter()
 x = torch.randn(1024, 1024, device="cuda")
@@ -108,6 +107,7 @@ def bandwidth() -> list[dict[str, Any]]:
 
     import tmagen.ops
     from tmagen import bench, nvrtc, runtime, toolchain
+    from tmagen.plan import resolve
     from tmagen.render import render
 
     device = runtime.Device.open()
@@ -140,7 +140,8 @@ def bandwidth() -> list[dict[str, Any]]:
         nvcc_cubin = toolchain.compile_folder(resolve(spec), render(resolve(spec), f"{spec.name}.json"),
                                               cubin_only=True).cubin.read_bytes()
         c_api = bench.kernel_timing(resolve(spec), nvcc_cubin, device, timed_shape, runs=20)
-        nvrtc_cubin = bench.kernel_timing(resolve(spec), nvrtc.compile_plan(resolve(spec)).data, device, timed_shape, runs=20)
+        plan = resolve(spec)
+        nvrtc_cubin = bench.kernel_timing(plan, nvrtc.compile_plan(plan).data, device, timed_shape, runs=20)
         row = {"kind": kind, "dtype": name, "shape": list(shape), "kernel_shape": list(timed_shape), "spec": spec.name,
                "tmagen.ops_gbps": 2 * nbytes / (ops_ms * 1e-3) / 1e9, "c_api_nvcc_gbps": c_api.gbps,
                "nvrtc_cubin_gbps": nvrtc_cubin.gbps}

@@ -165,7 +165,8 @@ def compiler() -> Any:
     def compile_all(raw: list[dict]) -> dict[str, tuple[Any, bytes]]:
         def one(data: dict) -> tuple[str, tuple[Any, bytes]]:
             spec = parse_spec(data)
-            result = toolchain.compile_folder(resolve(spec), render(resolve(spec), f"specs/{spec.name}.json"), tc, cubin_only=True)
+            plan = resolve(spec)
+            result = toolchain.compile_folder(plan, render(plan, f"specs/{spec.name}.json"), tc, cubin_only=True)
             return spec.name, (spec, result.cubin.read_bytes())
 
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:

@@ -72,7 +72,8 @@ def explain_plan(plan: Plan) -> str:
             f"  device code: {spec.name}::{v.name}_box::at(box, {', '.join(f'i{d}' for d in range(v.rank))}) gives "
             f"{v.cpp_type}&, raw_at() the same bits as {v.raw_type}&",
             "  16-byte chunks per 128-byte line (logical row.chunk at each bank group):",
-            *("  " + line for line in box_chunk_table(t.box, t.dt.nbytes, t.swizzle.driver, v.smem_offset).splitlines()),
+            *("  " + line
+              for line in box_chunk_table(t.box, t.dt.nbytes, t.swizzle.driver, v.smem_offset).splitlines()),
         ]
         if v.mma is not None:
             out += explain_tile(v.mma, v.mma_operand)
@@ -173,7 +174,8 @@ def _grid_svg(x0: int, y0: int, title: str, cells: list[ChunkCell], highlight: s
     for c in cells:
         x, y = x0 + GAP + c.chunk * CELL, top + c.row * CELL
         on_column = column is not None and c.chunk == column
-        klass = "cell" + (" read" if on_column else "") + (" conflict" if highlight and (c.row, c.chunk) in highlight else "")
+        conflict = highlight and (c.row, c.chunk) in highlight
+        klass = "cell" + (" read" if on_column else "") + (" conflict" if conflict else "")
         opacity = "1" if column is None or on_column else "0.25"
         out.append(f'<rect class="{klass}" x="{x}" y="{y}" width="{CELL - 2}" height="{CELL - 2}" '
                    f'fill="{PALETTE[c.bank_group]}" fill-opacity="{opacity}" data-row="{c.row}" '
@@ -202,7 +204,8 @@ def layout_svg(box: Sequence[int], elem_bytes: int, swizzle: Swizzle | str | int
     width, height = x, h1
     for p in panels:
         svg, w, h = _grid_svg(x, 10, p.title, p.cells, p.conflicting, p.column,
-                              _count(p.wavefronts, "wavefront") + f" for {p.ideal} ideal: " + _count(p.wavefronts - p.ideal, "conflict"))
+                              _count(p.wavefronts, "wavefront") + f" for {p.ideal} ideal: "
+                              + _count(p.wavefronts - p.ideal, "conflict"))
         parts += svg
         x += w + 40
         width, height = x, max(height, h)
@@ -224,7 +227,8 @@ def layout_png(path: str, box: Sequence[int], elem_bytes: int, swizzle: Swizzle 
         from matplotlib.patches import Rectangle
     except ImportError:
         raise ModelError("--png needs matplotlib: pip install matplotlib (or use --svg)") from None
-    panels = [(f"swizzle {pattern(swizzle).swizzle.spec_name}", chunk_cells(box, elem_bytes, swizzle, base), None)]
+    panels: list[tuple[str, list[ChunkCell], AccessPanel | None]] = [
+        (f"swizzle {pattern(swizzle).swizzle.spec_name}", chunk_cells(box, elem_bytes, swizzle, base), None)]
     panels += [(p.title + "\n" + _count(p.wavefronts, "wavefront") + ", " + _count(p.wavefronts - p.ideal, "conflict"),
                 p.cells, p)
                for p in (access_panel(box, elem_bytes, swizzle, base, column),

@@ -61,8 +61,9 @@ class SpecFieldNames(FieldNames):
     def enum(self, value: Interleave | Swizzle | L2Promotion | OobFill) -> str:
         if isinstance(value, Swizzle):
             if value >= Swizzle.B128_ATOM_32B:
-                return '{"mode": "128B", "atomicity": "%s"}' % {4: "32B", 5: "32B_flip_8B", 6: "64B"}[int(value)]
-            return '{"mode": "%s"}' % value.spec_name
+                atomicity = {4: "32B", 5: "32B_flip_8B", 6: "64B"}[int(value)]
+                return f'{{"mode": "128B", "atomicity": "{atomicity}"}}'
+            return f'{{"mode": "{value.spec_name}"}}'
         return value.spec_name
 
     def dtype_name(self, dtype: DType) -> str:

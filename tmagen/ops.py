@@ -128,7 +128,8 @@ def transpose_eager(x: Any, out: Any = None) -> Any:
     call = "tmagen.ops.transpose"
     src = describe(x, "x")
     if src.rank < 2:
-        raise ArgumentError(call, [Violation("array-rank", "x.ndim", src.rank, "a transpose exchanges the last two "
+        raise ArgumentError(call, [Violation("array-rank", "x.ndim", str(src.rank), "a transpose exchanges the last "
+                                             "two "
                                              "dimensions", "pass an array of 2 or more dimensions", "tmagen.ops")])
     carrier = _carrier(src, call)
     out_shape = (*src.shape[:-2], src.shape[-1], src.shape[-2])
@@ -137,8 +138,9 @@ def transpose_eager(x: Any, out: Any = None) -> Any:
     else:
         dst = describe(out, "out")
     if dst.shape != out_shape:
-        raise ArgumentError(call, [Violation("array-shape", "out.shape", dst.shape, f"the transpose of x has "
-                                             f"shape {out_shape}", f"pass an output of shape {out_shape}", "tmagen.ops")])
+        raise ArgumentError(call, [Violation("array-shape", "out.shape", str(dst.shape), f"the transpose of x has "
+                                             f"shape {out_shape}", f"pass an output of shape {out_shape}",
+                                             "tmagen.ops")])
     if src.rank == 2:
         kernel("transpose", carrier, 2).launch([src], dst)
         return out
@@ -176,7 +178,7 @@ def copy_eager(x: Any, out: Any = None) -> Any:
     else:
         dst = describe(out, "out")
     if dst.shape != src.shape:
-        raise ArgumentError(call, [Violation("array-shape", "out.shape", dst.shape, f"x has shape {src.shape}",
+        raise ArgumentError(call, [Violation("array-shape", "out.shape", str(dst.shape), f"x has shape {src.shape}",
                                              f"pass an output of shape {src.shape}", "tmagen.ops")])
     if src.rank == 0:
         src, dst = src.with_layout([1], [1]), dst.with_layout([1], [1])
@@ -198,7 +200,8 @@ def copy_eager(x: Any, out: Any = None) -> Any:
         if whole == 0:
             return out
         layout = contiguous_layout(whole // 4, 4)
-        s, d, carrier = s.with_layout(layout, _contiguous(layout)), d.with_layout(layout, _contiguous(layout)), "float32"
+        s, d = s.with_layout(layout, _contiguous(layout)), d.with_layout(layout, _contiguous(layout))
+        carrier = "float32"
         s.itemsize = d.itemsize = 4
     kernel("copy", carrier, s.rank).launch([s], d)
     return out

@@ -277,7 +277,8 @@ def load_spec(path: str | Path) -> Spec:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:  # ValueError: undecodable bytes, or a NUL in the path
-        raise SpecError(str(p), [f"cannot read the file: {exc.strerror if isinstance(exc, OSError) else exc}"]) from None
+        why = exc.strerror if isinstance(exc, OSError) else exc
+        raise SpecError(str(p), [f"cannot read the file: {why}"]) from None
     return parse_spec(read_json(text, str(p)), str(p))
 
 

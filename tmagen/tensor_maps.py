@@ -141,7 +141,7 @@ class CheckedTensorMap:
                 f"swizzle={Swizzle(a.swizzle).spec_name}, address={a.global_address:#x})")
 
 
-def _parse_enum(cls: type, value: object, fld: str, found: list[Violation]) -> Any:
+def _parse_enum(cls: Any, value: object, fld: str, found: list[Violation]) -> Any:
     try:
         return cls.parse(value)
     except ValueError as exc:

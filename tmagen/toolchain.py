@@ -75,7 +75,7 @@ def find_toolchain() -> Toolchain:
         ("pip", _pip_nvcc()),
         ("CUDA_HOME", Path(os.environ["CUDA_HOME"]) / "bin" / "nvcc" if os.environ.get("CUDA_HOME") else None),
         ("CUDA_PATH", Path(os.environ["CUDA_PATH"]) / "bin" / "nvcc" if os.environ.get("CUDA_PATH") else None),
-        ("PATH", Path(shutil.which("nvcc")) if shutil.which("nvcc") else None),
+        ("PATH", Path(found) if (found := shutil.which("nvcc")) else None),
     ]
     for found_by, path in candidates:
         if path is None:
@@ -310,4 +310,5 @@ def spill_violations(plan: Plan, result: CompileResult) -> list[str]:
     if plan.spec.allow_spills:
         return []
     return [f"{k.name}: {k.spill_store_bytes} bytes spilled to local memory and {k.spill_load_bytes} read back, and "
-            "the spec allows no spills (set allow_spills, or lower register pressure)" for k in result.kernels if k.spills]
+            "the spec allows no spills (set allow_spills, or lower register pressure)"
+            for k in result.kernels if k.spills]

@@ -8,7 +8,7 @@ padding of a source is random too, and the padding of an output must keep its po
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,7 +149,7 @@ class Verifier:
     def _kernel(self, view: KernelPlan) -> runtime.Kernel:
         return self.module.function(view.symbol, view.smem_bytes)
 
-    def _time(self, launch: callable) -> float:  # type: ignore[valid-type]
+    def _time(self, launch: Callable[[], None]) -> float:
         launch()  # warm
         with runtime.Timer() as t:
             launch()

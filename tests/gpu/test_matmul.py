@@ -86,7 +86,8 @@ def test_sass_has_the_tensor_core_and_copy_engine_instructions(compiler) -> None
     specs = [parse_spec(v) for v in VARIANTS[:3]]
     tc = toolchain.find_toolchain()
     for spec in specs:
-        result = toolchain.compile_folder(resolve(spec), render(resolve(spec), f"{spec.name}.json"), tc, cubin_only=True)
+        plan = resolve(spec)
+        result = toolchain.compile_folder(plan, render(plan, f"{spec.name}.json"), tc, cubin_only=True)
         assert all(not k.spills and k.stack_frame_bytes == 0 for k in result.kernels), result.kernels
         sass = subprocess.run(["cuobjdump", "-sass", str(result.cubin)], capture_output=True, text=True,
                               check=True).stdout

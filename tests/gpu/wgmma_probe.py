@@ -164,7 +164,8 @@ def run(combo: Combo, spec, kernel, device, rng: np.random.Generator, base_mode:
             runtime.Buffer.from_array(to_device_bits(b_global, combo.dtype)) as db, \
             runtime.Buffer(M * N * 4) as out:
         out.fill(0xA5)
-        params = [encode(array_args(maps["a"], da.ptr, a_global.shape)), encode(array_args(maps["b"], db.ptr, b_global.shape)),
+        params = [encode(array_args(maps["a"], da.ptr, a_global.shape)),
+                  encode(array_args(maps["b"], db.ptr, b_global.shape)),
                   ctypes.c_uint64(out.ptr), ctypes.c_uint32(base_mode)]
         kernel.launch(1, 128, params)
         device.synchronize()

@@ -23,7 +23,7 @@ def get(name: str) -> Kind:
     """The kind called ``name``."""
     if name not in NAMES:
         raise KeyError(f"no kernel kind {name!r}: the kinds are {', '.join(NAMES)}")
-    return importlib.import_module(f"tmagen.kinds.{name}.kind").KIND  # type: ignore[no-any-return]
+    return importlib.import_module(f"tmagen.kinds.{name}.kind").KIND
 
 
 def all_kinds() -> list[Kind]:

@@ -13,8 +13,8 @@ from tmagen.kinds.tiled import grid_size, tiles
 class TileLauncher:
     """copy and transpose: the output's shape, and the tiles of the input's box."""
 
-    inputs = ("x",)
-    input_maps = ("src",)
+    inputs: tuple[str, ...] = ("x",)
+    input_maps: tuple[str, ...] = ("src",)
     output_map = "dst"
 
     def output_shape(self, plan: Plan, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:

@@ -54,7 +54,8 @@ def flat_copy_shape(shape: Sequence[int], box: Sequence[int], elem_bytes: int, c
     total = 1
     for n in shape:
         total *= n
-    if (not contiguous or not rule.possible or not rule.whole_lines or len(shape) != rule.rank or total == 0 or total % rule.width
+    if (not contiguous or not rule.possible or not rule.whole_lines or len(shape) != rule.rank or total == 0
+            or total % rule.width
             or total // rule.width >= 1 << 32):
         return None
     if not rule.always and (shape[-1] * elem_bytes) % FLAT_COPY_ROW_ALIGN == 0:

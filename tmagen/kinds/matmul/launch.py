@@ -14,8 +14,8 @@ COORDINATE_LIMIT = 1 << 31  # TMA coordinates are signed 32-bit
 
 
 class MatmulLauncher:
-    inputs = ("a", "b")
-    input_maps = ("a", "b")
+    inputs: tuple[str, ...] = ("a", "b")
+    input_maps: tuple[str, ...] = ("a", "b")
     output_map = "c"
 
     @staticmethod

@@ -100,7 +100,8 @@ def maps(spec: Spec) -> list[MapSpec]:
     (ia, a), (ib, b), (ic, c) = spec.tensor(k.a), spec.tensor(k.b), spec.tensor(k.c)
     b_mn = b.box[0] if k.b_major == "k" else b.box[1]
     return [MapSpec(role="a", tensor=a, index=ia, mma=MmaSpec(operand="a", major="k", mn_boxes=k.tile[0] // a.box[0])),
-            MapSpec(role="b", tensor=b, index=ib, mma=MmaSpec(operand="b", major=k.b_major, mn_boxes=k.tile[1] // b_mn)),
+            MapSpec(role="b", tensor=b, index=ib,
+                    mma=MmaSpec(operand="b", major=k.b_major, mn_boxes=k.tile[1] // b_mn)),
             MapSpec(role="c", tensor=c, index=ic, stores=True)]
 
 

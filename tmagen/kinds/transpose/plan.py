@@ -44,7 +44,8 @@ class TransposePlan:
     @property
     def smem_bytes(self) -> int:
         """A ring of src stages and the dst buffers per tile slot, plus the alignment slack."""
-        return (self.stages * self.in_stride + self.out_buffers * self.out_stride) * self.tiles_per_stage + PATTERN_ALIGN
+        per_slot = self.stages * self.in_stride + self.out_buffers * self.out_stride
+        return per_slot * self.tiles_per_stage + PATTERN_ALIGN
 
     @property
     def mapping_doc(self) -> str:
