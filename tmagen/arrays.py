@@ -18,6 +18,7 @@ from typing import Any
 
 from tmagen.errors import ArgumentError
 from tmagen.rules import Violation
+from tmagen.strides import contiguous
 
 SOURCE = "tmagen.arrays"
 
@@ -123,7 +124,7 @@ def _read_cuda_array_interface(x: Any, name: str) -> ArrayView:
     itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 0
     ptr, readonly = cai["data"]
     strides = cai.get("strides")
-    elem = _element_strides(strides, itemsize, name) if strides is not None else _contiguous(shape)
+    elem = _element_strides(strides, itemsize, name) if strides is not None else contiguous(shape)
     stream = cai.get("stream")
     return ArrayView(x, "cuda_array_interface", int(ptr or 0), shape, elem, itemsize, f"typestr {typestr!r}",
                      _CARRIERS.get(typestr[1:]), None, None, int(stream) if stream else None, bool(readonly))
@@ -167,7 +168,7 @@ def _read_dlpack(x: Any, name: str) -> ArrayView:
     # Read without taking ownership: the capsule's own destructor releases the tensor when it goes.
     t = _DLTensor.from_address(_CAPSULE_POINTER(capsule, b"dltensor"))
     shape = tuple(int(t.shape[i]) for i in range(t.ndim))
-    strides = tuple(int(t.strides[i]) for i in range(t.ndim)) if t.strides else _contiguous(shape)
+    strides = tuple(int(t.strides[i]) for i in range(t.ndim)) if t.strides else contiguous(shape)
     code, bits, lanes = t.dtype.code, t.dtype.bits, t.dtype.lanes
     carrier = _DLPACK_CARRIERS.get((code, bits)) if lanes == 1 else None
     if carrier is None and lanes == 1 and bits == 8 and code >= 7:
@@ -186,14 +187,6 @@ def _element_strides(strides: Sequence[int], itemsize: int, name: str) -> tuple[
                        f"they must be whole multiples of the element size ({itemsize} bytes)",
                        "make a copy with whole-element strides")
     return tuple(int(s) // itemsize for s in strides)
-
-
-def _contiguous(shape: Sequence[int]) -> tuple[int, ...]:
-    out, run = [], 1
-    for n in reversed(shape):
-        out.append(run)
-        run *= n
-    return tuple(out[::-1])
 
 
 def _read_other(x: Any, name: str) -> ArrayView:
@@ -313,4 +306,4 @@ def empty_view(like: ArrayView, shape: tuple[int, ...], name: str = "out",
 
 @lru_cache(maxsize=4096)
 def _contiguous_cached(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return _contiguous(shape)
+    return contiguous(shape)

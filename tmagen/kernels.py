@@ -18,6 +18,7 @@ import ctypes
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,6 @@ class _Loaded:
 
     context: int
     function: int
-    multiprocessors: int
     module: runtime.Module
 
 
@@ -248,7 +248,7 @@ class Kernel:
         device = inputs[0].device
         if device is None:  # an interface that does not say where the memory is
             device = runtime.pointer_device(inputs[0].ptr)
-        call = self.launcher.bind(self.plan, inputs, out, 1)
+        call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device))
         if call.skip:
             launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (), skip=True)
         elif call.clear_output:
@@ -257,8 +257,7 @@ class Kernel:
             launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (),
                             clear=(out.ptr, pitch, c.shape[-1] * self._output.elem_bytes, c.shape[0]))
         else:
-            loaded = self._loaded.get(device) or self._load(device, stream)
-            call = self.launcher.bind(self.plan, inputs, out, loaded.multiprocessors)
+            self._loaded.get(device) or self._load(device, stream)
             maps = []
             with runtime.OnDevice(device):  # the driver encodes in a current context
                 for b in call.maps:
@@ -291,20 +290,24 @@ class Kernel:
             compiled = self.compile()
             loaded = _MODULES.get((compiled.cache_file, device))
             if loaded is None:  # the same cubin is loaded once per process, whoever loads its spec
-                drv = runtime._driver()
                 with runtime.OnDevice(device) as on:
                     module = runtime.Module(compiled.data)
                     fn = module.function(self.view.symbol, self.view.smem_bytes)
-                    dev = runtime.check(drv.cuDeviceGet(device), "cuDeviceGet")
-                    sms = runtime.check(drv.cuDeviceGetAttribute(
-                        drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute")
-                    loaded = _MODULES[(compiled.cache_file, device)] = _Loaded(on.context, int(fn.function), int(sms),
-                                                                               module)
+                    loaded = _MODULES[(compiled.cache_file, device)] = _Loaded(on.context, int(fn.function), module)
             self._loaded[device] = loaded
             return loaded
 
 
 _MODULES: dict[tuple[Path, int], _Loaded] = {}  # (cubin, device) -> loaded
+
+
+@cache
+def _multiprocessors(device: int) -> int:
+    """The multiprocessors of ``device``, which size a persistent grid; asked once per device."""
+    drv = runtime._driver()
+    dev = runtime.check(drv.cuDeviceGet(device), "cuDeviceGet")
+    return int(runtime.check(drv.cuDeviceGetAttribute(
+        drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute"))
 
 
 def load(spec: Spec | Plan | dict | str | Path) -> Kernel:

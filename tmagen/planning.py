@@ -22,8 +22,7 @@ from tmagen.spec import MmaSpec, TensorSpec, loaded_box
 from tmagen.swizzle import PATTERNS, BoxLayout
 
 PATTERN_ALIGN = SMEM_PATTERN_BYTES  # buffers start on the longest swizzle period, boxes at smem_offset past it
-MBARRIER_BYTES = 8
-MAX_THREADS_PER_BLOCK = 1024
+MBARRIER_BYTES = 8  # an mbarrier is one 64-bit word of shared memory (PTX ISA 9.7.13.15)
 
 
 def round_up(n: int, to: int) -> int:

@@ -24,6 +24,7 @@ from tmagen.kinds.copy.section import CopyKernel
 from tmagen.kinds.inspect.section import InspectKernel
 from tmagen.kinds.matmul.section import MatmulKernel
 from tmagen.kinds.transpose.section import TransposeKernel
+from tmagen.strides import contiguous
 
 SwizzleMode = Literal["none", "32B", "64B", "128B"]
 Atomicity = Literal["16B", "32B", "32B_flip_8B", "64B"]
@@ -140,13 +141,7 @@ class TensorSpec(Section):
     @property
     def strides_or_default(self) -> list[int]:
         """Strides in elements, outermost first."""
-        if self.strides is not None:
-            return list(self.strides)
-        out, run = [], 1
-        for n in reversed(self.shape):
-            out.append(run)
-            run *= n
-        return out[::-1]
+        return list(self.strides) if self.strides is not None else list(contiguous(self.shape))
 
     def driver_strides(self) -> tuple[int, ...]:
         """globalStrides in bytes for dimensions 1..rank-1, innermost first."""
@@ -207,11 +202,6 @@ class Spec(Section):
             if t.name == name:
                 return i, t
         raise KeyError(name)
-
-
-def kernel_kind(spec: Spec) -> str:
-    """The spec's kernel in words: "copy kernel", or "no kernel" (maps only)."""
-    return f"{spec.kernel.kind} kernel" if spec.kernel is not None else "no kernel"
 
 
 def loaded_box(t: TensorSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -299,4 +289,4 @@ def schema() -> dict[str, Any]:
 
 
 __all__ = ["Spec", "TensorSpec", "SwizzleSpec", "MmaSpec", "InspectKernel", "CopyKernel", "TransposeKernel",
-           "MatmulKernel", "Kernel", "load_spec", "parse_spec", "read_json", "schema", "kernel_kind", "loaded_box"]
+           "MatmulKernel", "Kernel", "load_spec", "parse_spec", "read_json", "schema", "loaded_box"]

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from tmagen.errors import Violation
 from tmagen.planning import KernelPlan, MapPlan, MapSpec
 from tmagen.spec import Spec
+from tmagen.strides import contiguous
 
 
 class Plan(Protocol):
@@ -56,6 +57,13 @@ class RuleBook:
         return found
 
 
+def unit_element_strides(spec: Spec, rule_id: str, why: str, source: str) -> Iterator[Violation]:
+    """Rule ``rule_id`` of a kind whose kernel moves every element of its one tensor's box."""
+    t = spec.tensors[0]
+    if t.element_strides is not None and any(e != 1 for e in t.element_strides):
+        yield Violation(rule_id, "tensors[0].element_strides", str(t.element_strides), why, "make them all 1", source)
+
+
 class Operand(Protocol):
     """An array as a launch sees it: where it is and how it is laid out (elements, outermost first;
     `tmagen.arrays.ArrayView` is one)."""
@@ -84,13 +92,6 @@ class Array:
         return cls(int(ptr), shape, tuple(int(s) for s in strides) if strides is not None else contiguous(shape))
 
 
-def contiguous(shape: Sequence[int]) -> tuple[int, ...]:
-    """Strides in elements of a contiguous tensor of ``shape``, outermost first."""
-    out, run = [], 1
-    for n in reversed(shape):
-        out.append(run)
-        run *= n
-    return tuple(out[::-1])
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tmagen.errors import Violation
-from tmagen.kinds.base import RuleBook
+from tmagen.kinds.base import RuleBook, unit_element_strides
 from tmagen.spec import Spec
 
 RULES = RuleBook()
@@ -21,10 +21,8 @@ def _one_tensor(spec: Spec) -> Iterator[Violation]:
 
 @RULES.rule("copy-unit-element-strides", "a copy's box has element strides of 1", KERNEL)
 def _unit_strides(spec: Spec) -> Iterator[Violation]:
-    t = spec.tensors[0]
-    if t.element_strides is not None and any(e != 1 for e in t.element_strides):
-        yield Violation("copy-unit-element-strides", "tensors[0].element_strides", str(t.element_strides),
-                        "a strided box skips elements, so the copy would not be one", "make them all 1", KERNEL)
+    return unit_element_strides(spec, "copy-unit-element-strides",
+                                "a strided box skips elements, so the copy would not be one", KERNEL)
 
 
 @RULES.rule("copy-plain-layout", "a copy moves plain (non-interleaved) layouts", KERNEL)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tmagen.errors import Violation
-from tmagen.kinds.base import RuleBook
+from tmagen.kinds.base import RuleBook, unit_element_strides
 from tmagen.spec import Spec, TransposeKernel
 
 RULES = RuleBook()
@@ -84,7 +84,5 @@ def _one_matrix(spec: Spec) -> Iterator[Violation]:
 
 @RULES.rule("transpose-unit-element-strides", "a transpose's box has element strides of 1", KERNEL)
 def _unit_strides(spec: Spec) -> Iterator[Violation]:
-    t = spec.tensors[0]
-    if t.element_strides is not None and any(e != 1 for e in t.element_strides):
-        yield Violation("transpose-unit-element-strides", "tensors[0].element_strides", str(t.element_strides),
-                        "a transpose moves every element of its box", "make them all 1", KERNEL)
+    return unit_element_strides(spec, "transpose-unit-element-strides", "a transpose moves every element of its box",
+                                KERNEL)
