@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="generated", help="output root; each spec writes OUT/<name>/ (default: generated)")
     b.add_argument("--check", action="store_true", help="write nothing; exit 1 if OUT differs from what the specs render")
     b.add_argument("--compile", action="store_true", help="also compile with nvcc: cubin, PTX, shared library, report")
+    b.add_argument("--force", action="store_true", help="replace OUT/<name>/ even where it holds files that no "
+                   "build wrote (they are deleted); without it such a folder is refused")
 
     v = sub.add_parser("verify", help="compile and run each spec's kernel on the GPU, checked bit for bit")
     v.add_argument("spec", nargs="+")
@@ -128,7 +130,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_build(args: argparse.Namespace) -> int:
     from tmagen import build, toolchain
 
+    if not args.out.strip():
+        raise SpecError("build", [f"--out = {args.out!r}, but the output root must name a folder: give one, "
+                                  "or leave --out off for generated/"])
     rendered = [build.render_spec_file(path) for path in args.spec]  # every spec valid before any write
+    rendered = build.unique_names(rendered, args.spec)
     if args.check:
         stale = [line for r in rendered for line in build.differences(r, args.out)]
         for line in stale:
@@ -138,7 +144,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         return EXIT_DIFFERS if stale else EXIT_OK
     status = EXIT_OK
     for r in rendered:
-        folder = build.write(r, args.out)
+        folder = build.write(r, args.out, force=args.force)
         print(f"{r.spec_file}: wrote {folder} ({len(r.files)} files)")
         if args.compile:
             result = toolchain.compile_folder(r.spec, r.files)
