@@ -157,3 +157,36 @@ def test_parallel_builds_of_one_spec_all_succeed(tmp_path) -> None:
     assert failures == [] and all(p.exitcode == 0 for p in procs)
     assert sorted(p.name for p in Path(out).iterdir()) == ["tile"], "no staging, retired or lock left"
     assert build.differences(build.render_spec_file(spec), out) == []
+
+
+HOSTILE_PATHS = ["evil\n#error injected.json", "a\r\n#error x.json", "end\\", "x*/y.json", "it's $(id).json",
+                 "bidi\u202e.json", "line\u2028sep.json", "tab\tx.json", "é.json"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_PATHS)
+def test_a_spec_path_stays_a_comment(tmp_path, monkeypatch, name) -> None:
+    """`tmagen build $'evil\\n#error injected.json'` put a live #error line in every file, and the
+    "Regenerate with" command was not shell-quoted."""
+    import shutil
+    import subprocess
+
+    from tmagen.render import shell_word
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).parent.mkdir(exist_ok=True)
+    (tmp_path / name).write_text(SPEC.read_text())
+    rendered = build.render_spec_file(name)
+    for rel, text in rendered.files.items():
+        if rel == "manifest.json":
+            assert json.loads(text)["spec_file"] == name
+            continue
+        comment = "#" if rel == "CMakeLists.txt" else "//"
+        lines = text.split("\n")
+        assert all(line.startswith(comment) for line in lines[:3]), (rel, lines[:3])
+        assert all(c.isprintable() for line in lines[:2] for c in line), (rel, lines[:2])
+        assert "#error" not in "\n".join(lines[2:]) and "*/" not in lines[0]
+        word = lines[1].removeprefix(f"{comment} Regenerate with: tmagen build ")
+        if shutil.which("bash"):
+            echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, timeout=10).stdout
+            assert echoed.decode() == name, (rel, word)
+    assert shell_word("specs/copy_f32_3d.json") == "specs/copy_f32_3d.json"
