@@ -254,7 +254,11 @@ def _torch_stream(device: int | None) -> int:
 
 
 def empty(like: ArrayView, shape: Sequence[int], name: str = "out") -> Any:
-    """A new contiguous array of ``shape`` in the framework, dtype and device of ``like``."""
+    """A new contiguous array of ``shape`` in the framework, dtype and device of ``like`` (the input,
+    which messages call x)."""
+    if like.device is not None and like.device < 0:  # before "pass out=": no output helps a CPU input
+        raise _problem("x", "array-device", "x.device", like.where, "TMA reads and writes GPU memory",
+                       "move x to the GPU first (e.g. x.cuda(), cupy.asarray(x))")
     if like.framework == "torch":
         return like.obj.new_empty(tuple(shape))
     if like.framework == "cupy":

@@ -117,13 +117,18 @@ class Kernel:
         """``same_size_types`` lets arrays of any element type of the spec's dtype's size through (the
         kernels move bits): tmagen.ops uses it; a spec loaded by hand matches its dtype. ``caller``
         names the call in messages (default: the spec's kernel)."""
+        violations = check_spec(spec)
+        if violations:
+            raise RuleError(spec.name, violations)
+        if spec.kernel is None:
+            raise SpecError(spec.name, ["kernel is not given (the spec describes tensor maps only), but tmagen.load "
+                                        "runs a spec's kernel: for a CUtensorMap of your own kernel call "
+                                        "tmagen.tensor_map(array, box=..., swizzle=...), for CUDA code run "
+                                        "`tmagen build` on the spec"])
         kind = KINDS.get(spec.kernel.kind)
         if kind is None:
             raise SpecError(spec.name, [f"kernel.kind = {spec.kernel.kind!r}, but tmagen.load runs the kinds "
                                         f"{', '.join(sorted(KINDS))}: use `tmagen verify` for an inspect spec"])
-        violations = check_spec(spec)
-        if violations:
-            raise RuleError(spec.name, violations)
         self.spec = spec
         self.kind = kind
         self.view = kernel_plans(spec)[0]
