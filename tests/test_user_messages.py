@@ -58,3 +58,105 @@ def test_an_ops_call_on_a_cpu_array_says_it_is_on_the_cpu() -> None:
             op(np.zeros((64, 64), np.float32))
         assert [(v.rule, v.field) for v in info.value.violations] == [("array-device", "x.device")]
         assert "pass out=" not in str(info.value) and "GPU" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- reading JSON
+def _base() -> dict:
+    return json.loads((REPO / "specs" / "copy_f32_3d.json").read_text())
+
+
+@pytest.mark.parametrize("text, fragments", [
+    pytest.param('{"name": "a", "name": "b", "tensors": []}', ["name is given twice ('a' and then 'b')", "keep one"],
+                 id="top-key-twice"),
+    pytest.param('{"name": "a", "tensors": [{"box": [8], "box": [16]}]}', ["tensors[0].box is given twice"],
+                 id="nested-key-twice"),
+    pytest.param("// my tile\n{}", ["not valid JSON at line 1, column 1", "tmagen reads JSON, which has no comments"],
+                 id="comment"),
+    pytest.param('{"name": "x"} # note', ["which has no comments"], id="hash-comment"),
+    pytest.param("name: tile\ntensors:\n  - name: t\n", ["looks like YAML, but tmagen reads JSON"], id="yaml"),
+    pytest.param('{"x": ' + "9" * 5000 + "}", ["x = an integer of 5000 digits, but tmagen reads integers of up to 100"],
+                 id="5000-digits"),
+    pytest.param("null", ["(top level) = null, but tmagen reads a JSON object"], id="null"),
+    pytest.param("42", ["(top level) = 42, but tmagen reads a JSON object"], id="number"),
+])
+def test_json_problems_are_said_in_tmagens_voice(capsys, tmp_path, text, fragments) -> None:
+    """Keys given twice were accepted (the last won); comments and YAML got "Expecting value"; 5000
+    digits got Python's advice to call sys.set_int_max_str_digits(); null got pydantic's words."""
+    code, out = _cli(capsys, "check", _write(tmp_path, text))
+    assert code == 2, out
+    for fragment in fragments:
+        assert fragment in out, out
+    assert "set_int_max_str_digits" not in out and "Input should" not in out
+
+
+def test_a_key_given_twice_in_diagnose_arguments_is_refused(capsys, tmp_path) -> None:
+    text = ('{"dtype": 7, "rank": 1, "global_address": 4096, "global_dim": [64], "global_strides": [], '
+            '"box_dim": [32], "box_dim": [64], "element_strides": [1]}')
+    code, out = _cli(capsys, "diagnose", _write(tmp_path, text, "args.json"))
+    assert code == 2 and "box_dim is given twice ([32] and then [64])" in out
+
+
+def test_a_byte_order_mark_is_read(capsys, tmp_path) -> None:
+    """A UTF-8 BOM (as Windows editors write) was refused as invalid JSON."""
+    code, out = _cli(capsys, "check", _write(tmp_path, b"\xef\xbb\xbf" + json.dumps(_base()).encode()))
+    assert code == 0, out
+
+
+def test_an_oversized_input_is_refused_by_its_size(capsys, tmp_path) -> None:
+    """60,000 tensors made 328 MB of generated code."""
+    from tmagen.limits import MAX_JSON_INPUT_CHARS
+
+    data = _base()
+    data["tensors"] = [dict(data["tensors"][0], name=f"t{i}") for i in range(MAX_JSON_INPUT_CHARS // 100)]
+    code, out = _cli(capsys, "build", _write(tmp_path, data), "--out", str(tmp_path / "out"))
+    assert code == 2 and "characters, but tmagen reads JSON of up to" in out and not (tmp_path / "out").exists()
+
+
+def test_too_many_tensors_are_refused_by_the_named_limit(capsys, tmp_path) -> None:
+    from tmagen.limits import MAX_TENSORS_PER_SPEC
+
+    data = json.loads(json.dumps(MAPS_ONLY))
+    data["tensors"] = [dict(data["tensors"][0], name=f"t{i}") for i in range(MAX_TENSORS_PER_SPEC + 1)]
+    code, out = _cli(capsys, "check", _write(tmp_path, data))
+    assert code == 2 and f"tensors has {MAX_TENSORS_PER_SPEC + 1} tensors, but a spec holds 1 to 64" in out
+
+
+# ----------------------------------------------------------------------------- the schema's errors
+@pytest.mark.parametrize("change, fragment", [
+    pytest.param({"shape": [1] * 6, "box": [1] * 6}, "tensors[0].shape has 6 dimensions, but TMA takes 1 to 5 "
+                 "dimensions (MAX_RANK): merge dimensions", id="rank-6"),
+    pytest.param({"box": [0, 32, 32]}, "tensors[0].box[0] = 0, but it must be at least 1: use 1 or more", id="box-0"),
+    pytest.param({"alignment": "16"}, "tensors[0].alignment = '16', but it must be an integer: write 16 without quotes",
+                 id="quoted-int"),
+    pytest.param({"alignment": 16.0}, "tensors[0].alignment = 16.0, but it must be an integer: write 16", id="float"),
+    pytest.param({"swizzle": "96B"}, "tensors[0].swizzle.mode = '96B', but the choices are 'none', '32B', '64B' or "
+                 "'128B': use one of them", id="swizzle-shorthand-unknown"),
+])
+def test_schema_errors_are_in_the_house_form(capsys, tmp_path, change, fragment) -> None:
+    data = _base()
+    data["tensors"][0].update(change)
+    code, out = _cli(capsys, "check", _write(tmp_path, data))
+    assert code == 2 and fragment in out, out
+    assert "Input should" not in out and "Field required" not in out
+
+
+@pytest.mark.parametrize("data, fragment", [
+    pytest.param({"name": "x", "tensors": []}, "tensors has 0 tensors, but a spec holds 1 to 64 tensors", id="no-tensors"),
+    pytest.param({"tensors": []}, "name is missing, but it is required: give a C identifier", id="no-name"),
+])
+def test_structure_errors_are_in_the_house_form(capsys, tmp_path, data, fragment) -> None:
+    code, out = _cli(capsys, "check", _write(tmp_path, data))
+    assert code == 2 and fragment in out, out
+
+
+@pytest.mark.parametrize("swizzle, mode", [("64B", "64B"), ("64b", "64B"), ({"mode": "128b"}, "128B"),
+                                           ("NONE", "none"), ({"mode": "128B", "atomicity": "16b"}, "128B")])
+def test_a_swizzle_mode_alone_and_in_any_case_is_read(swizzle, mode) -> None:
+    """"swizzle": "64B" (a natural first spelling) was refused in pydantic's words, and "64b", which
+    explain, diagnose and tensor_map take, was refused by the spec."""
+    from tmagen.spec import parse_spec
+
+    data = json.loads(json.dumps(MAPS_ONLY))
+    data["tensors"][0]["swizzle"] = swizzle
+    t = parse_spec(data).tensors[0]
+    assert t.swizzle.mode == mode and t.model_dump(mode="json")["swizzle"]["mode"] == mode
