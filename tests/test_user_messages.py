@@ -160,3 +160,81 @@ def test_a_swizzle_mode_alone_and_in_any_case_is_read(swizzle, mode) -> None:
     data["tensors"][0]["swizzle"] = swizzle
     t = parse_spec(data).tensors[0]
     assert t.swizzle.mode == mode and t.model_dump(mode="json")["swizzle"]["mode"] == mode
+
+
+# ----------------------------------------------------------------------------- fixes that are true
+DIAGNOSE = ["diagnose", "--dtype", "FLOAT32", "--rank", "2", "--global-address", "0x7f0000000000",
+            "--element-strides", "1,1"]
+
+
+def test_no_wider_swizzle_is_offered_beyond_128b(capsys) -> None:
+    """The README's own diagnose example (128B) was told to use "a wider swizzle", which does not exist."""
+    code, out = _cli(capsys, *DIAGNOSE, "--global-dim", "64,64", "--global-strides", "256", "--box-dim", "64,8",
+                     "--swizzle", "128B")
+    assert code == 2 and "boxDim[0] <= 32" in out and "wider swizzle" not in out and "or {" not in out
+    code, out = _cli(capsys, *DIAGNOSE, "--global-dim", "64,64", "--global-strides", "256", "--box-dim", "32,8",
+                     "--swizzle", "64B")
+    assert code == 2 and "128B" in out.split("boxDim[0] <= 16")[1].splitlines()[0], out
+
+
+def test_a_negative_stride_is_not_told_to_shrink_the_tensor(capsys) -> None:
+    code, out = _cli(capsys, *DIAGNOSE, "--global-dim", "64,64", "--global-strides=-256", "--box-dim", "32,8")
+    assert code == 2 and "smaller tensor" not in out and "positive strides" in out
+
+
+def test_a_negative_extent_is_not_told_to_drop_empty_tensors(capsys) -> None:
+    code, out = _cli(capsys, *DIAGNOSE, "--global-dim=64,-64", "--global-strides", "256", "--box-dim", "32,8")
+    assert code == 2 and "drop empty tensors" not in out and "real extent" in out
+    code, out = _cli(capsys, *DIAGNOSE, "--global-dim", "64,0", "--global-strides", "256", "--box-dim", "32,8")
+    assert code == 2 and "drop empty tensors" in out
+
+
+@pytest.mark.parametrize("alignment", [3, 8, 24])
+def test_an_alignment_promise_is_not_an_address(capsys, tmp_path, alignment) -> None:
+    """"alignment": 3 was reported as an address "3 past" a 16-byte boundary."""
+    data = json.loads(json.dumps(MAPS_ONLY))
+    data["tensors"][0]["alignment"] = alignment
+    code, out = _cli(capsys, "check", _write(tmp_path, data))
+    assert code == 2 and f"tensors[0].alignment = {alignment}, but the tensor must start on a 16-byte boundary" in out
+    assert "past" not in out and "a multiple of 16" in out
+
+
+def test_an_inspect_kernel_is_not_told_to_use_fewer_stages(capsys, tmp_path) -> None:
+    """An inspect kernel, which has no kernel.stages, was told to use fewer of them."""
+    data = {"name": "big", "tensors": [{"name": "t", "dtype": "float32", "shape": [256, 256, 32],
+                                        "box": [256, 256, 32], "swizzle": "128B"}], "kernel": {"kind": "inspect"}}
+    code, out = _cli(capsys, "check", _write(tmp_path, data))
+    assert code == 2 and "kernel-fits-shared-memory" in out and "kernel.stages" not in out and "smaller box" in out
+
+
+def test_a_copy_kernel_is_told_its_own_fields(capsys, tmp_path) -> None:
+    data = {"name": "big", "tensors": [{"name": "t", "dtype": "float32", "shape": [4096, 4096], "box": [256, 32],
+                                        "swizzle": "128B"}], "kernel": {"kind": "copy", "stages": 16,
+                                                                               "boxes_per_stage": 32}}
+    code, out = _cli(capsys, "check", _write(tmp_path, data))
+    assert code == 2 and "kernel.stages" in out and "kernel.boxes_per_stage" in out and "tiles_per_stage" not in out
+
+
+def test_a_broken_nvcc_is_blamed_not_cuobjdump(capsys, tmp_path, monkeypatch) -> None:
+    """An nvcc that exits 0 and writes nothing was reported as a failed SASS check (cuobjdump)."""
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.48'\nexit 0\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("TMAGEN_NVCC", str(nvcc))
+    monkeypatch.setenv("TMAGEN_CACHE", str(tmp_path / "cache"))
+    code, out = _cli(capsys, "build", "--compile", str(REPO / "specs" / "copy_f32_3d.json"), "--out",
+                     str(tmp_path / "out"))
+    assert code != 0 and "this nvcc is broken" in out and str(nvcc) in out and "cuobjdump" not in out
+
+
+def test_the_c_api_prints_a_negative_stride_as_negative_and_keeps_earlier_errors() -> None:
+    """The C API printed a negative stride as 18446744073709436416 bytes, and its cudaGetLastError
+    cleared an error of the caller's that the caller had yet to see."""
+    from tmagen import build
+
+    for spec in ("copy_f32_3d", "transpose_int4_8x8", "inspect_bf16_offset384"):
+        host = build.render_spec_file(REPO / "specs" / f"{spec}.json").files[f"{spec}.cu"]
+        assert "= cudaGetLastError()" not in host and "cudaPeekAtLastError" in host
+        negative = host.index("if (stride < 1)")
+        assert negative < host.index("static_cast<uint64_t>(stride) * elem_bytes") and "positive strides" in host
