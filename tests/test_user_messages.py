@@ -238,3 +238,43 @@ def test_the_c_api_prints_a_negative_stride_as_negative_and_keeps_earlier_errors
         assert "= cudaGetLastError()" not in host and "cudaPeekAtLastError" in host
         negative = host.index("if (stride < 1)")
         assert negative < host.index("static_cast<uint64_t>(stride) * elem_bytes") and "positive strides" in host
+
+
+# ----------------------------------------------------------------------------- the command
+def test_check_reads_standard_input(capsys, monkeypatch) -> None:
+    """`tmagen check -` looked for a file named '-', though `diagnose -` reads standard input."""
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO((REPO / "specs" / "copy_f32_3d.json").read_text()))
+    code, out = _cli(capsys, "check", "-")
+    assert code == 0 and "-: copy_f32_3d is valid" in out
+    bad = json.loads(json.dumps(MAPS_ONLY))
+    bad["tensors"][0]["alignment"] = 8
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(bad)))
+    code, out = _cli(capsys, "check", "-")
+    assert code == 2 and "standard input: 1 rule violation" in out
+
+
+@pytest.mark.parametrize("command", ["verify", "bench"])
+def test_verify_and_bench_of_a_missing_file_are_bad_input(capsys, tmp_path, command) -> None:
+    """They answered exit 3 ("no CUDA driver") before reading the spec."""
+    code, out = _cli(capsys, command, str(tmp_path / "missing.json"))
+    assert code == 2 and "missing.json" in out
+
+
+def test_ctrl_c_is_one_line_and_exit_130() -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import pythonpath_with_repo
+
+    proc = subprocess.Popen([sys.executable, "-m", "tmagen", "check", "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": pythonpath_with_repo()})
+    time.sleep(1.5)  # past the imports, reading standard input
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and b"Traceback" not in err and err.decode().strip() == "tmagen check: interrupted"

@@ -2,7 +2,7 @@
 
 Exit statuses: 0 success; 1 a check that found a difference (`build --check`, a failed
 verification); 2 bad input (unreadable or malformed spec, a broken rule, bad arguments);
-3 no GPU to run on (`verify`), or a CUDA driver call that failed.
+3 no GPU to run on (`verify`), or a CUDA driver call that failed; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -11,12 +11,16 @@ import argparse
 import functools
 import json
 import sys
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from tmagen import __version__
 from tmagen.errors import SpecError, TmagenError
 
+if TYPE_CHECKING:
+    from tmagen.spec import Spec
+
 EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT, EXIT_NO_GPU = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     c = sub.add_parser("check", help="validate a spec against every hardware and driver rule")
-    c.add_argument("spec", nargs="+")
+    c.add_argument("spec", nargs="+", help="spec files, or - for standard input")
 
     b = sub.add_parser("build", help="render specs into folders of CUDA code (and compile them)")
     b.add_argument("spec", nargs="+")
@@ -117,7 +121,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for path in args.spec:
         try:
-            spec = load_checked_spec(path)
+            spec = _checked_stdin_spec() if path == "-" else load_checked_spec(path)
         except TmagenError as exc:
             print(f"tmagen check: {exc}", file=sys.stderr)
             status = max(status, exc.exit_status)
@@ -125,6 +129,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"{path}: {spec.name} is valid for {spec.target} ({len(spec.tensors)} tensor"
               f"{'s' if len(spec.tensors) != 1 else ''}, {kernel_kind(spec)})")
     return status
+
+
+def _checked_stdin_spec() -> "Spec":
+    from tmagen.errors import RuleError
+    from tmagen.spec import check_spec, parse_spec, read_json
+
+    source = "standard input"
+    spec = parse_spec(read_json(sys.stdin.read(), source), source)
+    violations = check_spec(spec)
+    if violations:
+        raise RuleError(source, violations)
+    return spec
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -182,9 +198,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from tmagen import build, runtime, toolchain, verify
     from tmagen.limits import TARGETS
 
+    rendered = [build.render_spec_file(path) for path in args.spec]  # a bad spec is bad input, GPU or not
     if not _gpu_here("verify"):
         return EXIT_NO_GPU
-    rendered = [build.render_spec_file(path) for path in args.spec]
     device = runtime.Device.open()
     print(f"{device.name} (sm_{device.compute_capability[0]}{device.compute_capability[1]}), "
           f"driver {device.driver_version // 1000}.{device.driver_version % 1000 // 10}")
@@ -231,9 +247,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     if not args.spec:
         raise SpecError("bench", ["give one or more specs, or --report BENCH_JSON"])
+    rendered = [build.render_spec_file(path) for path in args.spec]  # a bad spec is bad input, GPU or not
     if not _gpu_here("bench"):
         return EXIT_NO_GPU
-    rendered = [build.render_spec_file(path) for path in args.spec]
     device = runtime.Device.open()
     for r in rendered:
         result = toolchain.compile_folder(r.spec, r.files, cubin_only=True)
@@ -394,6 +410,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_status
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:
+        print(f"tmagen {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def entrypoint() -> None:
