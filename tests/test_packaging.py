@@ -131,3 +131,28 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
 
     bad = _run([venv / "bin" / "tmagen", "check", tmp_path / "missing.json"], cwd=tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+    assert (package / "py.typed").is_file(), "the wheel does not say it is typed (PEP 561)"
+    meta = _run([py, "-c", "import importlib.metadata as m, tmagen; d = m.distribution('tmagen'); "
+                 "print(d.version == tmagen.__version__, any(f.name == 'LICENSE' for f in d.files))"], cwd=tmp_path)
+    assert meta.stdout.split() == ["True", "True"], meta.stdout + meta.stderr
+
+
+def test_the_package_metadata_matches_the_repository() -> None:
+    """No LICENSE matched the metadata's Apache-2.0, no py.typed was shipped, and the version was
+    written twice (pyproject.toml and tmagen.__version__)."""
+    import tomllib
+
+    import tmagen
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    meta = project["project"]
+    assert meta["license"] == {"text": "Apache-2.0"}
+    assert "License :: OSI Approved :: Apache Software License" in meta["classifiers"]
+    license_text = (REPO / "LICENSE").read_text()
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
+    assert "version" not in meta and meta["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tmagen.__version__"}
+    assert re.fullmatch(r"\d+\.\d+\.\d+", tmagen.__version__)
+    assert (REPO / "tmagen" / "py.typed").is_file()
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["tmagen"]
