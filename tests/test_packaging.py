@@ -156,3 +156,25 @@ def test_the_package_metadata_matches_the_repository() -> None:
     assert re.fullmatch(r"\d+\.\d+\.\d+", tmagen.__version__)
     assert (REPO / "tmagen" / "py.typed").is_file()
     assert "py.typed" in project["tool"]["setuptools"]["package-data"]["tmagen"]
+
+
+def test_the_readme_names_the_symbols_the_headers_define() -> None:
+    """The README said the header gives `tma::load_2d`; the names are `NAME::tma::...`, and a
+    user's first kernel failed on it."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    header = (REPO / "generated" / "maps_only_bf16_f32" / "maps_only_bf16_f32.cuh").read_text()
+    api = (REPO / "generated" / "maps_only_bf16_f32" / "maps_only_bf16_f32.h").read_text()
+    assert not re.search(r"(?<![\w:])tma::", readme), "a bare tma:: in the README: the namespace is NAME::tma"
+    tma = header[header.index("namespace tma {"):header.index("}  // namespace tma")]
+    named = set(re.findall(r"my_tile::tma::(\w+)", readme))
+    listed = re.search(r"in the namespace `my_tile::tma` \((.*?)\) and for each map", readme, re.S)
+    assert named and listed
+    named |= set(re.findall(r"`(\w+)`", listed.group(1)))
+    for name in named:
+        assert re.search(rf"\b{name}\(", tma), f"README names tma::{name}, which the header does not define"
+    for name in re.findall(r"my_tile::(\w+)\(", readme):
+        assert re.search(rf"\b{name}\(", header), name
+    for member in re.findall(r"<map>_box::(\w+)", readme):
+        assert re.search(rf"\b{member}\b", header[header.index("struct x_box"):]), member
+    for fn in re.findall(r"my_tile_(\w+?)_<map>\(\)|my_tile_(last_error)\(\)", readme):
+        assert f"maps_only_bf16_f32_{fn[0] or fn[1]}" in api, fn
