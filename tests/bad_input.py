@@ -1,10 +1,12 @@
 """Random bad input for the `tmagen` command, each case with what the answer must name.
 
 `cases(seed, count)` yields `BadCase`s: a valid random spec (`lab.fuzz`) mutated one way
-(a value of the wrong type, out of range or breaking a rule, a key unknown or missing, a hostile
-name, broken JSON, a hostile path to read or to write), or valid `tmagen diagnose` arguments
-mutated one way (flags and JSON). Each mutation is chosen so that the input is certainly bad:
-the command must exit 2, name one of ``fields`` in its message, print no traceback and write
+(a value of the wrong type, out of range or breaking a rule, a key unknown, missing or given twice,
+a hostile name, a bad swizzle shorthand, more tensors than the limit, broken JSON, comments or YAML,
+a hostile path to read or to write, a build over a user's folder or of two specs of one name), or
+valid `tmagen diagnose` arguments mutated one way (flags and JSON). Each mutation is chosen so that
+the input is certainly bad: the command must exit 2, name one of ``fields`` in its message, speak
+in tmagen's voice (never pydantic's or Python's: FOREIGN_VOICE), print no traceback and write
 nothing. `run` checks one case in-process through `tmagen.cli.main`.
 """
 
@@ -41,6 +43,10 @@ class BadCase:
     stdin: str | None = None
 
 
+# Words that are never tmagen's: pydantic's and Python's voice.
+FOREIGN_VOICE = ("Input should", "Field required", "Value error,", "set_int_max_str_digits")
+
+
 @dataclass
 class Answer:
     code: int
@@ -65,6 +71,7 @@ def listing(folder: Path) -> set[str]:
 def run(case: BadCase, folder: Path) -> Answer:
     """Runs ``case`` in ``folder`` (its working directory) and returns the exit status and output."""
     for name, data in case.files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
     before = listing(folder)
     out, err = io.StringIO(), io.StringIO()
@@ -97,6 +104,9 @@ def problems(case: BadCase, answer: Answer, folder: Path) -> list[str]:
         found.append("a traceback")
     if not any(f in text for f in case.fields):
         found.append(f"no mention of any of {list(case.fields)}")
+    foreign = [w for w in FOREIGN_VOICE if w in text]
+    if foreign:
+        found.append(f"not in tmagen's voice: {foreign}")
     if answer.written:
         found.append(f"wrote {answer.written}")
     return found
@@ -276,6 +286,16 @@ def _structure_mutation(rng: random.Random, spec: dict[str, Any]) -> tuple[dict[
         data["tensors"][i]["name"] = name
         return data, f"tensors[{i}].name = {name!r}", (f"tensors[{i}].name",)
     kind = data["kernel"]["kind"]
+    if r < 0.83:
+        i = rng.randrange(len(data["tensors"]))
+        data["tensors"][i]["swizzle"] = rng.choice(["96B", "16B", "128", "64 B"])
+        return data, f"tensors[{i}].swizzle = {data['tensors'][i]['swizzle']!r} (the mode alone)", \
+            (f"tensors[{i}].swizzle.mode",)
+    if r < 0.85:
+        from tmagen.limits import MAX_TENSORS_PER_SPEC
+
+        data["tensors"] = [dict(data["tensors"][0], name=f"t{k}") for k in range(MAX_TENSORS_PER_SPEC + 1)]
+        return data, "more tensors than MAX_TENSORS_PER_SPEC", ("MAX_TENSORS_PER_SPEC",)
     if r < 0.87:
         data["tensors"] = []
         return data, "no tensors", ("tensors",)
@@ -308,17 +328,29 @@ def _broken_json(rng: random.Random, text: str) -> tuple[bytes, str, tuple[str, 
         raw = text.encode()
         return raw[:pos] + rng.choice([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x80"]) + raw[pos:], \
             "invalid UTF-8", ("utf-8", "UTF-8", "cannot read")
-    if r < 0.78:
-        return b"\xef\xbb\xbf" + text.encode(), "a byte-order mark", ("not valid JSON", "BOM")
+    if r < 0.74:  # a byte-order mark is read; what follows it must still be JSON
+        cut = rng.randrange(len(text))
+        return b"\xef\xbb\xbf" + text[:cut].encode(), f"a byte-order mark, then JSON cut after {cut}", \
+            ("not valid JSON",)
+    if r < 0.78:  # a key given twice, anywhere: the last one used to win
+        data = json.loads(text)
+        key = rng.choice(sorted(data))
+        twice = text.replace(f'"{key}":', f'"{key}": {json.dumps(data[key])}, "{key}":', 1)
+        return twice.encode(), f"{key} given twice", (f"{key} is given twice",)
+    if r < 0.80:  # a comment, or YAML: specs are JSON
+        note = rng.choice(["// my tile\n", "/* tile */", "# tile\n"])
+        if rng.random() < 0.5:
+            return (note + text).encode(), f"a comment {note.strip()!r}", ("which has no comments",)
+        return b"name: tile\ntensors:\n  - name: t\n", "YAML", ("looks like YAML",)
     if r < 0.86:
         depth = rng.choice([1000, 50_000])
         return ("[" * depth + "]" * depth).encode(), f"lists nested {depth} deep", ("nested too deeply", "(spec)")
     if r < 0.93:
         return rng.choice([b"", b"   ", b"null", b"42", b'"spec"', b"[]", b"true"]), "not an object", \
-            ("not valid JSON", "(spec)")
+            ("not valid JSON", "(top level)")
     digits = rng.choice([400, 5000, 100_000])
     return text.replace('"name"', f'"x": {"9" * digits}, "name"', 1).encode(), f"an integer of {digits} digits", \
-        ("cannot be read", "not valid JSON", "x is not a field", "x")
+        (f"x = an integer of {digits} digits",)
 
 
 def _spec_argv(rng: random.Random) -> list[str]:
@@ -362,8 +394,22 @@ def path_cases(rng: random.Random, good: bytes) -> Iterator[BadCase]:
         if r < 0.5:
             path, named = rng.choice(reads)
             command = rng.choice([["check", path], ["build", path, "--out", "out"], ["explain", path],
-                                  ["diagnose", path]])
+                                  ["diagnose", path], ["verify", path], ["bench", path]])
             yield BadCase("read-path", f"{command[0]} reads {path[:40]!r}", command, (named,))
+            continue
+        if r < 0.6:
+            name = json.loads(good)["name"]
+            r2 = rng.random()
+            if r2 < 0.4:  # a folder of the user's where the spec's folder goes: never replaced
+                mine = rng.choice([f"owned/{name}/mine.cu", f"owned/{name}/main.cpp", f"owned/{name}"])
+                yield BadCase("write-path", f"build over {mine}", ["build", SPEC_FILE, "--out", "owned"],
+                              (mine.split("/")[-1],), {SPEC_FILE: good, mine: b"// mine\n"})
+            elif r2 < 0.7:  # two specs of one name in one build
+                yield BadCase("write-path", "two specs of one name", ["build", SPEC_FILE, "same.json", "--out", "out"],
+                              ("same.json",), {SPEC_FILE: good, "same.json": good})
+            else:
+                yield BadCase("write-path", "--out ''", ["build", SPEC_FILE, "--out", ""], ("--out",),
+                              {SPEC_FILE: good})
             continue
         file_target = rng.choice(["spec.json/x.out", "nul\x00l.out", "/proc/no/such.out", "dir"])
         folder_target = rng.choice(["spec.json", "spec.json/out", "nul\x00l", "/proc/no/such"])
@@ -470,6 +516,10 @@ def diagnose_cases(rng: random.Random) -> Iterator[BadCase]:
             what, fields = f"{key} = {value!r}", FLAGS[key][1]
         if as_json:
             text = json.dumps(args)
+            if rng.random() < 0.1:  # a key given twice, the valid value last
+                key = rng.choice(sorted(args))
+                text = text.replace(f'"{key}":', f'"{key}": {json.dumps(args[key])}, "{key}":', 1)
+                fields = (f"{key} is given twice",)
             if rng.random() < 0.2:  # from standard input
                 yield BadCase("diagnose-json", f"diagnose JSON on stdin: {what}", ["diagnose", "-"], fields, stdin=text)
             else:

@@ -64,6 +64,7 @@ def test_every_bad_input_exits_2_naming_the_field(folder: Path) -> None:
             failures.append(f"{case.what} ({case.argv[:4]}): {'; '.join(found)}\n"
                             f"    {(answer.out + answer.err)[-400:]!r}")
         _clean(folder, answer.written)
+        _clean(folder, sorted({name.split("/")[0] for name in case.files if "/" in name}))
     assert sum(categories.values()) == COUNT >= 10_000
     assert set(categories) == CATEGORIES and min(categories.values()) >= COUNT // 50, categories
     assert {"check", "build", "explain", "diagnose", "schema", "docs"} <= set(commands), commands

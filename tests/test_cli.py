@@ -65,10 +65,10 @@ def _spec(**tensor) -> dict:
 @pytest.mark.parametrize("content, fragments", [
     pytest.param('{"name": "x",', ["not valid JSON at line 1, column 14"], id="malformed-json"),
     pytest.param("", ["not valid JSON at line 1, column 1"], id="empty-file"),
-    pytest.param([1, 2], ["(spec)", "dictionary"], id="json-array"),
-    pytest.param(_spec(shape="64x64"), ["tensors[0].shape = '64x64'", "valid list"], id="wrong-type"),
+    pytest.param([1, 2], ["(top level) = [1, 2], but tmagen reads a JSON object"], id="json-array"),
+    pytest.param(_spec(shape="64x64"), ["tensors[0].shape = '64x64', but it must be a list"], id="wrong-type"),
     pytest.param(_spec(box=[8, "wide"]), ["tensors[0].box[1] = 'wide'"], id="wrong-entry-type"),
-    pytest.param(_spec(bogus=True), ["tensors[0].bogus is not a field"], id="unknown-key"),
+    pytest.param(_spec(bogus=True), ["tensors[0].bogus = true, but 'bogus' is not a field"], id="unknown-key"),
     pytest.param(_spec(box=[8, 64]), ["1 rule violation", "tensors[0].box[-1] = 64 float32 = 256 bytes",
                                       "<= 32", "[box-inner-within-swizzle-span;"], id="rule-breaking"),
     pytest.param(_spec(box=[8, 64], smem_offset=64), ["2 rule violations", "box-inner-within-swizzle-span",
@@ -183,7 +183,7 @@ def test_diagnose_json_unknown_key(capsys, tmp_path) -> None:
 
 @pytest.mark.parametrize("content, fragment", [
     ("{", "not valid JSON at line 1, column 2"),
-    ("[1, 2]", "expected a JSON object"),
+    ("[1, 2]", "(top level) = [1, 2], but tmagen reads a JSON object"),
 ])
 def test_diagnose_json_bad_file(capsys, tmp_path, content, fragment) -> None:
     code, out, err = run(capsys, "diagnose", write(tmp_path, "args.json", content))

@@ -240,20 +240,27 @@ def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="no cmake")
-def test_a_cmake_project_vendors_a_generated_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runtime", ["Shared", "Static"])
+def test_a_cmake_project_vendors_a_generated_folder(tmp_path: Path, runtime: str) -> None:
     """tests/vendor_project builds with CMake: plain C++ calling a generated C API, and a kernel of the
     project's own on the primitives and typed accessors of a spec without a kernel, whose SASS loads
-    with TMA and multiplies floats (tests/gpu/test_user_kernel.py runs it)."""
+    with TMA and multiplies floats (tests/gpu/test_user_kernel.py runs it). With either CUDA runtime
+    (TMAGEN_CUDA_RUNTIME; Shared, the default, is found in the pip wheels by its file)."""
     tc = _toolchain_or_skip()
     build_dir = tmp_path / "build"
     subprocess.run(["cmake", "-S", str(REPO / "tests" / "vendor_project"), "-B", str(build_dir),
-                    f"-DCMAKE_CUDA_COMPILER={tc.nvcc}", f"-DCMAKE_CUDA_FLAGS=-L{tc.root / 'lib'}"],
+                    f"-DCMAKE_CUDA_COMPILER={tc.nvcc}", f"-DCMAKE_CUDA_FLAGS=-L{tc.root / 'lib'}",
+                    f"-DTMAGEN_CUDA_RUNTIME={runtime}"],
                    check=True, capture_output=True, text=True)
     built = subprocess.run(["cmake", "--build", str(build_dir), "-j2"], capture_output=True, text=True)
     assert built.returncode == 0, built.stdout + built.stderr
     run = subprocess.run([str(build_dir / "vendor_example")], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "8 bytes past a 16-byte boundary" in run.stdout
+    if shutil.which("readelf"):
+        needed = subprocess.run(["readelf", "-d", str(build_dir / "vendor_example")], capture_output=True,
+                                text=True).stdout
+        assert ("libcudart.so" in needed) == (runtime == "Shared"), needed
     sass = toolchain.sass_opcodes(tc, build_dir / "libweighted_row_sums.so")
     if IN_CI:
         assert sass is not None
@@ -300,3 +307,13 @@ def test_transpose_plan_moves_every_unit_once(dtype: str, unit: int, box: list[i
     assert written.max() == 1
     out = dst_smem[dst.offsets()].reshape(units, rows, unit)
     assert np.array_equal(out, tile.transpose(1, 0, 2))
+
+
+def test_the_cmake_folder_offers_an_alias_a_runtime_choice_and_a_toolkit_check() -> None:
+    """No tmagen::NAME alias, the static CUDA runtime forced on every consumer (two runtimes in a
+    PyTorch extension), and no check of the CUDA 12.5 that cudaGetDriverEntryPointByVersion needs."""
+    cmake = build.render_spec_file(REPO / "specs" / "copy_f32_3d.json").files["CMakeLists.txt"]
+    assert "add_library(tmagen::copy_f32_3d ALIAS copy_f32_3d)" in cmake
+    assert 'set(TMAGEN_CUDA_RUNTIME "Shared" CACHE STRING' in cmake
+    assert "CUDA_RUNTIME_LIBRARY ${TMAGEN_CUDA_RUNTIME}" in cmake
+    assert "if(CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 12.5)" in cmake and "FATAL_ERROR" in cmake

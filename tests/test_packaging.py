@@ -137,3 +137,50 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path: Path) -> None:
 
     bad = _run([venv / "bin" / "tmagen", "check", tmp_path / "missing.json"], cwd=tmp_path)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+    assert (package / "py.typed").is_file(), "the wheel does not say it is typed (PEP 561)"
+    meta = _run([py, "-c", "import importlib.metadata as m, tmagen; d = m.distribution('tmagen'); "
+                 "print(d.version == tmagen.__version__, any(f.name == 'LICENSE' for f in d.files))"], cwd=tmp_path)
+    assert meta.stdout.split() == ["True", "True"], meta.stdout + meta.stderr
+
+
+def test_the_package_metadata_matches_the_repository() -> None:
+    """No LICENSE matched the metadata's Apache-2.0, no py.typed was shipped, and the version was
+    written twice (pyproject.toml and tmagen.__version__)."""
+    import tomllib
+
+    import tmagen
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    meta = project["project"]
+    assert meta["license"] == {"text": "Apache-2.0"}
+    assert "License :: OSI Approved :: Apache Software License" in meta["classifiers"]
+    license_text = (REPO / "LICENSE").read_text()
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
+    assert "version" not in meta and meta["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tmagen.__version__"}
+    assert re.fullmatch(r"\d+\.\d+\.\d+", tmagen.__version__)
+    assert (REPO / "tmagen" / "py.typed").is_file()
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["tmagen"]
+
+
+def test_the_readme_names_the_symbols_the_headers_define() -> None:
+    """The README said the header gives `tma::load_2d`; the names are `NAME::tma::...`, and a
+    user's first kernel failed on it."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    header = (REPO / "generated" / "maps_only_bf16_f32" / "maps_only_bf16_f32.cuh").read_text()
+    api = (REPO / "generated" / "maps_only_bf16_f32" / "maps_only_bf16_f32.h").read_text()
+    assert not re.search(r"(?<![\w:])tma::", readme), "a bare tma:: in the README: the namespace is NAME::tma"
+    tma = header[header.index("namespace tma {"):header.index("}  // namespace tma")]
+    named = set(re.findall(r"my_tile::tma::(\w+)", readme))
+    listed = re.search(r"in the namespace `my_tile::tma` \((.*?)\) and for each map", readme, re.S)
+    assert named and listed
+    named |= set(re.findall(r"`(\w+)`", listed.group(1)))
+    for name in named:
+        assert re.search(rf"\b{name}\(", tma), f"README names tma::{name}, which the header does not define"
+    for name in re.findall(r"my_tile::(\w+)\(", readme):
+        assert re.search(rf"\b{name}\(", header), name
+    for member in re.findall(r"<map>_box::(\w+)", readme):
+        assert re.search(rf"\b{member}\b", header[header.index("struct x_box"):]), member
+    for fn in re.findall(r"my_tile_(\w+?)_<map>\(\)|my_tile_(last_error)\(\)", readme):
+        assert f"maps_only_bf16_f32_{fn[0] or fn[1]}" in api, fn

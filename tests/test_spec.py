@@ -13,6 +13,7 @@ from tmagen.errors import SpecError
 from tmagen.map_args import SpecFieldNames, tensor_map_args
 from tmagen.plan import check, resolve
 from tmagen.rules import RULES
+from tmagen.schema_errors import shown
 from tmagen.spec import load_spec, parse_spec, schema
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,35 +63,45 @@ def test_base_spec_is_valid() -> None:
 
 # ----------------------------------------------------------------------------- form errors
 FORM_ERRORS = [
-    pytest.param(make(t_bogus=1), ["tensors[0].bogus is not a field"], id="unknown-tensor-key"),
-    pytest.param(make(bogus=1), ["bogus is not a field"], id="unknown-top-key"),
+    pytest.param(make(t_bogus=1), ["tensors[0].bogus = 1, but 'bogus' is not a field of tensors[0]"],
+                 id="unknown-tensor-key"),
+    pytest.param(make(bogus=1), ["bogus = 1, but 'bogus' is not a field of a spec"], id="unknown-top-key"),
     pytest.param(make(kernel={"kind": "gemm"}), ["kernel.kind = 'gemm'", "'inspect', 'copy', 'transpose'"],
                  id="unknown-kernel-kind"),
     pytest.param(make(kernel={"stages": 2}), ["kernel.kind is missing", "'inspect', 'copy', 'transpose'"],
                  id="missing-kernel-kind"),
-    pytest.param(make(kernel={"kind": "copy", "stages": 0}), ["kernel.stages = 0", "greater than or equal to 2"],
+    pytest.param(make(kernel={"kind": "copy", "stages": 0}),
+                 ["kernel.stages = 0, but it must be at least 2: use 2 or more"],
                  id="copy-stages-0"),
     pytest.param(make(t_dtype="float8"), ["tensors[0].dtype = 'float8'", "'bfloat16'"], id="dtype"),
     pytest.param(make(t_swizzle={"mode": "96B"}), ["tensors[0].swizzle.mode = '96B'", "'128B'"], id="swizzle-mode"),
     pytest.param(make(t_swizzle={"mode": "128B", "atomicity": "8B"}), ["tensors[0].swizzle.atomicity = '8B'"],
                  id="swizzle-atomicity"),
-    pytest.param(make(t_swizzle="128B"), ["tensors[0].swizzle = '128B'"], id="swizzle-not-object"),
+    pytest.param(make(t_swizzle=128), ["tensors[0].swizzle = 128, but it must be a JSON object"],
+                 id="swizzle-not-object"),
     pytest.param(make(t_interleave="64B"), ["tensors[0].interleave = '64B'"], id="interleave"),
     pytest.param(make(t_oob_fill="inf"), ["tensors[0].oob_fill = 'inf'"], id="oob-fill"),
-    pytest.param(make(t_shape=[64, 0]), ["tensors[0].shape[1] = 0", "greater than or equal to 1"], id="shape-0"),
-    pytest.param(make(t_shape=[]), ["tensors[0].shape", "at least 1"], id="shape-empty"),
-    pytest.param(make(t_shape=[1] * 6, t_box=[1] * 6), ["tensors[0].shape", "at most 5"], id="rank-6"),
+    pytest.param(make(t_shape=[64, 0]), ["tensors[0].shape[1] = 0, but it must be at least 1: use 1 or more"],
+                 id="shape-0"),
+    pytest.param(make(t_shape=[]), ["tensors[0].shape has 0 dimensions, but TMA takes 1 to 5 dimensions (MAX_RANK)"],
+                 id="shape-empty"),
+    pytest.param(make(t_shape=[1] * 6, t_box=[1] * 6),
+                 ["tensors[0].shape has 6 dimensions, but TMA takes 1 to 5 dimensions (MAX_RANK): merge"],
+                 id="rank-6"),
     pytest.param(make(t_box=[8, -32]), ["tensors[0].box[1] = -32"], id="box-negative"),
     pytest.param(make(t_shape=[64, "many"]), ["tensors[0].shape[1] = 'many'"], id="shape-str"),
     pytest.param(make(t_alignment=0), ["tensors[0].alignment = 0"], id="alignment-0"),
     pytest.param(make(target="sm_80"), ["target = 'sm_80'", "'sm_90a' or 'sm_100a'"], id="target"),
-    pytest.param(make(tensors=[]), ["tensors", "at least 1"], id="no-tensors"),
-    pytest.param({k: v for k, v in BASE.items() if k != "name"}, ["name", "required"], id="missing-name"),
+    pytest.param(make(tensors=[]), ["tensors has 0 tensors, but a spec holds 1 to 64 tensors (MAX_TENSORS_PER_SPEC)"],
+                 id="no-tensors"),
+    pytest.param({k: v for k, v in BASE.items() if k != "name"},
+                 ["name is missing, but it is required: give a C identifier"],
+                 id="missing-name"),
     pytest.param(make(t_element_type="fp8_e4m3"), ["tensors[0].element_type = 'fp8_e4m3'", "only uint8",
                                                     "float32 tensor's elements are float"], id="element-type-float"),
     pytest.param(make(t_dtype="uint8", t_element_type="fp4"), ["tensors[0].element_type = 'fp4'", "'fp8_e5m2'"],
                  id="element-type-unknown"),
-    pytest.param([BASE], ["(spec)", "dictionary"], id="not-an-object"),
+    pytest.param([BASE], ["(spec) = [{", "but it must be a JSON object"], id="not-an-object"),
     pytest.param(make(t_name=7), ["tensors[0].name = 7"], id="name-not-str"),
 ]
 
@@ -122,7 +133,7 @@ HOSTILE = [
 def test_hostile_tensor_names_are_rejected(name: str) -> None:
     problems = form_problems(make(t_name=name))
     assert len(problems) == 1
-    assert problems[0].startswith(f"tensors[0].name = {name!r}: a tensor name must be a C identifier")
+    assert problems[0].startswith(f"tensors[0].name = {shown(name)}, but a tensor name must be a C identifier")
     assert "up to 63" in problems[0]
 
 
@@ -130,7 +141,7 @@ def test_hostile_tensor_names_are_rejected(name: str) -> None:
 def test_hostile_spec_names_are_rejected(name: str) -> None:
     problems = form_problems(make(name=name))
     assert len(problems) == 1
-    assert problems[0].startswith(f"name = {name!r}: a spec name must be a C identifier")
+    assert problems[0].startswith(f"name = {shown(name)}, but a spec name must be a C identifier")
 
 
 @pytest.mark.parametrize("name", ["a" * 63, "x", "X9", "a_b", "snake_case_1", "Int", "mainly"])

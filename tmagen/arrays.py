@@ -251,6 +251,9 @@ def _torch_stream(device: int | None) -> int:
 def empty(like: ArrayView, shape: Sequence[int], name: str = "out", dtype: str | None = None) -> Any:
     """A new contiguous array of ``shape`` in the framework and on the device of ``like``, of its
     dtype or of the tmagen ``dtype`` (bfloat16, float16, float32, ...)."""
+    if like.device is not None and like.device < 0:  # before "pass out=": no output helps a CPU input
+        raise _problem("x", "array-device", "x.device", like.where, "TMA reads and writes GPU memory",
+                       "move x to the GPU first (e.g. x.cuda(), cupy.asarray(x))")
     if like.framework == "torch":
         if dtype is None:
             return like.obj.new_empty(tuple(shape))

@@ -2,7 +2,7 @@
 
 Exit statuses: 0 success; 1 a check that found a difference (`build --check`, a failed
 verification); 2 bad input (unreadable or malformed spec, a broken rule, bad arguments);
-3 no GPU to run on (`verify`), or a CUDA driver call that failed.
+3 no GPU to run on (`verify`), or a CUDA driver call that failed; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -12,12 +12,16 @@ import functools
 import json
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from tmagen import __version__
 from tmagen.errors import SpecError, TmagenError
 
+if TYPE_CHECKING:
+    from tmagen.plan import Plan
+
 EXIT_OK, EXIT_DIFFERS, EXIT_BAD_INPUT, EXIT_NO_GPU = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     c = sub.add_parser("check", help="validate a spec against every hardware and driver rule")
-    c.add_argument("spec", nargs="+")
+    c.add_argument("spec", nargs="+", help="spec files, or - for standard input")
 
     b = sub.add_parser("build", help="render specs into folders of CUDA code (and compile them)")
     b.add_argument("spec", nargs="+")
@@ -55,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 if OUT differs from what the specs render")
     b.add_argument("--compile", action="store_true", help="also compile with nvcc: cubin, PTX, shared library, report")
+    b.add_argument("--force", action="store_true", help="replace OUT/<name>/ even where it holds files that no "
+                   "build wrote (they are deleted); without it such a folder is refused")
 
     v = sub.add_parser("verify", help="compile and run each spec's kernel on the GPU, checked bit for bit")
     v.add_argument("spec", nargs="+")
@@ -115,7 +121,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for path in args.spec:
         try:
-            plan = load(path)
+            plan = _stdin_plan() if path == "-" else load(path)
         except TmagenError as exc:
             print(f"tmagen check: {exc}", file=sys.stderr)
             status = max(status, exc.exit_status)
@@ -126,10 +132,22 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return status
 
 
+def _stdin_plan() -> Plan:
+    from tmagen.plan import resolve
+    from tmagen.spec import parse_spec, read_json
+
+    source = "standard input"
+    return resolve(parse_spec(read_json(sys.stdin.read(), source), source), source)
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     from tmagen import build, toolchain
 
+    if not args.out.strip():
+        raise SpecError("build", [f"--out = {args.out!r}, but the output root must name a folder: give one, "
+                                  "or leave --out off for generated/"])
     rendered = [build.render_spec_file(path) for path in args.spec]  # every spec valid before any write
+    rendered = build.unique_names(rendered, args.spec)
     if args.check:
         stale = [line for r in rendered for line in build.differences(r, args.out)]
         for line in stale:
@@ -140,7 +158,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         return EXIT_DIFFERS if stale else EXIT_OK
     status = EXIT_OK
     for r in rendered:
-        folder = build.write(r, args.out)
+        folder = build.write(r, args.out, force=args.force)
         print(f"{r.spec_file}: wrote {folder} ({len(r.files)} files)")
         if args.compile:
             result = toolchain.compile_folder(r.plan, r.files)
@@ -178,9 +196,9 @@ def _gpu_here(command: str) -> bool:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from tmagen import build, runtime, toolchain, verify
 
+    rendered = [build.render_spec_file(path) for path in args.spec]  # a bad spec is bad input, GPU or not
     if not _gpu_here("verify"):
         return EXIT_NO_GPU
-    rendered = [build.render_spec_file(path) for path in args.spec]
     device = runtime.Device.open()
     print(f"{device.name} (sm_{device.compute_capability[0]}{device.compute_capability[1]}), "
           f"driver {device.driver_version // 1000}.{device.driver_version % 1000 // 10}")
@@ -211,9 +229,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from tmagen import bench, build, runtime, toolchain
 
+    rendered = [build.render_spec_file(path) for path in args.spec]  # a bad spec is bad input, GPU or not
     if not _gpu_here("bench"):
         return EXIT_NO_GPU
-    rendered = [build.render_spec_file(path) for path in args.spec]
     device = runtime.Device.open()
     for r in rendered:
         result = toolchain.compile_folder(r.plan, r.files, cubin_only=True)
@@ -374,6 +392,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_status
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:
+        print(f"tmagen {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def entrypoint() -> None:

@@ -78,8 +78,8 @@ def _memset_function() -> Any:
     return _MEMSET
 
 
-NO_KERNEL_FIX = ("a spec without a kernel gives tensor maps for kernels of your own: make one for an array with "
-                 "tmagen.tensor_map(x, box=...), or generate the maps' C API and headers with `tmagen build`")
+NO_KERNEL_FIX = ("for a CUtensorMap of your own kernel call tmagen.tensor_map(array, box=..., swizzle=...), for CUDA "
+                 "code run `tmagen build` on the spec")
 
 
 class Kernel:
@@ -92,12 +92,13 @@ class Kernel:
         names the call in messages (default: the spec's kernel)."""
         plan = spec if isinstance(spec, Plan) else resolve(spec)  # every rule first, all at once
         launcher = plan.launcher
+        if plan.kind is None:
+            raise SpecError(plan.name, ["kernel is not given (the spec describes tensor maps only), but tmagen.load "
+                                        f"runs a spec's kernel: {NO_KERNEL_FIX}"])
         if launcher is None:
-            what = ("it has no kernel" if plan.kind is None else
-                    f"its {plan.kind_name} kernel writes raw shared memory for `tmagen verify`, not an array")
-            raise SpecError(plan.name, [f"kernel: tmagen.load runs copy, transpose and matmul kernels, and {what}: "
-                                        + (NO_KERNEL_FIX if plan.kind is None else
-                                           "run `tmagen verify` on it, or use a copy kernel")])
+            raise SpecError(plan.name, [f"kernel.kind = {plan.kind_name!r}, but tmagen.load runs copy, transpose and "
+                                        "matmul kernels (an inspect kernel writes raw shared memory for `tmagen "
+                                        "verify`, not an array): run `tmagen verify` on it, or use a copy kernel"])
         self.plan = plan
         self.spec = plan.spec
         self.launcher: Launcher = launcher

@@ -53,3 +53,9 @@ TARGETS: dict[str, Target] = {
     )
 }
 DEFAULT_TARGET = "sm_90a"
+
+# Inputs tmagen reads (tmagen.jsonio, tmagen.spec): bounds far above any real spec, so that a
+# runaway input is refused with a message instead of rendering hundreds of megabytes.
+MAX_TENSORS_PER_SPEC = 64  # tensors (the matmul uses 3); each adds about 5 KB of generated code
+MAX_JSON_INPUT_CHARS = 4 << 20  # characters of one JSON input (a spec of 64 tensors is about 20,000)
+MAX_JSON_INTEGER_DIGITS = 100  # digits of one JSON integer (no TMA value needs more than 20: 2^64)

@@ -88,4 +88,5 @@ def tensor_map_args(spec: Spec, m: MapSpec, smem: int | None = None, threads: in
         target=limits.TARGETS[spec.target], smem_offset=t.smem_offset,
         stores=m.stores, loads=not m.stores, start_coords=coords,
         requested_swizzle=(t.swizzle.mode, t.swizzle.atomicity), kernel_smem_bytes=smem, kernel_threads=threads,
+        kernel_kind=kernel.kind if kernel is not None else None,
         mma=MmaUse(m.mma.operand, m.mma.major, m.mma.mn_boxes) if m.mma else None)

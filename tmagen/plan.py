@@ -115,9 +115,9 @@ def kernels(spec: Spec) -> tuple[KernelPlan, ...]:
 def _resolve(spec: Spec) -> tuple[Plan | None, list[Violation]]:
     kind = kinds.get(spec.kernel.kind) if spec.kernel is not None else None
     if kind is not None:
-        found = kind.rules.check(spec)
-        if found:  # the maps and kernels cannot be planned until the kind's rules pass
-            return None, found
+        kind_found = kind.rules.check(spec)
+        if kind_found:  # the maps and kernels cannot be planned until the kind's rules pass
+            return None, kind_found
     maps = tensor_maps(spec)
     kernels: tuple[KernelPlan, ...] | None = ()
     if kind is not None:
@@ -125,7 +125,7 @@ def _resolve(spec: Spec) -> tuple[Plan | None, list[Violation]]:
             kernels = kind.plan(spec, maps)
         except ModelError:  # a box that cannot be laid out: the TMA rules below say why
             kernels = None
-    found = []
+    found: list[Violation] = []
     args: list[TensorMapArgs] = []
     for m in maps:
         smem: int | None = None

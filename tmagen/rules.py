@@ -84,6 +84,7 @@ class TensorMapArgs:
     requested_swizzle: tuple[str, str] | None = None  # a spec's (mode, atomicity), before mapping
     kernel_smem_bytes: int | None = None  # shared memory (dynamic and static) of the kernel using the map
     kernel_threads: int | None = None  # threads per block of that kernel
+    kernel_kind: str | None = None  # that kernel's kind (inspect, copy, ...), for fixes naming its fields
     mma: MmaUse | None = None  # the box is a tensor-core operand
 
     @property
@@ -196,6 +197,12 @@ def _interleave_rank(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 def _address_alignment(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     need = limits.GLOBAL_ALIGN_BYTES_WIDE if a.wide_alignment else limits.GLOBAL_ALIGN_BYTES
     if a.global_address % need:
+        if n.address.endswith(".alignment"):  # a spec's promise, not an address: nothing lies "past" anything
+            yield _fail("global-address-alignment", n.address, a.global_address,
+                        f"the tensor must start on a {need}-byte boundary, which a pointer aligned to "
+                        f"{a.global_address} bytes need not", f"promise an alignment that is a multiple of {need} "
+                        "(and allocate so that it holds)")
+            return
         yield _fail("global-address-alignment", n.address, _addr(a.global_address),
                     f"the tensor must start on a {need}-byte boundary (it is {a.global_address % need} past one)",
                     f"allocate or offset the tensor so that its address is a multiple of {need}")
@@ -209,8 +216,10 @@ def _addr(x: int) -> str:
 def _dim_range(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     for i, d in enumerate(a.global_dim):
         if not 1 <= d <= limits.MAX_GLOBAL_DIM:
-            yield _fail("global-dim-range", n.dim(i), d, "each dimension holds 1 to 2^32 elements",
-                        "split the tensor along this dimension" if d > 0 else "drop empty tensors before the copy")
+            fix = ("split the tensor along this dimension" if d > 0 else "drop empty tensors before the copy"
+                   if d == 0 else "an extent counts elements: pass the tensor's real extent (a negative one is "
+                   "usually a size computed the wrong way round)")
+            yield _fail("global-dim-range", n.dim(i), d, "each dimension holds 1 to 2^32 elements", fix)
 
 
 @rule("packed-dim-multiple",
@@ -239,8 +248,10 @@ def _stride_multiple(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 def _stride_limit(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     for i, s in enumerate(a.global_strides):
         if not 0 < s < limits.STRIDE_LIMIT_BYTES:
-            yield _fail("global-stride-limit", n.stride(i), f"{s} bytes", "strides are 1 to 2^40 - 1 bytes",
-                        "use a smaller tensor, or split it into several tensor maps")
+            fix = ("use a smaller tensor, or split it into several tensor maps" if s > 0 else
+                   "TMA walks each dimension forwards through distinct rows: pass a copy with positive strides "
+                   "(a flipped or broadcast view made contiguous)")
+            yield _fail("global-stride-limit", n.stride(i), f"{s} bytes", "strides are 1 to 2^40 - 1 bytes", fix)
 
 
 @rule("box-dim-range", "each boxDim is 1 to 256", DRV)
@@ -288,6 +299,27 @@ def _interleave32(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
                     "an INTERLEAVE_32B layout is documented only with SWIZZLE_32B", f"use {n.enum(Swizzle.B32)}")
 
 
+def _wider_swizzle(a: TensorMapArgs, n: FieldNames) -> str:
+    """", or the 128B swizzle" where a wider swizzle holds the row; nothing where none does."""
+    for wider in (Swizzle.B64, Swizzle.B128):
+        if PATTERNS[wider].span > PATTERNS[a.swizzle].span and a.inner_box_bytes <= PATTERNS[wider].span:
+            return f", or {n.enum(wider)}"
+    return ""
+
+
+# What makes a kernel's shared memory or block smaller, by its kind: the fields it has.
+_KERNEL_SMEM_FIX = {
+    "inspect": "use a smaller box (the kernel holds one box)",
+    "copy": "use fewer stages (kernel.stages), fewer boxes per stage (kernel.boxes_per_stage), or a smaller box",
+    "transpose": "use fewer stages (kernel.stages), fewer tiles per stage (kernel.tiles_per_stage), or a smaller box",
+    "matmul": "use fewer stages (kernel.stages) or a smaller tile (kernel.tile)",
+}
+_KERNEL_THREADS_FIX = {
+    "transpose": "use fewer tiles per stage (kernel.tiles_per_stage) or a smaller box (fewer micro-tiles per tile)",
+    "matmul": "use fewer consumer warpgroups (kernel.consumers)",
+}
+
+
 @rule("box-inner-within-swizzle-span",
       "without interleave, boxDim[0] x element size fits the swizzle span (32, 64 or 128 bytes)", DRV)
 def _span(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
@@ -297,7 +329,7 @@ def _span(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
         yield _fail("box-inner-within-swizzle-span", n.box(0),
                     f"{a.box_dim[0]} {a.dtype.name} = {_bytes(a.inner_box_bytes)} bytes",
                     f"the {a.swizzle.spec_name} swizzle holds at most {span} bytes per row",
-                    f"use {n.box(0)} <= {most} (and several boxes side by side), or a wider swizzle")
+                    f"use {n.box(0)} <= {most} (and several boxes side by side)" + _wider_swizzle(a, n))
 
 
 @rule("u6-no-interleave", "16U6_ALIGN16B requires interleave none", DRV)
@@ -429,7 +461,7 @@ def _kernel_fits(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.kernel_smem_bytes is not None and a.kernel_smem_bytes > a.target.smem_per_block_optin:
         yield _fail("kernel-fits-shared-memory", n.kernel, f"{a.kernel_smem_bytes} bytes of shared memory",
                     f"a block of {a.target.name} has at most {a.target.smem_per_block_optin} bytes",
-                    "use fewer stages (kernel.stages), fewer tiles per stage, or a smaller box")
+                    _KERNEL_SMEM_FIX.get(a.kernel_kind or "", "use a smaller box"))
 
 
 @rule("store-inner-extent-16-bytes",
@@ -453,7 +485,7 @@ def _kernel_threads(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.kernel_threads is not None and a.kernel_threads > limits.MAX_THREADS_PER_BLOCK:
         yield _fail("kernel-threads-per-block", n.kernel, f"{a.kernel_threads} threads",
                     f"a block has at most {limits.MAX_THREADS_PER_BLOCK} threads",
-                    "use fewer tiles per stage (kernel.tiles_per_stage) or a smaller box (fewer micro-tiles per tile)")
+                    _KERNEL_THREADS_FIX.get(a.kernel_kind or "", "use a smaller box"))
 
 
 @rule("flip-8b-load-only", "128B_ATOM_32B_FLIP_8B is for loads only", PTX_TC)

@@ -9,20 +9,21 @@ the kinds' rules are checked all at once by `tmagen.plan.check`, which names eac
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from tmagen import limits
+from tmagen import limits, schema_errors
 from tmagen.dtypes import DTYPES, UINT8_ELEMENT_TYPES, DType
 from tmagen.enums import Swizzle
 from tmagen.errors import SpecError
 from tmagen.form import Section, form_error, identifier
+from tmagen.jsonio import read_json
 from tmagen.kinds.copy.section import CopyKernel
 from tmagen.kinds.inspect.section import InspectKernel
 from tmagen.kinds.matmul.section import MatmulKernel
+from tmagen.kinds.sections import SECTIONS
 from tmagen.kinds.transpose.section import TransposeKernel
 from tmagen.strides import contiguous
 
@@ -31,6 +32,7 @@ Atomicity = Literal["16B", "32B", "32B_flip_8B", "64B"]
 TargetName = Literal["sm_90a", "sm_100a"]
 ElementType = Literal[tuple(UINT8_ELEMENT_TYPES)]  # type: ignore[valid-type]
 
+_MODES, _ATOMICITIES = get_args(SwizzleMode), get_args(Atomicity)
 _ATOM_SWIZZLE = {"16B": Swizzle.B128, "32B": Swizzle.B128_ATOM_32B,
                  "32B_flip_8B": Swizzle.B128_ATOM_32B_FLIP_8B, "64B": Swizzle.B128_ATOM_64B}
 
@@ -42,6 +44,14 @@ class SwizzleSpec(Section):
     atomicity: Atomicity = Field(
         "16B", description="Bytes kept together while swizzling. Only 128B allows other than 16B, and only "
         "on sm_100a: 32B, 32B_flip_8B (loads only) or 64B.")
+
+    @field_validator("mode", "atomicity", mode="before")
+    @classmethod
+    def _any_case(cls, v: object) -> object:
+        """"128b" is "128B", as tmagen explain, diagnose and tensor_map take it."""
+        if isinstance(v, str):
+            return {c.lower(): c for c in (*_MODES, *_ATOMICITIES)}.get(v.lower(), v)
+        return v
 
     @property
     def driver(self) -> Swizzle:
@@ -89,7 +99,7 @@ class TensorSpec(Section):
         None, description="Traversal step per dimension, outermost first (1 to 8; the innermost is ignored "
         "without interleave). Default: all 1.")
     swizzle: SwizzleSpec = Field(default_factory=SwizzleSpec, description="How TMA arranges the box in "
-                                 "shared memory.")
+                                 "shared memory; the mode alone (\"64B\") is short for {\"mode\": \"64B\"}.")
     interleave: Literal["none", "16B", "32B"] = Field("none", description="Interleaved layouts (NC/8HWC8, "
                                                       "NC/16HWC16) for rank 3 and up.")
     l2_promotion: Literal["none", "64B", "128B", "256B"] = Field("none", description="L2 fetch size.")
@@ -104,6 +114,12 @@ class TensorSpec(Section):
     @classmethod
     def _name(cls, v: str) -> str:
         return identifier(v, "tensor name")
+
+    @field_validator("swizzle", mode="before")
+    @classmethod
+    def _swizzle_shorthand(cls, v: object) -> object:
+        """``"swizzle": "64B"`` is short for ``{"mode": "64B"}``."""
+        return {"mode": v} if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _ranks_agree(self) -> TensorSpec:
@@ -150,11 +166,8 @@ class TensorSpec(Section):
 
 
 
-# Each kind's section, told apart by "kind": a new kind adds its section here and its name to
-# tmagen.kinds.NAMES.
-Kernel = Annotated[InspectKernel | CopyKernel | TransposeKernel | MatmulKernel, Field(discriminator="kind")]
-KERNEL_SECTIONS = (InspectKernel, CopyKernel, TransposeKernel, MatmulKernel)
-KIND_NAMES = tuple(s.model_fields["kind"].annotation.__args__[0] for s in KERNEL_SECTIONS)  # type: ignore[union-attr]
+# Each kind's section, told apart by "kind" (tmagen/kinds/sections.py lists them).
+Kernel = Annotated[Union[SECTIONS], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007 - a union of a tuple
 
 
 class Spec(Section):
@@ -164,7 +177,8 @@ class Spec(Section):
     description: str = Field("", description="What the spec is for, in words.")
     target: TargetName = Field("sm_90a", description="sm_90a (Hopper) or sm_100a (Blackwell-only modes and "
                                "types; compiled but not run on Hopper).")
-    tensors: list[TensorSpec] = Field(min_length=1, description="The tensors, one tensor map each. A copy or "
+    tensors: list[TensorSpec] = Field(min_length=1, max_length=limits.MAX_TENSORS_PER_SPEC,
+                                      description="The tensors, one tensor map each. A copy or "
                                       "transpose kernel moves one; inspect makes one kernel per tensor.")
     kernel: Kernel | None = Field(None, description="The kernel to generate, chosen by its kind. Leave it out "
                                   "for maps only: the device header (primitives, layouts, accessors), the host "
@@ -215,50 +229,11 @@ def loaded_box(t: TensorSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 # ----------------------------------------------------------------------------- reading
-def _loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in KIND_NAMES and out.endswith("kernel"):
-            continue  # pydantic's discriminator step
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(spec)"
-
-
-def _problems(exc: ValidationError) -> list[str]:
-    out = []
-    for err in exc.errors(include_url=False):
-        where = _loc(err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "tmagen_form":
-            ctx = err["ctx"]
-            path = ctx["field"] if where == "(spec)" else f"{where}.{ctx['field']}"
-            out.append(f"{path} {ctx['message']}")
-            continue
-        if err["type"] == "union_tag_not_found":
-            out.append(f"{where}.kind is missing: give one of {', '.join(map(repr, KIND_NAMES))}")
-            continue
-        if err["type"] == "union_tag_invalid":
-            tags = err.get("ctx", {}).get("expected_tags", "")
-            out.append(f"{where}.kind = {err['ctx'].get('tag')!r}, but the kinds are {tags}")
-            continue
-        if err["type"] == "extra_forbidden":
-            msg = "is not a field of this object (check its spelling against `tmagen schema`)"
-        elif err["type"] == "literal_error":
-            msg = f"= {err['input']!r}, but {msg[0].lower()}{msg[1:]}"
-        elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
-            msg = f"= {err['input']!r}: {msg}"
-        out.append(f"{where} {msg}" if not msg.startswith(where) else msg)
-    return out
-
-
 def parse_spec(data: object, source: str = "spec") -> Spec:
     try:
         return Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(source, _problems(exc)) from None
+        raise SpecError(source, schema_errors.problems(exc)) from None
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -270,18 +245,6 @@ def load_spec(path: str | Path) -> Spec:
         why = exc.strerror if isinstance(exc, OSError) else exc
         raise SpecError(str(p), [f"cannot read the file: {why}"]) from None
     return parse_spec(read_json(text, str(p)), str(p))
-
-
-def read_json(text: str, source: str) -> Any:
-    """JSON text as Python values, or a SpecError that says where it went wrong."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SpecError(source, [f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"]) from None
-    except RecursionError:
-        raise SpecError(source, ["the JSON is nested too deeply to read"]) from None
-    except ValueError as exc:  # e.g. an integer of thousands of digits
-        raise SpecError(source, [f"the JSON cannot be read: {exc}"]) from None
 
 
 def schema() -> dict[str, Any]:

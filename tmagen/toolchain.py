@@ -186,6 +186,8 @@ def compile_folder(plan: Plan, files: dict[str, str], toolchain: Toolchain | Non
             output = _run_nvcc(cmd, f"{spec.name} ({' '.join(cmd[1:])})")
             if "-Xptxas" in cmd:
                 ptxas = output
+        for product in wanted:
+            _check_product(tc, staging / product.name)
         kernels = parse_ptxas_report(ptxas)
         sass = sass_opcodes(tc, staging / products[0].name)
         (staging / "report.json").write_text(json.dumps(
@@ -208,6 +210,7 @@ def compile_cubin(name: str, files: dict[str, str], source: str, target: str,
         return cubin, [KernelResources(**k) for k in json.loads(report.read_text())["kernels"]]
     with _staged_build(folder, name, files) as staging:
         output = _run_nvcc([str(tc.nvcc), *flags, "-o", str(staging / cubin.name), str(staging / source)], source)
+        _check_product(tc, staging / cubin.name)
         kernels = parse_ptxas_report(output)
         (staging / "report.json").write_text(json.dumps({"kernels": [asdict(k) for k in kernels]}, indent=2))
     return cubin, kernels
@@ -233,6 +236,20 @@ def _staged_build(folder: Path, name: str, files: dict[str, str]) -> Iterator[Pa
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_product(tc: Toolchain, path: Path) -> None:
+    """A compile that nvcc said succeeded wrote its product: an nvcc that exits 0 and writes nothing
+    (or garbage) is broken, and the SASS check must not be blamed for it."""
+    try:
+        head = path.read_bytes()[:4]
+    except OSError:
+        head = b""
+    elf = path.suffix in (".cubin", ".so")
+    if not head or (elf and head != b"\x7fELF"):
+        raise ToolchainError(f"{tc.nvcc} (found by {tc.found_by}) exited 0 but wrote "
+                             f"{'no' if not head else 'no valid'} {path.name}: this nvcc is broken; reinstall it "
+                             "(pip install 'tmagen[toolchain]'), or point TMAGEN_NVCC at a working one")
 
 
 def _run_nvcc(cmd: list[str], what: str) -> str:

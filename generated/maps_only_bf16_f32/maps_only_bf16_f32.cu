@@ -94,8 +94,13 @@ maps_only_bf16_f32_status check_tensor(const char* map, const void* ptr, uint64_
       return fail(maps_only_bf16_f32_bad_shape, "%s: strides[-1] = %lld, but TMA reads rows contiguously (use 1)", map, (long long)stride);
     }
     if (d < rank - 1) {
+      if (stride < 1) {
+        return fail(maps_only_bf16_f32_bad_shape, "%s: strides[%d] = %lld elements, but TMA walks each dimension forwards "
+                    "through distinct rows (strides 1 or more): pass a copy with positive strides", map, d,
+                    (long long)stride);
+      }
       const uint64_t bytes = static_cast<uint64_t>(stride) * elem_bytes;
-      if (stride < 1 || bytes % 16 != 0 || bytes >= (1ull << 40)) {
+      if (bytes % 16 != 0 || bytes >= (1ull << 40)) {
         return fail(maps_only_bf16_f32_bad_shape, "%s: strides[%d] = %lld elements = %llu bytes, but TMA strides are multiples "
                     "of 16 bytes below 2^40", map, d, (long long)stride, (unsigned long long)bytes);
       }

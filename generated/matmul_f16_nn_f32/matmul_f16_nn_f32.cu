@@ -94,8 +94,13 @@ matmul_f16_nn_f32_status check_tensor(const char* map, const void* ptr, uint64_t
       return fail(matmul_f16_nn_f32_bad_shape, "%s: strides[-1] = %lld, but TMA reads rows contiguously (use 1)", map, (long long)stride);
     }
     if (d < rank - 1) {
+      if (stride < 1) {
+        return fail(matmul_f16_nn_f32_bad_shape, "%s: strides[%d] = %lld elements, but TMA walks each dimension forwards "
+                    "through distinct rows (strides 1 or more): pass a copy with positive strides", map, d,
+                    (long long)stride);
+      }
       const uint64_t bytes = static_cast<uint64_t>(stride) * elem_bytes;
-      if (stride < 1 || bytes % 16 != 0 || bytes >= (1ull << 40)) {
+      if (bytes % 16 != 0 || bytes >= (1ull << 40)) {
         return fail(matmul_f16_nn_f32_bad_shape, "%s: strides[%d] = %lld elements = %llu bytes, but TMA strides are multiples "
                     "of 16 bytes below 2^40", map, d, (long long)stride, (unsigned long long)bytes);
       }
@@ -107,9 +112,13 @@ matmul_f16_nn_f32_status check_tensor(const char* map, const void* ptr, uint64_t
   return matmul_f16_nn_f32_ok;
 }
 
-matmul_f16_nn_f32_status launch_status(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return fail(matmul_f16_nn_f32_launch_failed, "%s: launch failed: %s", kernel, cudaGetErrorString(err));
+// The launch's own result: a launch that fails sets the last error, one that succeeds leaves it as
+// it was. Peeked, not taken (cudaGetLastError would clear an earlier error the caller has yet to see).
+matmul_f16_nn_f32_status launch_status(const char* kernel, cudaError_t before) {
+  const cudaError_t err = cudaPeekAtLastError();
+  if (err != cudaSuccess && err != before) {
+    return fail(matmul_f16_nn_f32_launch_failed, "%s: launch failed: %s", kernel, cudaGetErrorString(err));
+  }
   return ok();
 }
 
@@ -252,8 +261,9 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch(const void* 
   const uint32_t smem = matmul_f16_nn_f32_matmul_smem_bytes;
   status = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul), smem, "matmul_f16_nn_f32_matmul");
   if (status != matmul_f16_nn_f32_ok) return status;
+  const cudaError_t before = cudaPeekAtLastError();
   matmul_f16_nn_f32_matmul<<<grid_for(static_cast<uint32_t>(tiles), 1), matmul_f16_nn_f32_matmul_threads, smem, static_cast<cudaStream_t>(stream)>>>(
       *reinterpret_cast<const CUtensorMap*>(&a_map), *reinterpret_cast<const CUtensorMap*>(&b_map),
       *reinterpret_cast<const CUtensorMap*>(&c_map), static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K));
-  return launch_status("matmul_f16_nn_f32_matmul");
+  return launch_status("matmul_f16_nn_f32_matmul", before);
 }

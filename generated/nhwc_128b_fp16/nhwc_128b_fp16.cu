@@ -94,8 +94,13 @@ nhwc_128b_fp16_status check_tensor(const char* map, const void* ptr, uint64_t al
       return fail(nhwc_128b_fp16_bad_shape, "%s: strides[-1] = %lld, but TMA reads rows contiguously (use 1)", map, (long long)stride);
     }
     if (d < rank - 1) {
+      if (stride < 1) {
+        return fail(nhwc_128b_fp16_bad_shape, "%s: strides[%d] = %lld elements, but TMA walks each dimension forwards "
+                    "through distinct rows (strides 1 or more): pass a copy with positive strides", map, d,
+                    (long long)stride);
+      }
       const uint64_t bytes = static_cast<uint64_t>(stride) * elem_bytes;
-      if (stride < 1 || bytes % 16 != 0 || bytes >= (1ull << 40)) {
+      if (bytes % 16 != 0 || bytes >= (1ull << 40)) {
         return fail(nhwc_128b_fp16_bad_shape, "%s: strides[%d] = %lld elements = %llu bytes, but TMA strides are multiples "
                     "of 16 bytes below 2^40", map, d, (long long)stride, (unsigned long long)bytes);
       }
@@ -107,9 +112,13 @@ nhwc_128b_fp16_status check_tensor(const char* map, const void* ptr, uint64_t al
   return nhwc_128b_fp16_ok;
 }
 
-nhwc_128b_fp16_status launch_status(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return fail(nhwc_128b_fp16_launch_failed, "%s: launch failed: %s", kernel, cudaGetErrorString(err));
+// The launch's own result: a launch that fails sets the last error, one that succeeds leaves it as
+// it was. Peeked, not taken (cudaGetLastError would clear an earlier error the caller has yet to see).
+nhwc_128b_fp16_status launch_status(const char* kernel, cudaError_t before) {
+  const cudaError_t err = cudaPeekAtLastError();
+  if (err != cudaSuccess && err != before) {
+    return fail(nhwc_128b_fp16_launch_failed, "%s: launch failed: %s", kernel, cudaGetErrorString(err));
+  }
   return ok();
 }
 
@@ -169,7 +178,8 @@ extern "C" nhwc_128b_fp16_status nhwc_128b_fp16_inspect_activations_launch(const
   const uint32_t smem = nhwc_128b_fp16_inspect_activations_smem_bytes;
   const nhwc_128b_fp16_status allowed = allow_smem(reinterpret_cast<const void*>(&nhwc_128b_fp16_inspect_activations), smem, "nhwc_128b_fp16_inspect_activations");
   if (allowed != nhwc_128b_fp16_ok) return allowed;
+  const cudaError_t before = cudaPeekAtLastError();
   nhwc_128b_fp16_inspect_activations<<<1, nhwc_128b_fp16_inspect_activations_threads, smem, static_cast<cudaStream_t>(stream)>>>(
       *reinterpret_cast<const CUtensorMap*>(&map), c[3], c[2], c[1], c[0], poison, static_cast<uint8_t*>(out));
-  return launch_status("nhwc_128b_fp16_inspect_activations");
+  return launch_status("nhwc_128b_fp16_inspect_activations", before);
 }

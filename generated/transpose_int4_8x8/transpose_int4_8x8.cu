@@ -94,8 +94,13 @@ transpose_int4_8x8_status check_tensor(const char* map, const void* ptr, uint64_
       return fail(transpose_int4_8x8_bad_shape, "%s: strides[-1] = %lld, but TMA reads rows contiguously (use 1)", map, (long long)stride);
     }
     if (d < rank - 1) {
+      if (stride < 1) {
+        return fail(transpose_int4_8x8_bad_shape, "%s: strides[%d] = %lld elements, but TMA walks each dimension forwards "
+                    "through distinct rows (strides 1 or more): pass a copy with positive strides", map, d,
+                    (long long)stride);
+      }
       const uint64_t bytes = static_cast<uint64_t>(stride) * elem_bytes;
-      if (stride < 1 || bytes % 16 != 0 || bytes >= (1ull << 40)) {
+      if (bytes % 16 != 0 || bytes >= (1ull << 40)) {
         return fail(transpose_int4_8x8_bad_shape, "%s: strides[%d] = %lld elements = %llu bytes, but TMA strides are multiples "
                     "of 16 bytes below 2^40", map, d, (long long)stride, (unsigned long long)bytes);
       }
@@ -107,9 +112,13 @@ transpose_int4_8x8_status check_tensor(const char* map, const void* ptr, uint64_
   return transpose_int4_8x8_ok;
 }
 
-transpose_int4_8x8_status launch_status(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return fail(transpose_int4_8x8_launch_failed, "%s: launch failed: %s", kernel, cudaGetErrorString(err));
+// The launch's own result: a launch that fails sets the last error, one that succeeds leaves it as
+// it was. Peeked, not taken (cudaGetLastError would clear an earlier error the caller has yet to see).
+transpose_int4_8x8_status launch_status(const char* kernel, cudaError_t before) {
+  const cudaError_t err = cudaPeekAtLastError();
+  if (err != cudaSuccess && err != before) {
+    return fail(transpose_int4_8x8_launch_failed, "%s: launch failed: %s", kernel, cudaGetErrorString(err));
+  }
   return ok();
 }
 
@@ -228,7 +237,8 @@ extern "C" transpose_int4_8x8_status transpose_int4_8x8_transpose_launch(const v
   status = allow_smem(reinterpret_cast<const void*>(&transpose_int4_8x8_transpose), smem, "transpose_int4_8x8_transpose");
   if (status != transpose_int4_8x8_ok) return status;
   const uint32_t units = (tiles.total + transpose_int4_8x8_transpose_tiles_per_stage - 1) / transpose_int4_8x8_transpose_tiles_per_stage;
+  const cudaError_t before = cudaPeekAtLastError();
   transpose_int4_8x8_transpose<<<grid_for(units, 1, 1), transpose_int4_8x8_transpose_threads, smem, static_cast<cudaStream_t>(stream)>>>(
       *reinterpret_cast<const CUtensorMap*>(&src_map), *reinterpret_cast<const CUtensorMap*>(&dst_map), tiles);
-  return launch_status("transpose_int4_8x8_transpose");
+  return launch_status("transpose_int4_8x8_transpose", before);
 }

@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from tmagen import runtime, toolchain
+from tmagen.launch import Array, launch_parameters
+from tmagen.plan import check, resolve
 from tmagen.render import render
-from tmagen.spec import check_spec, kernel_plans, parse_spec
-from tmagen.verify import Verifier, matmul_arguments
+from tmagen.spec import parse_spec
+from tmagen.verify import Verifier
 
 
 def spec(name: str, tile=(128, 256, 64), consumers=2, stages=4, group=8, b_major="k", out="bfloat16",
@@ -58,11 +60,12 @@ def main() -> None:
 
     specs = [parse_spec(v) for v in VARIANTS]
     for s in specs:
-        assert not check_spec(s), (s.name, check_spec(s))
+        assert not check(s), (s.name, check(s))
     tc = toolchain.find_toolchain()
     t0 = time.time()
     with ThreadPoolExecutor(os.cpu_count() or 4) as pool:
-        results = dict(pool.map(lambda s: (s.name, toolchain.compile_folder(s, render(s, f"{s.name}.json"), tc,
+        results = dict(pool.map(lambda s: (s.name, toolchain.compile_folder(
+            resolve(s), render(resolve(s), f"{s.name}.json"), tc,
                                                                               cubin_only=True)), specs))
     print(f"compiled {len(specs)} variants in {time.time() - t0:.1f} s", flush=True)
     report = {"variants": {}, "timings": []}
@@ -73,7 +76,7 @@ def main() -> None:
     device = runtime.Device.open()
     # correctness: ragged shapes and K smaller than a tile, every variant
     for s in specs:
-        checker = Verifier(s, results[s.name].cubin.read_bytes(), device, seed=5)
+        checker = Verifier(resolve(s), results[s.name].cubin.read_bytes(), device, seed=5)
         try:
             rows = []
             for shape in RAGGED + ([] if quick else [(2048, 2048, 2048)]):
@@ -95,10 +98,13 @@ def main() -> None:
         cands = {"cublas": lambda a=a, b=b: torch.matmul(a, b.T)}
         outs = {}
         for s in timed:
-            plan = kernel_plans(s)[0]
+            plan = resolve(s).kernels[0]
             fn = modules[s.name].function(plan.symbol, plan.smem_bytes)
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            grid, params = matmul_arguments(s, device, a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k)
+            call, params = launch_parameters(resolve(s), [Array.of(a.data_ptr(), (m, k)),
+                                                          Array.of(b.data_ptr(), (n, k))],
+                                             Array.of(c.data_ptr(), (m, n)), device.multiprocessors)
+            grid = call.grid
             cands[s.name] = (lambda fn=fn, grid=grid, params=params, th=plan.threads: fn.launch(grid, th, params))
             outs[s.name] = c
         for fn in cands.values():

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tmagen import runtime, toolchain
+from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
 
@@ -46,7 +47,7 @@ def main() -> None:
         spec = parse_spec({"name": f"tf_{dtype}", "tensors": [{"name": "t", "dtype": dtype, "shape": [64, 32],
                                                                 "box": [64, 32], "swizzle": {"mode": "none"}}],
                            "kernel": {"kind": "inspect"}})
-        result = toolchain.compile_folder(spec, render(spec, "x.json"), cubin_only=True)
+        result = toolchain.compile_folder(resolve(spec), render(resolve(spec), "x.json"), cubin_only=True)
         bits = rng.integers(0, 2**32, size=(64, 32), dtype=np.uint64).astype(np.uint32)
         bits[0, :16] = np.array([0x3F800FFF, 0x3F801000, 0x3F801001, 0x3F802FFF, 0x3F803000, 0x3F803001,
                                  0x00000001, 0x807FFFFF, 0x007FF000, 0x7F7FFFFF, 0x7F800000, 0x7FC00001,
@@ -56,12 +57,11 @@ def main() -> None:
             module = runtime.Module(result.cubin.read_bytes())
             import ctypes
 
-            from tmagen.spec import kernel_maps, kernel_plans
-            from tmagen.verify import encode
-            m = kernel_maps(spec)[0]
-            view = kernel_plans(spec)[0]
+            from tmagen.launch import array_args, encode
+            m = resolve(spec).maps[0]
+            view = resolve(spec).kernels[0]
             fn = module.function(view.symbol, view.smem_bytes)
-            fn.launch(1, view.threads, [encode(m, src.ptr, [64, 32]), ctypes.c_int32(0), ctypes.c_int32(0),
+            fn.launch(1, view.threads, [encode(array_args(m, src.ptr, [64, 32])), ctypes.c_int32(0), ctypes.c_int32(0),
                                         ctypes.c_uint8(0x5A), ctypes.c_uint64(dst.ptr)])
             device.synchronize()
             got = dst.download(np.uint32, (64, 32))

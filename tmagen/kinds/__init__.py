@@ -2,7 +2,7 @@
 the spec), ``rules.py`` (its named rules), ``plan.py`` (its maps and kernels), ``launch.py`` (how it
 is called) and ``kind.py`` (the `Kind` that gathers them); its templates are ``templates/<kind>/``.
 
-A new kind is a new folder, its section in `tmagen.spec`'s ``Kernel`` union and its name below.
+A new kind is a new folder and its section in `tmagen/kinds/sections.py`.
 Kinds are imported when first asked for, so that the spec (which needs only the sections) does
 not import the planning that needs the spec."""
 
@@ -12,10 +12,10 @@ import importlib
 from functools import cache
 from typing import TYPE_CHECKING
 
+from tmagen.kinds.sections import NAMES
+
 if TYPE_CHECKING:
     from tmagen.kinds.base import Kind
-
-NAMES = ("inspect", "copy", "transpose", "matmul")
 
 
 @cache
