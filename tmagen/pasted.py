@@ -278,7 +278,7 @@ def _trim_padding(values: dict[str, Any], notes: list[str]) -> None:
         if isinstance(seq, list) and len(seq) > rank and all(x == pad for x in seq[rank:]):
             values[arg] = seq[:rank]
     strides = values.get("global_strides")
-    if isinstance(strides, list) and len(strides) >= rank:
+    if isinstance(strides, list) and len(strides) == 5 != rank - 1:  # CuTe's five, not the driver's rank - 1
         notes.append(f"globalStrides: {len(strides)} entries for tensorRank {rank}; the first ({strides[0]}) read "
                      "as the element size CuTe prints there, the driver gets the next "
                      f"{rank - 1}")
