@@ -35,7 +35,7 @@ NULLABLE = {"strides", "element_strides", "coords", "tiles_per_stage", "tiles_pe
 
 @dataclass
 class BadCase:
-    category: str  # type, value, structure, json, read-path, write-path, diagnose-flags, diagnose-json
+    category: str  # type, value, structure, json, read-path, write-path, diagnose-flags, diagnose-json, diagnose-dump
     what: str  # the mutation, for failure messages
     argv: list[str]
     fields: tuple[str, ...]  # the answer names at least one of these
@@ -479,7 +479,7 @@ def _bad_argument(rng: random.Random, args: dict[str, Any], as_json: bool) -> tu
     values = {
         "dtype": [16, -1, 99, "FLOAT99", "", "u4"] + ([7.0, True, [7], None] if as_json else []),
         "rank": [0, 6, -1, 2**70] + ([2.0, "2", True] if as_json else []),
-        "global_address": [8, 0x7F0000000004, -16] + (["0x10", 16.0, True] if as_json else []),
+        "global_address": [8, 0x7F0000000004, -16] + (["0x18", "0xZZ", 16.0, True] if as_json else []),
         "interleave": [3, -1, "64B", "x"], "swizzle": [7, -1, "96B", "x"], "l2_promotion": [4, "512B", "x"],
         "oob_fill": [2, "inf", "x"], "arch": ["sm_80", "", "sm90a"] + ([90, None, ["sm_90a"]] if as_json else []),
     }[key]
@@ -493,9 +493,70 @@ def _flag_text(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
+_DUMP_NAMES = {  # argument -> its line in a CuTe dump, in a flashinfer dump (None: not printed there)
+    "dtype": ("format", "tmaFormat:"), "rank": ("dim", "dim:"), "global_address": ("gmem_address", "gmem:"),
+    "global_dim": ("globalDim", "Shape:"), "global_strides": ("globalStrides", "Stride:"),
+    "box_dim": ("boxDim", "tileShapes:"), "element_strides": ("elementStrides", "tileStrides:"),
+    "interleave": ("interleave", None), "swizzle": ("swizzle", "swizzleType:"), "l2_promotion": ("l2Promotion", None),
+    "oob_fill": ("oobFill", None), "arch": ("arch", "arch:"),
+}
+_ENUMS = {"swizzle": {"none": 0, "32B": 1, "64B": 2, "128B": 3}}
+
+
+def _dump(args: dict[str, Any], flashinfer: bool) -> str:
+    """``args`` as CuTe's make_tma_copy_desc or flashinfer's buildNdTmaDescriptor prints them on failure."""
+    def text(key: str, v: Any) -> str:
+        v = _ENUMS.get(key, {}).get(v, v) if isinstance(v, str) else v
+        if isinstance(v, list):
+            return " ".join(map(str, v)) if flashinfer else "(" + ",".join(map(str, v)) + ")"
+        return hex(v) if key == "global_address" and isinstance(v, int) and v > 0 else str(v)
+
+    if flashinfer:
+        lines = ["Error: Failed to initialize the TMA descriptor 1",
+                 " ".join(f"{_DUMP_NAMES[k][1]} {text(k, args[k])}" for k in ("dtype", "rank", "global_address")
+                          if k in args)]
+        lines += [f"{_DUMP_NAMES[k][1]} {text(k, v)}" for k, v in args.items()
+                  if k not in ("dtype", "rank", "global_address") and _DUMP_NAMES[k][1]
+                  and (k != "arch" or v != "sm_90a")]
+        return "\n".join(lines) + "\n(in KernelParams.h:210)\n"
+    lines = ["TMA Desc Addr:   0x7ffd5a2c1e80"]
+    lines += [f"{_DUMP_NAMES[k][0]:<15}{text(k, v)}" for k, v in args.items() if k != "arch" or v != "sm_90a"]
+    return "\n".join(lines) + "\nError: Failed to initialize the TMA descriptor 1\n"
+
+
+def _dump_case(rng: random.Random) -> BadCase | None:
+    """A failed encode's dump, as CuTe or flashinfer print it, with one argument broken or missing."""
+    args = _valid_arguments(rng)
+    if rng.random() < 0.1:
+        key = rng.choice(["global_address", "global_dim", "box_dim", "element_strides"])
+        del args[key]
+        what = f"{key} missing"
+    else:
+        bad = _bad_argument(rng, args, False)
+        if bad is None:
+            return None
+        key, value = bad
+        ones = isinstance(value, list) and len(value) == args["rank"] + 1 and set(value) == {1}
+        if ones or (isinstance(value, str) and key in ("interleave", "l2_promotion", "oob_fill")):
+            return None  # CuTe pads with 1s (a valid read); enum names are printed as numbers
+        args[key] = value
+        what = f"{key} = {value!r}"
+    flashinfer = rng.random() < 0.5 and not ({"interleave", "l2_promotion", "oob_fill"} & {key}) and "rank" in args
+    fields = FLAGS[key][1] + ((_DUMP_NAMES[key][1].rstrip(":"),) if flashinfer and _DUMP_NAMES[key][1] else ())
+    argv = ["diagnose", "-"] + (["--format", "json"] if rng.random() < 0.2 else [])
+    return BadCase("diagnose-dump", f"diagnose {'flashinfer' if flashinfer else 'CuTe'} dump: {what}", argv, fields,
+                   stdin=_dump(args, flashinfer))
+
+
 def diagnose_cases(rng: random.Random) -> Iterator[BadCase]:
-    """Endless mutated `tmagen diagnose` arguments, as flags or as a JSON file."""
+    """Endless mutated `tmagen diagnose` arguments, as flags, a JSON file or a pasted dump, now and
+    then with a --result no encode returns, or --format json."""
     while True:
+        if rng.random() < 0.25:
+            dump = _dump_case(rng)
+            if dump is not None:
+                yield dump
+            continue
         args = _valid_arguments(rng)
         as_json = rng.random() < 0.4
         r = rng.random()
@@ -531,6 +592,13 @@ def diagnose_cases(rng: random.Random) -> Iterator[BadCase]:
             if k in FLAGS:
                 text = _flag_text(v)
                 argv += [f"{FLAGS[k][0]}={text}"] if text.startswith("-") or text == "" else [FLAGS[k][0], text]
+        if rng.random() < 0.1:  # a CUresult no encode call returns
+            code = rng.choice(["12345", "-1", "CUDA_ERROR_NOPE", "", "1.5"])
+            yield BadCase("diagnose-flags", f"diagnose {what}, --result {code!r}", [*argv, f"--result={code}"],
+                          fields + ("result",))
+            continue
+        if rng.random() < 0.15:
+            argv += ["--format", "json"]
         yield BadCase("diagnose-flags", f"diagnose flags: {what}", argv, fields)
 
 

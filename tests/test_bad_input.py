@@ -1,7 +1,8 @@
 """Random bad input, 10,000+ cases a run (tests/bad_input.py): mutated specs (wrong types, values out
 of range or breaking a rule, unknown and missing keys, hostile names, broken JSON), hostile paths to
-read and to write, and mutated `tmagen diagnose` arguments. Each must exit 2 with a message naming
-the field, print no traceback and write nothing. In-process through `tmagen.cli.main`; a few
+read and to write, and mutated `tmagen diagnose` arguments (flags, JSON, pasted CuTe and flashinfer
+dumps). Each must exit 2 with a message naming the field, print no traceback and write nothing.
+In-process through `tmagen.cli.main`; a few
 through the real entry point. Then the bugs this found, each pinned.
 
 TMAGEN_BAD_INPUT_SEED and TMAGEN_BAD_INPUT_CASES explore further than CI's fixed seed."""
@@ -27,7 +28,8 @@ from conftest import REPO, pythonpath_with_repo
 
 SEED = int(os.environ.get("TMAGEN_BAD_INPUT_SEED", "20261122"))
 COUNT = int(os.environ.get("TMAGEN_BAD_INPUT_CASES", "10500"))
-CATEGORIES = {"type", "value", "structure", "json", "read-path", "write-path", "diagnose-flags", "diagnose-json"}
+CATEGORIES = {"type", "value", "structure", "json", "read-path", "write-path", "diagnose-flags", "diagnose-json",
+              "diagnose-dump"}
 
 
 @pytest.fixture(scope="module")

@@ -171,3 +171,37 @@ def test_docs_check_cli(tmp_path: Path, capsys) -> None:
     (tmp_path / "rules.md").write_text("old")
     assert main(["docs", "--check", "--out", str(tmp_path)]) == 1
     assert "rules.md: stale" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- legible at any box size
+def test_svg_of_a_tall_box_elides_the_repeating_rows() -> None:
+    """The README's specs/nhwc_64b_fp16.json: 100 rows of 4 chunks. Two periods of the 64B pattern
+    (8 rows each), an ellipsis row that says so, and the last row; the physical lines beside it."""
+    root = _svg((100, 32), 2, "64B")
+    layout = [r for r in root.iter(f"{SVG}rect") if r.get("class", "").startswith("cell")][: 17 * 4]
+    assert sorted({int(r.get("data-row")) for r in layout}) == [*range(16), 99]
+    elided = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "elided"]
+    assert elided[0] == "rows 16 to 98: the pattern repeats every 8 rows"
+    slots = [r for r in root.iter(f"{SVG}rect") if r.get("class") == "slot"]
+    lines = sorted({int(r.get("data-line")) for r in slots})
+    assert lines == [*range(8), 49] and len(slots) == 9 * 8  # 50 lines of 128 bytes, 8 slots each
+    offsets = smem_offsets((100, 32), 2, "64B")
+    for r in slots:  # each slot holds the chunk the model puts at that line and bank group
+        row, chunk = int(r.get("data-row")), int(r.get("data-chunk"))
+        assert int(offsets[row, chunk * 8]) // 128 == int(r.get("data-line"))
+    assert root.get("height") and int(float(root.get("height"))) < 1000
+
+
+def test_png_is_sized_from_its_content(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    tall, short = tmp_path / "tall.png", tmp_path / "short.png"
+    layout_png(str(tall), (100, 32), 2, "64B")
+    layout_png(str(short), (8, 8), 16, "128B")
+    h_tall, w_tall = imread(str(tall)).shape[:2]
+    h_short, w_short = imread(str(short)).shape[:2]
+    # 18 drawn rows (16, the ellipsis, the last) against 8, each row 0.34 inches at 110 dpi: about 37 pixels,
+    # never a few
+    assert (h_tall - h_short) / (18 - 8) == pytest.approx(0.34 * 110, rel=0.05)
+    assert w_tall < w_short  # 4 chunks a row against 8: width follows the columns too

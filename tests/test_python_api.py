@@ -19,7 +19,7 @@ from tmagen.errors import ArgumentError, RuleError, SpecError, TmagenError
 from tmagen.kernels import Kernel
 from tmagen.plan import load as load_plan
 from tmagen.plan import resolve
-from tmagen.rules import check_encode_tiled
+from tmagen.rules import diagnose_encode_tiled
 
 from conftest import REPO
 
@@ -125,18 +125,29 @@ def test_tensor_map_argument_forms() -> None:
     ((64, 64), None, 0x7F0000000000, [256, 128], "none", "<f8"),
 ])
 def test_tensor_map_breaks_the_rules_check_encode_tiled_breaks(shape, strides, ptr, box, swizzle, typestr) -> None:
-    """The same rules as `tmagen diagnose`, the field names turned to the caller's order."""
+    """The same rules as `tmagen diagnose`, the field names turned to the caller's order: its errors
+    and its warnings, since a map for a kernel must also fit the kernel (a box no block holds)."""
     es = int(typestr[2:])
     byte_strides = strides or tuple(int(np.prod(shape[i + 1:])) * es for i in range(len(shape)))
     with pytest.raises(ArgumentError) as info:
         tmagen.tensor_map(FakeCuda(shape, typestr, ptr, strides), box=box, swizzle=swizzle)
-    driver = check_encode_tiled(
+    found = diagnose_encode_tiled(
         dtype={"<f4": "FLOAT32", "<u2": "UINT16", "<f8": "FLOAT64"}[typestr], rank=len(shape), global_address=ptr,
         global_dim=list(shape[::-1]), global_strides=list(byte_strides[::-1][1:]), box_dim=box[::-1],
         element_strides=[1] * len(shape), interleave=0, swizzle=swizzle if swizzle != "none" else 0, l2_promotion=0,
         oob_fill=0)
+    driver = found.errors + found.warnings
     assert [v.rule for v in info.value.violations] == [v.rule for v in driver]
     assert [v.value for v in info.value.violations] == [v.value for v in driver]
+
+
+def test_tensor_map_refuses_a_null_data_pointer() -> None:
+    """A map over address 0 encodes (the driver lets it pass: a warning for `tmagen diagnose`), and a
+    kernel's first copy through it faults: a map for a kernel refuses it."""
+    with pytest.raises(ArgumentError) as info:
+        tmagen.tensor_map(FakeCuda((64, 64), "<f4", 0), box=[8, 32], swizzle="128B")
+    assert _fields(info) == [("global-address-not-null", "x's data pointer")]
+    assert "x's data pointer = 0 (null)" in str(info.value)
 
 
 @pytest.mark.skipif(HAVE_GPU, reason="the GPU suite encodes for real")

@@ -1,6 +1,7 @@
 """Every rule of `tmagen.rules.RULES`: at least one breaking case and one passing boundary case.
 
-Driver-level rules go through `check_encode_tiled` (the driver's order, innermost first);
+Driver-level rules go through `diagnose_encode_tiled` (the driver's order, innermost first): its
+errors and warnings together, each with the severity its rule has for the driver;
 the rules only a spec can break go through `parse_spec` + `check_spec` (outermost first).
 Each case states the exact set of rule ids it must produce, so a case that trips a second
 rule by accident, or a boundary that moves by one, fails. Breaking cases also state
@@ -16,7 +17,7 @@ import pytest
 
 from tmagen.enums import Swizzle
 from tmagen.plan import check
-from tmagen.rules import RULES, Violation, check_encode_tiled
+from tmagen.rules import RULES, Violation, check_encode_tiled, diagnose_encode_tiled
 from tmagen.spec import parse_spec
 
 ADDR = 0x7F0000000000  # 4096-aligned, so every alignment rule passes
@@ -104,6 +105,10 @@ CASES = [
         id="rank1"),
     drv("rank-range", True, DRV, rank=0, global_dim=[64], global_strides=[], box_dim=[32], element_strides=[1],
         fragments=("tensorRank = 0", "1 to 5"), id="rank0"),
+    # --- global-address-not-null: a warning for the driver (it encodes nullptr, CUTLASS relies on it)
+    drv("global-address-not-null", True, DRV, global_address=0, fragments=("globalAddress = 0 (null)",
+        "cuTensorMapReplaceAddress"), field_name="globalAddress", id="null"),
+    drv("global-address-not-null", False, DRV, global_address=16, id="16"),
     # --- interleave-rank: interleave needs rank >= 3
     drv("interleave-rank", True, DRV, interleave="16B", swizzle="none",
         fragments=("interleave = CU_TENSOR_MAP_INTERLEAVE_16B", "rank >= 3", "(rank is 2)",
@@ -395,7 +400,11 @@ CASES = [
 
 def _run(case: Case) -> list[Violation]:
     if case.via == "driver":
-        return check_encode_tiled(**case.args)
+        found = diagnose_encode_tiled(**case.args)
+        assert [v.severity for v in found.errors] == ["error"] * len(found.errors)
+        assert [v.severity for v in found.warnings] == ["warning"] * len(found.warnings)
+        assert check_encode_tiled(**case.args) == found.errors
+        return found.errors + found.warnings
     return check(build_spec(case.args))
 
 
@@ -409,6 +418,10 @@ def test_rule_case(case: Case) -> None:
     mine = [v for v in found if v.rule == case.rule]
     assert len(mine) == 1, [v.message for v in mine]
     v = mine[0]
+    if case.via == "driver":
+        assert v.severity == RULES[case.rule].encode_severity
+    else:
+        assert v.severity == "error"  # a spec's map is for a kernel: every rule stops it
     for fragment in case.fragments:
         assert fragment in v.message, f"{fragment!r} not in {v.message!r}"
     if case.field_name is not None:

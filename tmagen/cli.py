@@ -12,7 +12,7 @@ import functools
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from tmagen import __version__
 from tmagen.errors import SpecError, TmagenError
@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="validate a spec against every hardware and driver rule")
     c.add_argument("spec", nargs="+", help="spec files, or - for standard input")
+    _format_option(c)
 
     b = sub.add_parser("build", help="render specs into folders of CUDA code (and compile them)")
     b.add_argument("spec", nargs="+")
@@ -65,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="compile and run each spec's kernel on the GPU, checked bit for bit")
     v.add_argument("spec", nargs="+")
     v.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: fresh)")
+    _format_option(v)
 
     bn = sub.add_parser("bench", help="time a spec's kernel against cudaMemcpy on the GPU",
                         description="On a GPU: the kernel of each spec on its shape (1 GiB and more is meaningful) "
@@ -78,9 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--output", "-o", help="write to this file instead of standard output")
 
     d = sub.add_parser("diagnose", help="say why cuTensorMapEncodeTiled refuses these arguments",
-                       description="Arguments in the driver's order (innermost first). Give them as flags, or "
-                       "as a JSON object with the same names (snake_case) in a file or '-' for standard input.")
-    d.add_argument("json", nargs="?", help="a JSON file of the arguments, or - for standard input")
+                       description="Arguments in the driver's order (innermost first). Give them as flags, as "
+                       "a JSON object with the same names (snake_case, or the driver's camelCase: globalDim, "
+                       "boxDim, ...), or paste the dump CUTLASS/CuTe, FlashAttention-3 or flashinfer printed "
+                       "when the encode failed; in a file, or '-' for standard input. Errors are what the driver "
+                       "refuses; warnings, what it encodes and a kernel cannot use.")
+    d.add_argument("json", nargs="?", help="a file of the arguments (JSON or a pasted dump), or - for standard input")
     d.add_argument("--dtype", type=_int_or_name, help="CUtensorMapDataType: 0-15 or a name (FLOAT32, ...)")
     d.add_argument("--rank", type=int)
     d.add_argument("--global-address", type=lambda x: int(x, 0))
@@ -93,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--l2-promotion", type=_int_or_name, default=0)
     d.add_argument("--oob-fill", type=_int_or_name, default=0)
     d.add_argument("--arch", default="sm_90a")
+    d.add_argument("--result", metavar="CODE", help="the CUresult the call returned (1, CUDA_ERROR_INVALID_VALUE, "
+                   "...): says what it means and whether tmagen's findings explain it")
+    _format_option(d)
 
     e = sub.add_parser("explain", help="show a spec's tensor maps and swizzled layout, or the pattern tables",
                        description="With a spec: the cuTensorMapEncodeTiled arguments as the host code passes them, "
@@ -111,24 +119,65 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--check", action="store_true", help="write nothing; exit 1 if the documents are stale")
 
     r = sub.add_parser("rules", help="list every rule tmagen checks, with its id and source")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", help="the list of rules alone as JSON (kept for existing scripts; "
+                   "--format json gives it in the object every command prints)")
+    _format_option(r)
     return p
+
+
+def _format_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="json: one JSON object on standard output (docs/json-output.md); exit statuses unchanged")
+
+
+def _finding(v: Any) -> dict[str, Any]:
+    """One broken rule as JSON: the stable shape of docs/json-output.md."""
+    return {"rule": v.rule, "severity": v.severity, "field": v.field, "value": v.value, "limit": v.why,
+            "fix": v.fix, "source": v.source, "message": v.message}
+
+
+def _problem(text: str) -> dict[str, Any]:
+    """A problem that is no rule's (an unreadable file, a schema error): only its message."""
+    return {"rule": None, "severity": "error", "field": None, "value": None, "limit": None, "fix": None,
+            "source": None, "message": text}
+
+
+def _error_findings(exc: TmagenError) -> list[dict[str, Any]]:
+    from tmagen.errors import RuleError
+
+    if isinstance(exc, RuleError):
+        return [_finding(v) for v in exc.violations]
+    if isinstance(exc, SpecError):
+        return [_problem(p) for p in exc.problems]
+    return [_problem(str(exc))]
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2))
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from tmagen.plan import load
 
     status = EXIT_OK
+    results = []
     for path in args.spec:
         try:
             plan = _stdin_plan() if path == "-" else load(path)
         except TmagenError as exc:
-            print(f"tmagen check: {exc}", file=sys.stderr)
+            if args.format == "text":
+                print(f"tmagen check: {exc}", file=sys.stderr)
+            results.append({"spec": path, "ok": False, "errors": _error_findings(exc), "warnings": []})
             status = max(status, exc.exit_status)
             continue
         spec = plan.spec
-        print(f"{path}: {spec.name} is valid for {spec.target} ({len(spec.tensors)} tensor"
-              f"{'s' if len(spec.tensors) != 1 else ''}, {plan.description})")
+        results.append({"spec": path, "ok": True, "name": spec.name, "target": spec.target,
+                        "tensors": len(spec.tensors), "kernel": plan.description, "errors": [], "warnings": []})
+        if args.format == "text":
+            print(f"{path}: {spec.name} is valid for {spec.target} ({len(spec.tensors)} tensor"
+                  f"{'s' if len(spec.tensors) != 1 else ''}, {plan.description})")
+    if args.format == "json":
+        _print_json({"command": "check", "ok": status == EXIT_OK, "errors": [], "warnings": [], "results": results})
     return status
 
 
@@ -198,15 +247,23 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     rendered = [build.render_spec_file(path) for path in args.spec]  # a bad spec is bad input, GPU or not
     if not _gpu_here("verify"):
+        if args.format == "json":
+            _print_json({"command": "verify", "ok": False, "device": None, "warnings": [], "results": [],
+                         "errors": [_problem(f"nothing run, {runtime.no_gpu_reason()}")]})
         return EXIT_NO_GPU
     device = runtime.Device.open()
-    print(f"{device.name} (sm_{device.compute_capability[0]}{device.compute_capability[1]}), "
-          f"driver {device.driver_version // 1000}.{device.driver_version % 1000 // 10}")
+    heading = (f"{device.name} (sm_{device.compute_capability[0]}{device.compute_capability[1]}), "
+               f"driver {device.driver_version // 1000}.{device.driver_version % 1000 // 10}")
+    if args.format == "text":
+        print(heading)
     rows: list[tuple[str, ...]] = []
+    results: list[dict[str, Any]] = []
     failed = False
     for r in rendered:
         if not r.plan.runs_here:
             rows.append((r.spec.name, "-", "-", f"skipped: {r.spec.target} cannot run on this GPU", "-"))
+            results.append({"spec": r.spec_file, "kernel": r.spec.name, "shape": None, "dtype": None,
+                            "result": "skipped", "detail": f"{r.spec.target} cannot run on this GPU", "ms": None})
             continue
         plan, files = verify.proof(r.plan, r.files, r.spec_file)
         result = toolchain.compile_folder(plan, files)
@@ -217,8 +274,14 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                 failed |= not o.ok
                 rows.append((o.kernel + whose, "x".join(map(str, o.shape)), o.dtype, f"{o.result}: {o.detail}",
                              f"{o.ms:.3f} ms" if o.ms is not None else "-"))
+                results.append({"spec": r.spec_file, "kernel": o.kernel + whose, "shape": list(o.shape),
+                                "dtype": o.dtype, "result": o.result, "ok": o.ok, "detail": o.detail, "ms": o.ms})
         finally:
             checker.close()
+    if args.format == "json":
+        _print_json({"command": "verify", "ok": not failed, "device": heading, "errors": [], "warnings": [],
+                     "results": results})
+        return EXIT_DIFFERS if failed else EXIT_OK
     header = ("kernel", "shape", "dtype", "result", "time")
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -254,43 +317,87 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_DIAGNOSE_KEYS = ("dtype", "rank", "global_address", "global_dim", "global_strides", "box_dim",
-                  "element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "arch")
-
-
 def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from tmagen.rules import check_encode_tiled
+    from tmagen import pasted
+    from tmagen.rules import diagnose_encode_tiled
     from tmagen.spec import read_json
 
+    dump = False
     if args.json:
         source = "standard input" if args.json == "-" else args.json
-        values = read_json(sys.stdin.read() if args.json == "-" else _read_text(args.json), source)
-        if not isinstance(values, dict):
-            raise SpecError(source, ["expected a JSON object of the arguments"])
-        unknown = sorted(set(values) - set(_DIAGNOSE_KEYS))
-        if unknown:
-            raise SpecError(source, [f"{k} is not an argument of cuTensorMapEncodeTiled; use "
-                                     f"{', '.join(_DIAGNOSE_KEYS)}" for k in unknown])
-        values = {"interleave": 0, "swizzle": 0, "l2_promotion": 0, "oob_fill": 0, "arch": "sm_90a", **values}
-        missing = [k for k in _DIAGNOSE_KEYS if values.get(k) is None]
+        text = sys.stdin.read() if args.json == "-" else _read_text(args.json)
+        dump = pasted.looks_like_a_dump(text)
+        if dump:
+            given = pasted.from_dump(text, source)
+        else:
+            data = read_json(text, source)
+            if not isinstance(data, dict):
+                raise SpecError(source, ["expected a JSON object of the arguments, or a pasted descriptor dump"])
+            given = pasted.from_mapping(data, source)
+        values = {**pasted.DEFAULTS, **given.values}
+        missing = [k for k in pasted.ARGUMENTS if values.get(k) is None]
         if missing:
             raise SpecError(source, [f"{k} is missing" for k in missing])
     else:
-        values = {k: getattr(args, k) for k in _DIAGNOSE_KEYS}
+        values = {k: getattr(args, k) for k in pasted.ARGUMENTS}
         if values["rank"] is not None and values["rank"] == 1 and values["global_strides"] is None:
             values["global_strides"] = []
-    missing = [k for k in _DIAGNOSE_KEYS if values.get(k) is None]
+        given = pasted.Pasted(values)
+    missing = [k for k in pasted.ARGUMENTS if values.get(k) is None]
     if missing:
         raise SpecError("diagnose", [f"--{k.replace('_', '-')} is missing" for k in missing])
-    violations = check_encode_tiled(**values)
-    if not violations:
+    stated = args.result if args.result is not None else given.result
+    result = pasted.parse_result(stated, "--result" if args.result is not None else "result") \
+        if stated is not None else None
+    found = diagnose_encode_tiled(**values)
+    verdict = _result_verdict(result, found) if result else None
+    if args.format == "json":
+        _print_json({"command": "diagnose", "ok": not found.errors,
+                     "arguments": {pasted.DRIVER_NAMES[k]: values[k] for k in pasted.ARGUMENTS},
+                     "notes": given.notes, "errors": [_finding(v) for v in found.errors],
+                     "warnings": [_finding(v) for v in found.warnings],
+                     "result": None if result is None else {"code": result.code, "name": result.name,
+                                                             "meaning": result.meaning, "verdict": verdict}})
+        return EXIT_BAD_INPUT if found.errors else EXIT_OK
+    if dump:
+        print("read: " + ", ".join(f"{pasted.DRIVER_NAMES[k]} = {_shown(k, values[k])}" for k in pasted.ARGUMENTS))
+    for note in given.notes:
+        print(f"  note: {note}")
+    if found.errors:
+        print(f"cuTensorMapEncodeTiled would refuse these arguments ({len(found.errors)} problem"
+              f"{'s' if len(found.errors) != 1 else ''}):")
+        for i, v in enumerate(found.errors, 1):
+            print(f"  {i}. {v}")
+    else:
         print("valid: tmagen finds no reason for cuTensorMapEncodeTiled to refuse these arguments")
-        return EXIT_OK
-    print(f"cuTensorMapEncodeTiled would refuse these arguments ({len(violations)} problem"
-          f"{'s' if len(violations) != 1 else ''}):")
-    for i, v in enumerate(violations, 1):
-        print(f"  {i}. {v}")
-    return EXIT_BAD_INPUT
+    if found.warnings:
+        print(f"warnings: the driver encodes these arguments, but a kernel using the map cannot run as they are "
+              f"({len(found.warnings)}):")
+        for i, v in enumerate(found.warnings, 1):
+            print(f"  {i}. {v}")
+    if result:
+        print(f"result {result.name} ({result.code}): {result.meaning}; {verdict}")
+    return EXIT_BAD_INPUT if found.errors else EXIT_OK
+
+
+def _shown(key: str, value: object) -> str:
+    return hex(value) if key == "global_address" and isinstance(value, int) and value >= 4096 else str(value)
+
+
+def _result_verdict(result: Any, found: Any) -> str:
+    """Whether tmagen's findings explain the CUresult the call returned."""
+    if result.refusal:
+        if found.errors:
+            return "the errors above explain it"
+        return ("tmagen finds no rule the driver enforces broken, so it cannot explain the refusal: check that these "
+                "are the arguments the call received; if they are, please report them (a rule tmagen does not know)")
+    if result.code == 0:
+        if found.errors:
+            return "but tmagen reports errors for arguments the driver encoded: please report them (a rule wrong)"
+        return ("as tmagen expects" + (": the warnings say what a kernel using the map meets" if found.warnings
+                                       else ""))
+    return ("the arguments do not cause it" + (", though the errors above would refuse them next" if found.errors
+                                               else ""))
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
@@ -363,9 +470,17 @@ def _cmd_docs(args: argparse.Namespace) -> int:
 def _cmd_rules(args: argparse.Namespace) -> int:
     from tmagen.rules import RULES
 
-    if args.json:
-        print(json.dumps([{"id": r.id, "summary": r.summary, "source": r.source, "documented": r.documented}
-                          for r in RULES.values()], indent=2))
+    if args.json or args.format == "json":
+        from tmagen.rules import SPEC_ONLY_RULES
+
+        listed = [{"id": r.id, "summary": r.summary, "source": r.source, "documented": r.documented,
+                      "driver": "spec only" if r.id in SPEC_ONLY_RULES else
+                      "refuses" if r.driver_refuses else "encodes",
+                      "driver_measured": r.driver_measured,
+                      "diagnose_severity": None if r.id in SPEC_ONLY_RULES else r.encode_severity}
+                  for r in RULES.values()]
+        _print_json(listed if args.json else {"command": "rules", "ok": True, "errors": [], "warnings": [],
+                                              "rules": listed})
     else:
         for r in RULES.values():
             print(f"{r.id:34} {r.summary}\n{'':34} source: {r.source}")
@@ -389,6 +504,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except TmagenError as exc:
         print(f"tmagen {args.command}: {exc}", file=sys.stderr)
+        if getattr(args, "format", "text") == "json":  # a CI job still reads one object
+            _print_json({"command": args.command, "ok": False, "errors": _error_findings(exc), "warnings": []})
         return exc.exit_status
     except BrokenPipeError:
         return EXIT_OK

@@ -64,6 +64,8 @@ class Violation:
     why: str  # the limit, said as what the rule requires
     fix: str
     source: str
+    # "warning" where the broken rule does not stop cuTensorMapEncodeTiled (tmagen.rules.diagnose_encode_tiled)
+    severity: str = "error"
 
     @property
     def message(self) -> str:

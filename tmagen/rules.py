@@ -13,13 +13,21 @@ Sources, as cited in messages:
   HW    measured by tmagen on an H200 (sm_90, driver 580.159, CUDA 13.0), 2026-11-21;
         the raw observations are in tests/data/hw_h200 and are replayed by the tests
   MMA   PTX ISA 9.7.15.5.1, wgmma shared-memory matrix layouts and descriptor (tmagen.mma)
+
+Errors and warnings. Each rule says whether ``cuTensorMapEncodeTiled`` itself refuses what it
+forbids (``driver_refuses``). `check_encode_tiled` reports as errors only the rules the driver
+enforces, so that its errors are empty exactly when the driver encodes the arguments (replayed
+from tests/data/hw_h200/encode.jsonl.gz); the rest (a box no block's shared memory holds,
+INTERLEAVE_32B without SWIZZLE_32B, a null address) are warnings from `diagnose_encode_tiled`:
+the map encodes, and a kernel using it cannot run. Specs and `tmagen.tensor_map` describe maps
+a kernel uses, so every rule is an error there.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tmagen import limits
 from tmagen.dtypes import DType
@@ -44,6 +52,16 @@ class Rule:
     source: str
     documented: bool  # False: found by experiment, in no NVIDIA document
     check: Callable[[TensorMapArgs, FieldNames], Iterator[Violation]] = field(repr=False, compare=False)
+    # False: cuTensorMapEncodeTiled encodes such arguments, and a kernel using the map meets the
+    # problem; `check_encode_tiled` makes it a warning, not an error.
+    driver_refuses: bool = True
+    # False: what the driver does was not replayed from the oracle data but inferred (see the rule)
+    driver_measured: bool = True
+
+    @property
+    def encode_severity(self) -> str:
+        """How `check_encode_tiled` / `tmagen diagnose` report it: "error" where the driver refuses."""
+        return "error" if self.driver_refuses else "warning"
 
 
 RULES: dict[str, Rule] = {}
@@ -52,9 +70,10 @@ RULES: dict[str, Rule] = {}
 Check = Callable[["TensorMapArgs", "FieldNames"], Iterator[Violation]]  # one rule's check
 
 
-def rule(rule_id: str, summary: str, source: str, *, documented: bool = True) -> Callable[[Check], Check]:
+def rule(rule_id: str, summary: str, source: str, *, documented: bool = True, driver_refuses: bool = True,
+         driver_measured: bool = True) -> Callable[[Check], Check]:
     def register(fn: Check) -> Check:
-        RULES[rule_id] = Rule(rule_id, summary, source, documented, fn)
+        RULES[rule_id] = Rule(rule_id, summary, source, documented, fn, driver_refuses, driver_measured)
         return fn
     return register
 
@@ -212,6 +231,19 @@ def _addr(x: int) -> str:
     return hex(x) if x >= 4096 else str(x)
 
 
+@rule("global-address-not-null",
+      "globalAddress is not null (the driver encodes a null address, inferred: a warning for it)",
+      f"{DRV}; a kernel's copy through address 0 faults. Inferred, not measured: CUTLASS's grouped and "
+      "ptr-array GEMMs encode maps over nullptr and replace the address later", driver_refuses=False,
+      driver_measured=False)
+def _address_not_null(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.global_address == 0:
+        yield _fail("global-address-not-null", n.address, "0 (null)",
+                    "a copy through the map reads or writes address 0 and faults",
+                    "pass the tensor's device pointer, or replace the address (cuTensorMapReplaceAddress) "
+                    "before any kernel uses the map")
+
+
 @rule("global-dim-range", "each globalDim is 1 to 2^32", DRV)
 def _dim_range(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     for i, d in enumerate(a.global_dim):
@@ -292,7 +324,8 @@ def _estride_range(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 
 @rule("interleave-32b-needs-swizzle-32b",
-      "INTERLEAVE_32B requires SWIZZLE_32B (the driver accepts others; tmagen keeps the documented rule)", DRV)
+      "INTERLEAVE_32B requires SWIZZLE_32B (documented; the driver encodes other swizzles: a warning for it)", DRV,
+      driver_refuses=False)
 def _interleave32(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.interleave is Interleave.B32 and a.swizzle is not Swizzle.B32:
         yield _fail("interleave-32b-needs-swizzle-32b", n.swizzle, n.enum(a.swizzle),
@@ -400,8 +433,9 @@ def _driver_box_limit(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 
 @rule("box-fits-shared-memory",
-      "the box's shared-memory footprint (rows at the swizzle pitch) fits a block's shared memory",
-      f"{CPG}: 227 KB per block on 9.0 and 10.0; {HW}: narrow rows take the full span")
+      "the box's shared-memory footprint (rows at the swizzle pitch) fits a block's shared memory "
+      "(the driver encodes larger boxes: a warning for it)",
+      f"{CPG}: 227 KB per block on 9.0 and 10.0; {HW}: narrow rows take the full span", driver_refuses=False)
 def _box_fits(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     offset = a.smem_offset or 0
     need = a.smem_footprint + offset
@@ -467,7 +501,7 @@ def _kernel_fits(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 @rule("store-inner-extent-16-bytes",
       "a map the kernel stores through has rows (globalDim[0] x element size) of whole 16 bytes",
       f"{HW}: a TMA store writes a row's last 16-byte chunk whole, past the row's end (the reliability "
-      "campaign found the padding of strided outputs overwritten)")
+      "campaign found the padding of strided outputs overwritten)", driver_refuses=False)
 def _store_inner(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     chunk = limits.CHUNK_BYTES
     if a.stores and a.global_dim and (a.global_dim[0] * a.elem_bytes) % chunk:
@@ -624,17 +658,41 @@ def run_rules(args: TensorMapArgs, names: FieldNames, rules: Sequence[Rule] | No
     return found
 
 
+@dataclass(frozen=True)
+class EncodeFindings:
+    """What `diagnose_encode_tiled` finds: ``errors``, why ``cuTensorMapEncodeTiled`` refuses the
+    arguments (empty exactly when it encodes them), and ``warnings``, rules the driver lets pass
+    that a kernel using the map still meets (severity "warning")."""
+
+    errors: list[Violation]
+    warnings: list[Violation]
+
+
 def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
                        global_dim: Sequence[int], global_strides: Sequence[int],
                        box_dim: Sequence[int], element_strides: Sequence[int],
                        interleave: int | str, swizzle: int | str, l2_promotion: int | str,
                        oob_fill: int | str, arch: str = "sm_90a") -> list[Violation]:
-    """Why ``cuTensorMapEncodeTiled`` would refuse these arguments; empty means valid.
+    """Why ``cuTensorMapEncodeTiled`` would refuse these arguments; empty means it encodes them.
 
-    Arguments are the driver's, innermost first: ``global_strides`` has ``rank - 1`` byte
-    strides, enums are their ``CU_TENSOR_MAP_*`` integers or names. Never raises for bad
-    values: each becomes a violation.
+    Only rules the driver enforces: `diagnose_encode_tiled` adds the warnings (a box no block
+    holds, INTERLEAVE_32B without SWIZZLE_32B, a null address). Arguments are the driver's,
+    innermost first: ``global_strides`` has ``rank - 1`` byte strides, enums are their
+    ``CU_TENSOR_MAP_*`` integers or names. Never raises for bad values: each becomes a violation.
     """
+    return diagnose_encode_tiled(
+        dtype=dtype, rank=rank, global_address=global_address, global_dim=global_dim,
+        global_strides=global_strides, box_dim=box_dim, element_strides=element_strides, interleave=interleave,
+        swizzle=swizzle, l2_promotion=l2_promotion, oob_fill=oob_fill, arch=arch).errors
+
+
+def diagnose_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
+                          global_dim: Sequence[int], global_strides: Sequence[int],
+                          box_dim: Sequence[int], element_strides: Sequence[int],
+                          interleave: int | str, swizzle: int | str, l2_promotion: int | str,
+                          oob_fill: int | str, arch: str = "sm_90a") -> EncodeFindings:
+    """The errors of `check_encode_tiled` and the warnings: every encode rule, each reported with
+    its rule's `Rule.encode_severity`."""
     names = FieldNames()
     problems: list[Violation] = []
 
@@ -680,10 +738,12 @@ def check_encode_tiled(*, dtype: int | str, rank: int, global_address: int,
         # A malformed call: say so, and also what the rules say of what could be read.
         if dt is not None and _is_int(rank) and not (1 <= rank <= limits.MAX_RANK):
             problems.extend(_rank_range(_stub(rank), names))
-        return problems
+        return EncodeFindings(problems, [])
     args = TensorMapArgs(dt, int(rank), int(global_address), arrays["globalDim"], arrays["globalStrides"],
                          arrays["boxDim"], arrays["elementStrides"], il, sw, l2, oob, target)
-    return run_rules(args, names, ENCODE_RULES)
+    found = run_rules(args, names, ENCODE_RULES)
+    return EncodeFindings([v for v in found if RULES[v.rule].driver_refuses],
+                          [replace(v, severity="warning") for v in found if not RULES[v.rule].driver_refuses])
 
 
 def _is_int(x: object) -> bool:
