@@ -184,8 +184,41 @@ def test_torch_through_load(gen: Any) -> None:
                      "kernel": {"kind": "transpose"}})
     x = random((300, 200), torch.float32, gen)
     assert torch.equal(bits(k(x)), bits(x.t().contiguous()))
-    with pytest.raises(ArgumentError, match="moves float32"):
+    with pytest.raises(ArgumentError, match="takes float32"):
         k(x.to(torch.float16))
+
+
+@pytest.mark.parametrize("name", ["matmul_bf16_tn", "matmul_f16_nn_f32"])
+def test_torch_matmul_through_load(name: str, gen: Any, report: Any) -> None:
+    """tmagen.load of a matmul spec runs on the user's own shapes (1 and ragged included, K below a
+    stage and K = 0), its B as the spec lays it out, into a new C of the spec's type or into out=;
+    each element within the verifier's bound of the float64 product."""
+    from tmagen.verify import matmul_tolerance
+
+    k = tmagen.load(REPO / "specs" / f"{name}.json")
+    b_major = k.plan.kernel.detail.b_major
+    ab = getattr(torch, k.plan.map("a").dtype_name)
+    c_dtype = getattr(torch, k.plan.map("c").dtype_name)
+    rows = []
+    for m, n, kk in [(1, 8, 16), (1, 4096, 4096), (64, 8, 8), (130, 264, 72), (777, 1032, 520), (4096, 24, 4096),
+                     (256, 256, 0)]:
+        a = torch.randn(m, kk, device="cuda", generator=gen).to(ab)
+        b = torch.randn(n, kk, device="cuda", generator=gen).to(ab)
+        b_arg = b if b_major == "k" else b.t().contiguous()
+        c = k(a, b_arg)
+        assert c.shape == (m, n) and c.dtype == c_dtype
+        ref = a.double() @ b.double().t()
+        bound, rule = matmul_tolerance((a.double().abs() @ b.double().abs().t()).cpu().numpy(), ref.cpu().numpy(),
+                                       kk, k.plan.map("c").dtype_name)
+        bad = int((~((c.double() - ref).abs().cpu() <= torch.from_numpy(bound))).sum())
+        out = poisoned((m, n), c_dtype)
+        k(a, b_arg, out=out)
+        assert torch.equal(bits(out), bits(c)), "out= writes what a new C holds"
+        rows.append({"spec": name, "mnk": [m, n, kk], "outside": bad, "rule": rule})
+        assert bad == 0, (m, n, kk, rule)
+    report("load_matmul_" + name, rows)
+    with pytest.raises(ArgumentError, match="needs K"):
+        k(torch.randn(64, 32, device="cuda").to(ab), torch.randn(64, 48, device="cuda").to(ab))
 
 
 # ----------------------------------------------------------------------------- CuPy
