@@ -92,7 +92,7 @@ FORM_ERRORS = [
     pytest.param(make(t_shape=[64, "many"]), ["tensors[0].shape[1] = 'many'"], id="shape-str"),
     pytest.param(make(t_alignment=0), ["tensors[0].alignment = 0"], id="alignment-0"),
     pytest.param(make(target="sm_80"), ["target = 'sm_80'", "'sm_90a' or 'sm_100a'"], id="target"),
-    pytest.param(make(tensors=[]), ["tensors has 0 tensors, but a spec holds 1 to 64 tensors (MAX_TENSORS_PER_SPEC)"],
+    pytest.param(make(tensors=[]), ["tensors has 0 tensors, but a spec holds 1 to 1024 tensors (MAX_TENSORS_PER_SPEC)"],
                  id="no-tensors"),
     pytest.param({k: v for k, v in BASE.items() if k != "name"},
                  ["name is missing, but it is required: give a C identifier"],

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tmagen.errors import SpecError
-from tmagen.limits import MAX_JSON_INPUT_CHARS, MAX_JSON_INTEGER_DIGITS
+from tmagen.limits import MAX_JSON_DEPTH, MAX_JSON_INPUT_CHARS, MAX_JSON_INTEGER_DIGITS
 
 BOM = "\ufeff"
 
@@ -49,16 +49,21 @@ def _int(text: str) -> int | _HugeInt:
     return _HugeInt(text) if len(text.lstrip("-")) > MAX_JSON_INTEGER_DIGITS else int(text)
 
 
-def _walk(value: Any) -> Iterator[tuple[str, Any]]:
-    """(path, node) of every node, depth first; a loop, not recursion: the input may nest deeply."""
-    stack: list[tuple[str, Any]] = [("", value)]
+def _walk(value: Any) -> Iterator[tuple[str, Any, int]]:
+    """(path, node, depth) of every node, depth first; a loop, not recursion: the input may nest deeply."""
+    stack: list[tuple[str, Any, int]] = [("", value, 0)]
     while stack:
-        path, node = stack.pop()
-        yield path, node
+        path, node, depth = stack.pop()
+        yield path, node, depth
         if isinstance(node, dict):
-            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in reversed(node.items()))
+            stack.extend((f"{path}.{k}" if path else str(k), v, depth + 1) for k, v in reversed(node.items()))
         elif isinstance(node, list):
-            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(node))))
+            stack.extend((f"{path}[{i}]", v, depth + 1) for i, v in reversed(list(enumerate(node))))
+
+
+def _too_deep(levels: str) -> str:
+    return (f"the JSON is nested too deeply ({levels}), but tmagen reads at most {MAX_JSON_DEPTH} levels "
+            "(MAX_JSON_DEPTH; no spec nests more than 4): give a spec")
 
 
 def shown(value: Any) -> str:
@@ -85,19 +90,21 @@ def read_json(text: str, source: str) -> dict[str, Any]:
     says where it went wrong and what to do."""
     if len(text) > MAX_JSON_INPUT_CHARS:
         raise SpecError(source, [f"the file holds {len(text):,} characters, but tmagen reads JSON of up to "
-                                 f"{MAX_JSON_INPUT_CHARS:,} (MAX_JSON_INPUT_CHARS; a spec of 64 tensors is about "
-                                 "20,000): give a spec, or split one into several"])
+                                 f"{MAX_JSON_INPUT_CHARS:,} (MAX_JSON_INPUT_CHARS; a spec of 1024 tensors is about "
+                                 "330,000): give a spec, or split one into several"])
     text = text.removeprefix(BOM)
     try:
         value = json.loads(text, object_pairs_hook=_object, parse_int=_int)
     except json.JSONDecodeError as exc:
         raise SpecError(source, [f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
                                  + _syntax_hint(text, exc)]) from None
-    except RecursionError:
-        raise SpecError(source, ["the JSON is nested too deeply to read (no spec nests more than 4 levels): "
-                                 "give a spec"]) from None
+    except RecursionError:  # deeper than this Python reads
+        raise SpecError(source, [_too_deep("more levels than Python reads")]) from None
+    deepest = max(depth for _, _, depth in _walk(value))
+    if deepest > MAX_JSON_DEPTH:  # the same answer whatever this Python's own recursion limit
+        raise SpecError(source, [_too_deep(f"{deepest} levels")])
     problems = []
-    for path, node in _walk(value):
+    for path, node, _ in _walk(value):
         where = path or "(top level)"
         if isinstance(node, _Pairs):
             for key, values in node.twice.items():

@@ -56,6 +56,9 @@ DEFAULT_TARGET = "sm_90a"
 
 # Inputs tmagen reads (tmagen.jsonio, tmagen.spec): bounds far above any real spec, so that a
 # runaway input is refused with a message instead of rendering hundreds of megabytes.
-MAX_TENSORS_PER_SPEC = 64  # tensors (the matmul uses 3); each adds about 5 KB of generated code
-MAX_JSON_INPUT_CHARS = 4 << 20  # characters of one JSON input (a spec of 64 tensors is about 20,000)
+# tensors: the matmul uses 3, tests/gpu/test_model_vs_silicon.py 184 (every layout in one module); about 5 KB
+# of generated code each
+MAX_TENSORS_PER_SPEC = 1024
+MAX_JSON_INPUT_CHARS = 4 << 20  # characters of one JSON input (a spec of 1024 tensors is about 330,000)
+MAX_JSON_DEPTH = 32  # levels of nesting (a spec has 4, a benchmark run fewer than 10), whatever Python's own limit
 MAX_JSON_INTEGER_DIGITS = 100  # digits of one JSON integer (no TMA value needs more than 20: 2^64)

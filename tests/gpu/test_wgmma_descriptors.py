@@ -31,7 +31,7 @@ def _compile(batch: list[probe.Combo]) -> tuple[list[probe.Combo], bytes]:
 
     files: dict[str, str] = {}
     for c in batch:
-        rendered = render(parse_spec(probe.spec_for(c)), f"{c.name}.json")
+        rendered = render(resolve(parse_spec(probe.spec_for(c))), f"{c.name}.json")
         files[f"{c.name}.cuh"] = rendered[f"{c.name}.cuh"]
     files["probe.cu"] = probe.batch_source(batch)
     cubin, kernels = toolchain.compile_cubin(f"wgmma_probe_{batch[0].name}", files, "probe.cu", "sm_90a")
