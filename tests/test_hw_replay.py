@@ -118,6 +118,21 @@ def _kwargs(a: dict) -> dict:
                 interleave=a["interleave"], swizzle=a["swizzle"], l2_promotion=a["l2"], oob_fill=a["oob"])
 
 
+def test_a_null_address_is_a_warning_as_the_driver_encodes_it() -> None:
+    """The driver encoded a map at address 0 and at 16 and refused one at 8 (an H100, replayed)."""
+    from tmagen.rules import RULES, diagnose_encode_tiled
+
+    data = json.loads((HW_DATA.parent / "hw_h100" / "null_address.json").read_text())
+    args = {"dtype": 7, "rank": 2, "global_dim": [64, 64], "global_strides": [256], "box_dim": [32, 8],
+            "element_strides": [1, 1], "interleave": 0, "swizzle": 3, "l2_promotion": 0, "oob_fill": 0}
+    for address, result in data["results"].items():
+        found = diagnose_encode_tiled(global_address=int(address), **args)
+        assert (found.errors == []) == (result == 0), (address, found.errors)
+    warned = diagnose_encode_tiled(global_address=0, **args).warnings
+    assert [v.rule for v in warned] == ["global-address-not-null"]
+    assert RULES["global-address-not-null"].driver_measured and not RULES["global-address-not-null"].driver_refuses
+
+
 def test_the_stride_limit_is_the_documents_2_to_the_40() -> None:
     """The one set the driver encoded with a stride tmagen calls over the limit had a stride of
     2^65 + 16 bytes, passed to the driver as 16: the driver never saw it. Read as passed, every
