@@ -164,3 +164,18 @@ def test_recorded_driver_limit_example(dims, box, estride, dtype, accepted) -> N
                            global_strides=rows[0]["stride"], box_dim=box, element_strides=estride,
                            interleave=0, swizzle=0, l2_promotion=0, oob_fill=0)
     assert "box-bytes-driver-limit" in {x.rule for x in v}
+
+
+def test_the_driver_is_judged_on_what_it_receives() -> None:
+    """The 8 sets an H100 encoded that tmagen refused (a 100,000-set oracle run) all had a stride of
+    2^64 or more, which reached the driver as its low 64 bits: judged on the values sent, tmagen
+    accepts every one of them too, and the stride limit still refuses the values as written."""
+    from lab.oracle import as_sent
+    from tmagen.rules import check_encode_tiled
+
+    data = json.loads((HW_DATA.parent / "hw_h100" / "oracle_wide_strides.json").read_text())
+    assert len(data["accepted_by_the_driver"]) == 8
+    for args in data["accepted_by_the_driver"]:
+        assert any(s >= 1 << 64 for s in args["global_strides"])
+        assert {v.rule for v in check_encode_tiled(**args)} == {"global-stride-limit"}
+        assert check_encode_tiled(**as_sent(args)) == [], args

@@ -160,8 +160,13 @@ CASES = [
     drv("global-stride-limit", False, DRV, global_strides=[2 ** 40 - 16], id="2^40-16"),
     drv("global-stride-limit", True, DRV, global_strides=[2 ** 40],
         fragments=("globalStrides[0] = 1099511627776 bytes", "2^40"), field_name="globalStrides[0]", id="2^40"),
-    drv("global-stride-limit", True, DRV, global_strides=[0],
-        fragments=("globalStrides[0] = 0 bytes", "1 to 2^40 - 1"), id="0"),
+    drv("global-stride-limit", True, DRV, global_strides=[-16],
+        fragments=("globalStrides[0] = -16 bytes", "0 to 2^40 - 1", "positive strides"), id="negative"),
+    # --- global-stride-nonzero: the driver encodes a zero stride (a warning of diagnose, measured)
+    drv("global-stride-limit", False, DRV, global_strides=[0], expect={"global-stride-nonzero"}, id="0-in-range"),
+    drv("global-stride-nonzero", True, DRV, global_strides=[0],
+        fragments=("globalStrides[0] = 0 bytes", "repeats one row", "contiguous copy"), id="0"),
+    drv("global-stride-nonzero", False, DRV, global_strides=[256], id="256"),
     # --- box-dim-range: 1 .. 256
     drv("box-dim-range", False, DRV, dtype="UINT8", swizzle="none", global_dim=[1024, 1024], global_strides=[1024],
         box_dim=[256, 256], id="256"),

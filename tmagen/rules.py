@@ -276,14 +276,27 @@ def _stride_multiple(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
                         f"pad each row to {-(-s // need) * need} bytes")
 
 
-@rule("global-stride-limit", "each globalStride is below 2^40 bytes", DRV)
+@rule("global-stride-limit", "each globalStride is below 2^40 bytes (a negative one is far above, as the driver "
+      "reads it)", DRV)
 def _stride_limit(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     for i, s in enumerate(a.global_strides):
-        if not 0 < s < limits.STRIDE_LIMIT_BYTES:
+        if not 0 <= s < limits.STRIDE_LIMIT_BYTES:
             fix = ("use a smaller tensor, or split it into several tensor maps" if s > 0 else
                    "TMA walks each dimension forwards through distinct rows: pass a copy with positive strides "
-                   "(a flipped or broadcast view made contiguous)")
-            yield _fail("global-stride-limit", n.stride(i), f"{s} bytes", "strides are 1 to 2^40 - 1 bytes", fix)
+                   "(a flipped view made contiguous)")
+            yield _fail("global-stride-limit", n.stride(i), f"{s} bytes", "strides are 0 to 2^40 - 1 bytes", fix)
+
+
+@rule("global-stride-nonzero", "each globalStride is above 0: a zero stride repeats one row along its dimension",
+      f"{DRV} (0 is a multiple of 16); measured on an H100 (driver 580.159, 2026-11-24, "
+      "tests/data/hw_h100/oracle_wide_strides.json): the driver encodes a zero stride", driver_refuses=False)
+def _stride_nonzero(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    for i, s in enumerate(a.global_strides):
+        if s == 0:
+            yield _fail("global-stride-nonzero", n.stride(i), "0 bytes",
+                        "a zero stride repeats one row for every index of the dimension: loads broadcast it, and a "
+                        "store through the map writes the same bytes from several box rows",
+                        "pass a contiguous copy (a broadcast view made contiguous)")
 
 
 @rule("box-dim-range", "each boxDim is 1 to 256", DRV)
