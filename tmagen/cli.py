@@ -468,6 +468,7 @@ def _cmd_docs(args: argparse.Namespace) -> int:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
+    from tmagen import kinds
     from tmagen.rules import RULES
 
     if args.json or args.format == "json":
@@ -479,11 +480,16 @@ def _cmd_rules(args: argparse.Namespace) -> int:
                       "driver_measured": r.driver_measured,
                       "diagnose_severity": None if r.id in SPEC_ONLY_RULES else r.encode_severity}
                   for r in RULES.values()]
+        by_kind = [{"kind": kind.name, "id": k.id, "summary": k.summary, "source": k.source}
+                   for kind in kinds.all_kinds() for k in kind.rules.rules]
         _print_json(listed if args.json else {"command": "rules", "ok": True, "errors": [], "warnings": [],
-                                              "rules": listed})
+                                              "rules": listed, "kind_rules": by_kind})
     else:
         for r in RULES.values():
             print(f"{r.id:34} {r.summary}\n{'':34} source: {r.source}")
+        for kind in kinds.all_kinds():
+            for k in kind.rules.rules:
+                print(f"{k.id:34} ({kind.name} kernel) {k.summary}\n{'':34} source: {k.source}")
     return EXIT_OK
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tmagen import kinds
 from tmagen.errors import OutputError
 from tmagen.rules import RULES, SPEC_ONLY_RULES
 from tmagen.spec import schema
@@ -74,6 +75,13 @@ def rules_reference() -> str:
         driver = ("spec only" if r.id in SPEC_ONLY_RULES else "refuses" if r.driver_refuses else "encodes") + (
             "" if r.driver_measured else " (inferred)")
         out.append(f"| `{r.id}` | {r.summary}{mark} | {driver} | {r.source} |")
+    out += ["", "## Each kernel kind's rules", "",
+            "What a kind's kernel needs of its spec section and of the tensors it names "
+            "(`tmagen/kinds/<kind>/rules.py`). A spec breaking any of them hears all of them at once; its "
+            "TMA rules are checked once these pass.", "", "| kind | id | rule | source |", "|---|---|---|---|"]
+    for kind in kinds.all_kinds():
+        for k in kind.rules.rules:
+            out.append(f"| {kind.name} | `{k.id}` | {k.summary} | {k.source} |")
     return "\n".join(out) + "\n"
 
 
