@@ -20,7 +20,7 @@ from tmagen.limits import MAX_JSON_DEPTH, MAX_JSON_INPUT_CHARS, MAX_JSON_INTEGER
 BOM = "\ufeff"
 
 
-class _Pairs(dict):
+class _Pairs(dict[str, Any]):
     """An object in which a key was given twice: the values of each such key, in order."""
 
     twice: dict[str, list[Any]]

@@ -17,10 +17,11 @@ from dataclasses import replace
 from typing import Any
 
 from tmagen import runtime
-from tmagen.kinds.base import Array, Call, MapBinding, Operand, contiguous
+from tmagen.kinds.base import Array, Call, MapBinding, Operand
 from tmagen.plan import Plan
 from tmagen.planning import MapPlan
 from tmagen.rules import TensorMapArgs
+from tmagen.strides import contiguous
 
 __all__ = ["Array", "Call", "contiguous", "array_args", "driver_arguments", "encode", "encode_binding",
            "launch_parameters"]

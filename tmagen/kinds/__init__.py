@@ -23,7 +23,8 @@ def get(name: str) -> Kind:
     """The kind called ``name``."""
     if name not in NAMES:
         raise KeyError(f"no kernel kind {name!r}: the kinds are {', '.join(NAMES)}")
-    return importlib.import_module(f"tmagen.kinds.{name}.kind").KIND
+    kind: Kind = importlib.import_module(f"tmagen.kinds.{name}.kind").KIND
+    return kind
 
 
 def all_kinds() -> list[Kind]:

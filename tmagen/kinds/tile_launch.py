@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tmagen.errors import Violation
-from tmagen.kinds.base import Call, MapBinding, Operand, Plan, contiguous
+from tmagen.kinds.base import Call, MapBinding, Operand, Plan
 from tmagen.kinds.tiled import grid_size, tiles
+from tmagen.strides import contiguous
 
 
 class TileLauncher:

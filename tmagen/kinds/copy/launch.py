@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from tmagen.kinds.base import Operand, Plan, contiguous
+from tmagen.kinds.base import Operand, Plan
 from tmagen.kinds.copy.plan import flat_copy_shape
 from tmagen.kinds.tile_launch import TileLauncher
+from tmagen.strides import contiguous
 
 
 class CopyLauncher(TileLauncher):
