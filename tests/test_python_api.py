@@ -183,8 +183,11 @@ def test_load_takes_a_path_a_dict_or_a_spec() -> None:
     for spec in (path, str(path), json.loads(path.read_text()), load_plan(path).spec):
         k = tmagen.load(spec)
         assert isinstance(k, Kernel) and k.spec.name == "copy_f32_3d" and k.view.symbol == "copy_f32_3d_copy"
-    with pytest.raises(SpecError, match="tmagen.load runs copy, transpose and matmul kernels"):
-        tmagen.load(REPO / "specs" / "nhwc_64b_fp16.json")
+    inspect = tmagen.load(REPO / "specs" / "nhwc_64b_fp16.json")  # one tensor: its inspect kernel, as a callable
+    assert inspect.view.symbol == "nhwc_64b_fp16_inspect_activations"
+    two = json.loads((REPO / "specs" / "maps_only_bf16_f32.json").read_text())
+    with pytest.raises(SpecError, match="makes 2 kernels, but tmagen.load runs one"):
+        tmagen.load({**two, "kernel": {"kind": "inspect"}})
     with pytest.raises(RuleError, match="box-inner-within-swizzle-span"):
         tmagen.load({**TRANSPOSE, "tensors": [{**TRANSPOSE["tensors"][0], "swizzle": {"mode": "64B"}}]})
     with pytest.raises(TypeError):

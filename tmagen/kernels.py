@@ -9,7 +9,9 @@ Every array is checked by the same rules as a spec (`tmagen.rules`), against its
 shape and strides, once per layout; tensor maps are encoded once per pointer and layout.
 
 How a call of each kernel kind is made is its launcher (`tmagen/kinds/<kind>/launch.py`), the same
-one `tmagen verify` and `tmagen bench` use: copy, transpose and matmul run here.
+one `tmagen verify` and `tmagen bench` use. Every kind runs here: ``copy(x)``, ``transpose(x)``,
+``matmul(a, b)``, and ``inspect(x)``, which gives the raw bytes of the box's shared-memory footprint
+(where TMA wrote nothing, `tmagen.kinds.inspect.launch.POISON`).
 """
 
 from __future__ import annotations
@@ -95,18 +97,22 @@ class Kernel:
         if plan.kind is None:
             raise SpecError(plan.name, ["kernel is not given (the spec describes tensor maps only), but tmagen.load "
                                         f"runs a spec's kernel: {NO_KERNEL_FIX}"])
-        if launcher is None:
-            raise SpecError(plan.name, [f"kernel.kind = {plan.kind_name!r}, but tmagen.load runs copy, transpose and "
-                                        "matmul kernels (an inspect kernel writes raw shared memory for `tmagen "
-                                        "verify`, not an array): run `tmagen verify` on it, or use a copy kernel"])
+        if launcher is None or len(plan.kernels) != 1:
+            raise SpecError(plan.name, [f"tensors has {len(plan.spec.tensors)} entries, so the {plan.kind_name} spec "
+                                        f"makes {len(plan.kernels)} kernels, but tmagen.load runs one: load a spec "
+                                        "of one tensor, or run `tmagen verify` on this one"])
         self.plan = plan
         self.spec = plan.spec
         self.launcher: Launcher = launcher
         self.view = plan.kernel
         self._same_size = same_size_types
         self._source = f"{caller} ({plan.name})" if caller else f"{plan.name} ({plan.kind_name} kernel)"
-        self._inputs = [plan.map(role) for role in launcher.input_maps]
-        self._output = plan.map(launcher.output_map)
+        input_roles, output_role = launcher.roles(plan)
+        self._roles = input_roles, output_role
+        self._inputs = [plan.map(role) for role in input_roles]
+        # the output's element type: its map's, or bytes where the kernel writes no tensor map (inspect)
+        out_map = plan.map(output_role) if output_role is not None else None
+        self._out_dtype = (out_map.dtype_name, out_map.elem_bytes) if out_map is not None else ("uint8", 1)
         self._loaded: dict[int, _Loaded] = {}
         self._checked: set[tuple] = set()
         self._launches: dict[tuple, Launch] = {}
@@ -131,7 +137,7 @@ class Kernel:
             if problems:
                 raise ArgumentError(self._source, problems)
             want = self.launcher.output_shape(self.plan, [a.shape for a in inputs])
-            dtype = None if self._same_size else self._output.dtype_name
+            dtype = None if self._same_size and self._roles[1] is not None else self._out_dtype[0]
             out, view = empty_view(inputs[0], tuple(want), dtype=dtype)
         else:
             view = describe(out, "out")
@@ -209,7 +215,7 @@ class Kernel:
         if out.shape != want:
             found.append(Violation("array-shape", "out.shape", str(out.shape), f"the kernel writes {want} for these "
                                    "inputs", f"pass an output of shape {want}", f"spec {self.plan.name}"))
-        found += self._dtype_problems(out, "out", self._output.dtype_name, self._output.elem_bytes)
+        found += self._dtype_problems(out, "out", *self._out_dtype)
         if out.device is not None and inputs[0].device is not None and out.device != inputs[0].device:
             found.append(Violation("array-device", "out.device", out.where, f"the input is on {inputs[0].where}",
                                    "allocate the output on the input's device", f"spec {self.plan.name}"))
@@ -229,9 +235,10 @@ class Kernel:
         if not found:
             found += self._output_problems(inputs, out)
         if not found:
-            arrays = {role: (a, name) for role, a, name in
-                      zip(self.launcher.input_maps, inputs, self._names(len(inputs)))}
-            arrays[self.launcher.output_map] = (out, "out")
+            input_roles, output_role = self._roles
+            arrays = {role: (a, name) for role, a, name in zip(input_roles, inputs, self._names(len(inputs)))}
+            if output_role is not None:
+                arrays[output_role] = (out, "out")
             for role, (a, name) in arrays.items():
                 m = self.plan.map(role)
                 if 0 in a.shape:
@@ -254,9 +261,10 @@ class Kernel:
             launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (), skip=True)
         elif call.clear_output:
             c = call.maps[0]
-            pitch = (c.strides[0] if c.strides else c.shape[-1]) * self._output.elem_bytes
+            es = self._out_dtype[1]
+            pitch = (c.strides[0] if c.strides else c.shape[-1]) * es
             launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (),
-                            clear=(out.ptr, pitch, c.shape[-1] * self._output.elem_bytes, c.shape[0]))
+                            clear=(out.ptr, pitch, c.shape[-1] * es, c.shape[0]))
         else:
             self._loaded.get(device) or self._load(device, stream)
             maps = []

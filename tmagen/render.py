@@ -62,7 +62,8 @@ def context(plan: Plan, spec_file: str) -> dict[str, object]:
     wgmma_n, mma_ptx_type = plan.wgmma
     return {
         "plan": plan, "name": plan.name, "guard": f"TMAGEN_{plan.name.upper()}",
-        "kind": plan.kind_name, "has_kernel": plan.has_kernel, "has_launcher": plan.launcher is not None,
+        "kind": plan.kind_name, "has_kernel": plan.has_kernel,
+        "grid_launch": plan.kind is not None and plan.kind.grid_launch,
         "kernel": plan.kernels[0] if len(plan.kernels) == 1 else None,
         "kind_templates": plan.kind.templates if plan.kind is not None else {},
         "maps": plan.maps, "map": {m.name: m for m in plan.maps}, "cuda_headers": plan.cuda_headers,

@@ -188,6 +188,27 @@ def test_torch_through_load(gen: Any) -> None:
         k(x.to(torch.float16))
 
 
+@pytest.mark.parametrize("name", ["inspect_bf16_offset384", "nhwc_64b_fp16", "nc32hwc32_32b_fp16"])
+def test_torch_inspect_through_load(name: str, gen: Any) -> None:
+    """tmagen.load of an inspect spec gives the box's shared-memory footprint, every byte where the
+    swizzle model puts it (the poison where TMA writes nothing), on a strided view too."""
+    from tmagen.kinds.inspect.launch import POISON
+    from tmagen.verify import _box_of
+
+    k = tmagen.load(REPO / "specs" / f"{name}.json")
+    m = k.plan.map(k.view.maps[0])
+    dtype = getattr(torch, m.dtype_name)
+    padded = random((*m.shape[:-1], m.shape[-1] + 8 * unit(dtype)), dtype, gen)  # rows padded by whole 16 bytes
+    for x in (random(m.shape, dtype, gen), padded[..., :m.shape[-1]]):
+        got = k(x)
+        assert got.dtype == torch.uint8 and got.shape == (m.footprint,)
+        host = x.contiguous().view(torch.uint8).cpu().numpy().reshape(*m.shape, m.elem_bytes)
+        box, _ = _box_of(host, list(k.view.detail.coords), list(m.smem_shape))
+        expected = m.layout.place(box.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[m.elem_bytes])
+                                  .reshape(m.smem_shape), fill=POISON)
+        assert np.array_equal(got.cpu().numpy(), expected)
+
+
 @pytest.mark.parametrize("name", ["matmul_bf16_tn", "matmul_f16_nn_f32"])
 def test_torch_matmul_through_load(name: str, gen: Any, report: Any) -> None:
     """tmagen.load of a matmul spec runs on the user's own shapes (1 and ragged included, K below a

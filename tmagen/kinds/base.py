@@ -122,8 +122,11 @@ class Launcher(Protocol):
     alike. The generated C API does the same arithmetic in C (its template, `templates/<kind>/`)."""
 
     inputs: tuple[str, ...]  # the input arrays' names, in call order; the output is "out"
-    input_maps: tuple[str, ...]  # the map over each input
-    output_map: str  # the map over the output
+
+    def roles(self, plan: Plan) -> tuple[tuple[str, ...], str | None]:
+        """The map over each input, and the map over the output (None: the output is a plain byte
+        buffer the kernel writes, no tensor map)."""
+        ...
 
     def output_shape(self, plan: Plan, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
         """The shape of the output for inputs of ``shapes``."""
@@ -151,6 +154,7 @@ class Kind:
     plan: Callable[[Spec, list[MapSpec]], tuple[KernelPlan, ...]]
     launcher: Launcher | None
     sass: tuple[str, ...]
+    grid_launch: bool = True  # its C launcher sizes a grid (the host file then has grid_for)
 
     @property
     def templates(self) -> dict[str, str]:

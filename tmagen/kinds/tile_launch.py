@@ -15,8 +15,9 @@ class TileLauncher:
     """copy and transpose: the output's shape, and the tiles of the input's box."""
 
     inputs: tuple[str, ...] = ("x",)
-    input_maps: tuple[str, ...] = ("src",)
-    output_map = "dst"
+
+    def roles(self, plan: Plan) -> tuple[tuple[str, ...], str | None]:
+        return ("src",), "dst"
 
     def output_shape(self, plan: Plan, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
         return tuple(shapes[0])

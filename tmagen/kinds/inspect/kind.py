@@ -2,5 +2,6 @@
 
 from tmagen.kinds.base import Kind
 from tmagen.kinds.inspect import plan, rules
+from tmagen.kinds.inspect.launch import InspectLauncher
 
-KIND = Kind("inspect", rules.RULES, plan.maps, plan.plan, launcher=None, sass=("UTMALDG",))
+KIND = Kind("inspect", rules.RULES, plan.maps, plan.plan, InspectLauncher(), sass=("UTMALDG",), grid_launch=False)

@@ -15,8 +15,9 @@ COORDINATE_LIMIT = 1 << 31  # TMA coordinates are signed 32-bit
 
 class MatmulLauncher:
     inputs: tuple[str, ...] = ("a", "b")
-    input_maps: tuple[str, ...] = ("a", "b")
-    output_map = "c"
+
+    def roles(self, plan: Plan) -> tuple[tuple[str, ...], str | None]:
+        return ("a", "b"), "c"
 
     @staticmethod
     def _mnk(plan: Plan, shapes: Sequence[tuple[int, ...]]) -> tuple[int, int, int, int]:
