@@ -15,6 +15,7 @@ from typing import Any
 
 from tmagen.dtypes import CUDA_TYPE_HEADERS, RAW_TYPES
 from tmagen.enums import Interleave, L2Promotion, OobFill
+from tmagen.kinds.tiled import TileWalk
 from tmagen.limits import SMEM_PATTERN_BYTES
 from tmagen.mma import OperandTile
 from tmagen.rules import TensorMapArgs
@@ -175,6 +176,7 @@ class KernelPlan:
     units_per_block: int = 0  # stage units (boxes_per_stage tiles) each block takes; 0: a persistent grid
     detail: Any = None
     barriers: int = 1  # 8-byte mbarriers in static shared memory
+    tile_walk: TileWalk | None = None  # a kernel over a tensor's tiles (copy, transpose): what its walk holds
 
     @property
     def static_smem_bytes(self) -> int:
