@@ -76,6 +76,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
   }
   __syncthreads();
 
+  // setmaxnreg moves registers between the warpgroups within the block's allotment, which ptxas fixes
+  // under the launch bounds: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168. With fewer registers per thread the consumers'
+  // increase would wait forever for registers nobody gives up; `tmagen build --compile` checks ptxas's count.
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
     if (threadIdx.x != 0) return;
