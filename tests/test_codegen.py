@@ -204,6 +204,7 @@ def test_every_spec_compiles_for_its_target(spec_path: Path, in_repo: None, exam
     assert ("cp.async.bulk.tensor" in ptx) == (spec.kernel is not None)  # no kernel, no copies to emit
     assert {k.name for k in result.kernels} == {k.symbol for k in resolve(spec).kernels}
     assert toolchain.spill_violations(resolve(spec), result) == []
+    assert toolchain.register_violations(resolve(spec), result) == []  # a setmaxnreg split that holds
     if IN_CI:
         assert result.sass is not None, "CI installs cuobjdump with the toolchain extra"
     if result.sass is not None:

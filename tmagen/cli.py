@@ -224,7 +224,14 @@ def _cmd_build(args: argparse.Namespace) -> int:
             for symbol, seen in (sass or {}).items():
                 print(f"  SASS of {symbol}: " + ", ".join(f"{op} {'present' if present else 'ABSENT'}"
                                                           for op, present in seen.items()))
-            problems = toolchain.spill_violations(r.plan, result) + toolchain.sass_violations(r.plan, result)
+            for planned in r.plan.kernels:
+                budget = planned.registers
+                if budget is not None:
+                    print(f"  registers of {planned.symbol}: {budget.least}"
+                          + ("" if budget.most == budget.least else f" to {budget.most}")
+                          + f" per thread for its setmaxnreg split ({budget.split})")
+            problems = (toolchain.spill_violations(r.plan, result) + toolchain.register_violations(r.plan, result)
+                        + toolchain.sass_violations(r.plan, result))
             for line in problems:
                 print(f"  error: {line}", file=sys.stderr)
             if problems:

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 
 from tmagen.banks import WARP, predict
-from tmagen.kinds.tiled import tiles
+from tmagen.kinds.tiled import tile_counts
 from tmagen.kinds.transpose.plan import TransposePlan
 from tmagen.plan import Plan
 from tmagen.planning import PATTERN_ALIGN
@@ -49,5 +49,5 @@ def kernel_conflicts(plan: Plan, shape: Sequence[int] | None = None) -> dict[str
             per_tile["ld"] += predict(loads, 16).conflicts
             per_tile["st"] += predict(stores, 16).conflicts
     extent = list(shape or src.shape)
-    count = tiles(extent, src.box).total
+    count = math.prod(tile_counts(extent, src.box))
     return {k: v * count for k, v in per_tile.items()} if math.prod(extent) else {"ld": 0, "st": 0}

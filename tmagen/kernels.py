@@ -184,7 +184,8 @@ class Kernel:
             runtime._raise_for(result, f"launching {view.symbol}")
 
     # ------------------------------------------------------------------ checks and set-up
-    def _input_problems(self, inputs: Sequence[ArrayView]) -> list[Violation]:
+    def _input_problems(self, inputs: Sequence[ArrayView], out: ArrayView | None = None) -> list[Violation]:
+        """The inputs' problems, and the kind's own with ``out`` (None: the new output a call makes)."""
         found: list[Violation] = []
         for a, name, m in zip(inputs, self._names(len(inputs)), self._inputs):
             found += layout_problems(a, name)
@@ -194,7 +195,7 @@ class Kernel:
                                        f"rank {a.rank}", f"spec {self.plan.name}"))
             found += self._dtype_problems(a, name, m.dtype_name, m.elem_bytes)
         if not found:
-            found += self.launcher.problems(self.plan, inputs)
+            found += self.launcher.problems(self.plan, inputs, out)
         return found
 
     def _dtype_problems(self, a: ArrayView, name: str, want: str, nbytes: int) -> list[Violation]:
@@ -231,7 +232,7 @@ class Kernel:
                *((a.shape, a.strides, a.ptr & 127, a.carrier, a.itemsize, a.device) for a in inputs))
         if key in self._checked:
             return
-        found = self._input_problems(inputs)
+        found = self._input_problems(inputs, out)
         if not found:
             found += self._output_problems(inputs, out)
         if not found:

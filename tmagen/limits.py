@@ -27,6 +27,13 @@ MAX_THREADS_PER_BLOCK = 1024  # CUDA Programming Guide, compute capability table
 TENSOR_MAP_ALIGN_BYTES = 128  # alignas of CUtensorMap in the CUDA 13 headers (64 before)
 MBARRIER_ALIGN_BYTES = 8
 
+# The tiled kernels (copy, transpose: templates/shared/tiles.cuh.j2) walk a tensor's tiles with uint32
+# tile indices and address each with TMA's signed 32-bit coordinates (PTX ISA, cp.async.bulk.tensor:
+# tensorCoords are .s32). The launchers (tmagen.kinds.tile_launch, the generated C API's tiles_of)
+# refuse a tensor past either limit instead of letting the arithmetic wrap.
+MAX_TILES = 1 << 31  # tiles of one launch, inclusive: an index plus a ring of stages x the grid stays below 2^32
+MAX_TILE_COORDINATE = (1 << 31) - 1  # elements, inclusive: the end of the last tile along a dimension (INT32_MAX)
+
 
 @dataclass(frozen=True)
 class Target:

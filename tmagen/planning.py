@@ -15,6 +15,7 @@ from typing import Any
 
 from tmagen.dtypes import CUDA_TYPE_HEADERS, RAW_TYPES
 from tmagen.enums import Interleave, L2Promotion, OobFill
+from tmagen.kinds.tiled import TileWalk
 from tmagen.limits import SMEM_PATTERN_BYTES
 from tmagen.mma import OperandTile
 from tmagen.rules import TensorMapArgs
@@ -159,6 +160,36 @@ def map_plan(m: MapSpec, args: TensorMapArgs) -> MapPlan:
 
 
 @dataclass(frozen=True)
+class RegisterBudget:
+    """The registers per thread a kernel that moves registers between its warpgroups with setmaxnreg
+    must be launched with: each warp is allotted ptxas's count rounded up to ``unit`` (the hardware
+    allocates 256 registers per warp), and the allotment must lie in ``least`` .. ``most``. Below
+    ``least`` the registers the ``setmaxnreg.dec`` warps give up do not cover what the ``.inc`` warps
+    ask for, and the increase waits forever; above ``most`` the increase would be a decrease (or the
+    launch bounds cannot be met). ``split`` says the arithmetic in words."""
+
+    least: int
+    most: int
+    unit: int
+    split: str
+
+    def allotted(self, reported: int) -> int:
+        """Registers per thread a kernel of ``reported`` registers (ptxas's count) is launched with."""
+        return -(-reported // self.unit) * self.unit
+
+    def problem(self, symbol: str, reported: int) -> str | None:
+        """Why ``symbol`` compiled to ``reported`` registers breaks the split, or None."""
+        got = self.allotted(reported)
+        if self.least <= got <= self.most:
+            return None
+        side = ("fewer than the setmaxnreg increase needs: it would wait forever for registers no warp gives up"
+                if got < self.least else "more than the setmaxnreg budget: the consumers' increase would lower them")
+        span = f"exactly {self.least}" if self.least == self.most else f"{self.least} to {self.most}"
+        return (f"{symbol}: ptxas compiled it to {reported} registers per thread ({got} allotted), {side} "
+                f"({self.split}, so the launch needs {span}); change the plan's register split with the kernel")
+
+
+@dataclass(frozen=True)
 class KernelPlan:
     """One extern "C" kernel: its symbol, the maps it takes in order, and how to launch it.
     ``detail`` is the kind's own plan (`TransposePlan`, `MatmulPlan`), for its template."""
@@ -175,6 +206,8 @@ class KernelPlan:
     units_per_block: int = 0  # stage units (boxes_per_stage tiles) each block takes; 0: a persistent grid
     detail: Any = None
     barriers: int = 1  # 8-byte mbarriers in static shared memory
+    tile_walk: TileWalk | None = None  # a kernel over a tensor's tiles (copy, transpose): what its walk holds
+    registers: RegisterBudget | None = None  # a kernel that splits its registers with setmaxnreg (matmul)
 
     @property
     def static_smem_bytes(self) -> int:

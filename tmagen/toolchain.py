@@ -323,6 +323,25 @@ def sass_violations(plan: Plan, result: CompileResult) -> list[str]:
     return out
 
 
+def register_violations(plan: Plan, result: CompileResult) -> list[str]:
+    """One message per kernel of ``plan`` with a register budget (`KernelPlan.registers`: a
+    setmaxnreg split) whose register count in ptxas's report breaks it: a launch with too few
+    registers per thread hangs in setmaxnreg.inc, so the build fails instead."""
+    reported = {k.name: k.registers for k in result.kernels}
+    out = []
+    for k in plan.kernels:
+        if k.registers is None:
+            continue
+        if k.symbol not in reported:
+            out.append(f"{k.symbol}: not in ptxas's report, so its registers cannot be checked against its "
+                       f"setmaxnreg split ({k.registers.split})")
+            continue
+        problem = k.registers.problem(k.symbol, reported[k.symbol])
+        if problem:
+            out.append(problem)
+    return out
+
+
 def spill_violations(plan: Plan, result: CompileResult) -> list[str]:
     if plan.spec.allow_spills:
         return []

@@ -202,25 +202,46 @@ extern "C" copy_f32_3d_status copy_f32_3d_encode_dst(copy_f32_3d_tensor_map* out
 
 namespace {
 
-copy_f32_3d_tiles tiles_of(const cuuint64_t* dims, const uint32_t* box, int rank) {
-  copy_f32_3d_tiles tiles = {};
-  tiles.total = 1;
+// The tiles of a map over `dims` by `box` (innermost first), as the kernel walks them. Refused
+// (bad_shape) where the walk would wrap: the kernel's tile indices are uint32 and it takes at most
+// 2147483648 tiles, and TMA's coordinates are signed 32-bit, so along each dimension the end
+// of the last tile (tile index x box, plus the box) must stay at or below 2147483647.
+// Checked in 64 bits before anything is encoded or launched.
+copy_f32_3d_status tiles_of(const char* map, const cuuint64_t* dims, const uint32_t* box, int rank, copy_f32_3d_tiles* tiles) {
+  constexpr uint64_t max_tiles = 2147483648ull, max_coordinate = 2147483647ull;
+  uint64_t total = 1;
   for (int d = 0; d < 5; ++d) {
-    tiles.count[d] = d < rank ? static_cast<uint32_t>((dims[d] + box[d] - 1) / box[d]) : 1u;
-    tiles.total *= tiles.count[d];
+    uint64_t count = 1;
+    if (d < rank) {
+      count = dims[d] / box[d] + (dims[d] % box[d] != 0);
+      if (count > max_coordinate / box[d]) {  // count * box > max_coordinate, without overflowing
+        return fail(copy_f32_3d_bad_shape, "%s: shape[%d] = %llu, but its tiles of %u would reach past coordinate %llu, "
+                    "and TMA's coordinates are signed 32-bit: split the tensor along that dimension", map, rank - 1 - d,
+                    (unsigned long long)dims[d], box[d], (unsigned long long)max_coordinate);
+      }
+    }
+    total *= count;  // below 2^31 x 2^31: no wrap
+    if (total > max_tiles) {
+      return fail(copy_f32_3d_bad_shape, "%s: the shape makes at least %llu tiles, but the kernel walks its tiles with "
+                  "32-bit indices and takes at most %llu in one launch: split the tensor", map,
+                  (unsigned long long)total, (unsigned long long)max_tiles);
+    }
+    tiles->count[d] = static_cast<uint32_t>(count);
   }
-  return tiles;
+  tiles->total = static_cast<uint32_t>(total);
+  return copy_f32_3d_ok;
 }
 
 }  // namespace
 
 extern "C" copy_f32_3d_status copy_f32_3d_copy_launch(const void* src, void* dst, const uint64_t* shape, const int64_t* strides,
                                           void* stream) {
+  if (shape == nullptr) return fail(copy_f32_3d_bad_argument, "copy: the shape is required");
   // A contiguous tensor goes as its flat bytes, in rows of the box's width when that divides it, when
   // its rows are not whole 128-byte lines or, as here, the box's rows are narrow:
   // boxes then start on lines and hold contiguous bytes (tmagen.plan.flat_copy_shape says why).
   uint64_t flat[3];
-  if (shape != nullptr) {
+  if (true) {
     bool contiguous = true;
     uint64_t total = 1;
     for (int d = 2; d >= 0; --d) {
@@ -229,7 +250,7 @@ extern "C" copy_f32_3d_status copy_f32_3d_copy_launch(const void* src, void* dst
     }
     constexpr uint64_t width = 32;
     if (contiguous && total != 0 && total % width == 0 && (width * 4) % 128 == 0 &&
-        total / width < (uint64_t{1} << 32)) {
+        total / width <= 2147483616ull) {  // the flat view's tiles stay inside TMA's coordinates
       for (int d = 0; d < 1; ++d) flat[d] = 1;
       flat[1] = total / width;
       flat[2] = width;
@@ -237,15 +258,18 @@ extern "C" copy_f32_3d_status copy_f32_3d_copy_launch(const void* src, void* dst
       strides = nullptr;
     }
   }
-  copy_f32_3d_tensor_map src_map, dst_map;
-  copy_f32_3d_status status = copy_f32_3d_encode_src(&src_map, src, shape, strides);
-  if (status != copy_f32_3d_ok) return status;
-  status = copy_f32_3d_encode_dst(&dst_map, dst, shape, strides);
-  if (status != copy_f32_3d_ok) return status;
+  // src and dst have one shape and one box: one walk, checked before anything touches the GPU.
   cuuint64_t dims[3];
   for (int d = 0; d < 3; ++d) dims[d] = shape[2 - d];
   const uint32_t box[3] = {32, 32, 1};
-  const copy_f32_3d_tiles tiles = tiles_of(dims, box, 3);
+  copy_f32_3d_tiles tiles;
+  copy_f32_3d_status status = tiles_of("src", dims, box, 3, &tiles);
+  if (status != copy_f32_3d_ok) return status;
+  copy_f32_3d_tensor_map src_map, dst_map;
+  status = copy_f32_3d_encode_src(&src_map, src, shape, strides);
+  if (status != copy_f32_3d_ok) return status;
+  status = copy_f32_3d_encode_dst(&dst_map, dst, shape, strides);
+  if (status != copy_f32_3d_ok) return status;
   if (tiles.total == 0) return ok();
   const uint32_t smem = copy_f32_3d_copy_smem_bytes;
   status = allow_smem(reinterpret_cast<const void*>(&copy_f32_3d_copy), smem, "copy_f32_3d_copy");

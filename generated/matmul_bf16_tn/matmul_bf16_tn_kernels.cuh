@@ -76,6 +76,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_bf16_tn_matmul(
   }
   __syncthreads();
 
+  // setmaxnreg moves registers between the warpgroups within the block's allotment, which ptxas fixes
+  // under the launch bounds: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168. With fewer registers per thread the consumers'
+  // increase would wait forever for registers nobody gives up; `tmagen build --compile` checks ptxas's count.
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
     if (threadIdx.x != 0) return;
@@ -142,6 +145,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_bf16_tn_matmul(
 #pragma unroll
     for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
     if (k_tiles > 0 && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % stages]);
+    if (k_tiles == 0) {
+      // K = 0, an empty sum: no wgmma ran, and it is the first K step's wgmma (scale-d 0) that starts
+      // the accumulators from zero, so they hold whatever the registers held. Cleared here, once per
+      // tile outside the mainloop, rather than before every tile: the mainloop keeps its code.
+#pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb)
+#pragma unroll
+        for (uint32_t i = 0; i < BN / 2; ++i) acc[mb][i] = 0.0f;
+    }
 
     // Epilogue: 64-row x 64-column pieces of this consumer's rows, converted to __nv_bfloat16, written
     // into one of two staging buffers (C's swizzle keeps the warp's writes on distinct banks) and

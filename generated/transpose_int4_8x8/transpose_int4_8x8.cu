@@ -202,14 +202,34 @@ extern "C" transpose_int4_8x8_status transpose_int4_8x8_encode_dst(transpose_int
 
 namespace {
 
-transpose_int4_8x8_tiles tiles_of(const cuuint64_t* dims, const uint32_t* box, int rank) {
-  transpose_int4_8x8_tiles tiles = {};
-  tiles.total = 1;
+// The tiles of a map over `dims` by `box` (innermost first), as the kernel walks them. Refused
+// (bad_shape) where the walk would wrap: the kernel's tile indices are uint32 and it takes at most
+// 2147483648 tiles, and TMA's coordinates are signed 32-bit, so along each dimension the end
+// of the last tile (tile index x box, plus the box) must stay at or below 2147483647.
+// Checked in 64 bits before anything is encoded or launched.
+transpose_int4_8x8_status tiles_of(const char* map, const cuuint64_t* dims, const uint32_t* box, int rank, transpose_int4_8x8_tiles* tiles) {
+  constexpr uint64_t max_tiles = 2147483648ull, max_coordinate = 2147483647ull;
+  uint64_t total = 1;
   for (int d = 0; d < 5; ++d) {
-    tiles.count[d] = d < rank ? static_cast<uint32_t>((dims[d] + box[d] - 1) / box[d]) : 1u;
-    tiles.total *= tiles.count[d];
+    uint64_t count = 1;
+    if (d < rank) {
+      count = dims[d] / box[d] + (dims[d] % box[d] != 0);
+      if (count > max_coordinate / box[d]) {  // count * box > max_coordinate, without overflowing
+        return fail(transpose_int4_8x8_bad_shape, "%s: shape[%d] = %llu, but its tiles of %u would reach past coordinate %llu, "
+                    "and TMA's coordinates are signed 32-bit: split the tensor along that dimension", map, rank - 1 - d,
+                    (unsigned long long)dims[d], box[d], (unsigned long long)max_coordinate);
+      }
+    }
+    total *= count;  // below 2^31 x 2^31: no wrap
+    if (total > max_tiles) {
+      return fail(transpose_int4_8x8_bad_shape, "%s: the shape makes at least %llu tiles, but the kernel walks its tiles with "
+                  "32-bit indices and takes at most %llu in one launch: split the tensor", map,
+                  (unsigned long long)total, (unsigned long long)max_tiles);
+    }
+    tiles->count[d] = static_cast<uint32_t>(count);
   }
-  return tiles;
+  tiles->total = static_cast<uint32_t>(total);
+  return transpose_int4_8x8_ok;
 }
 
 }  // namespace
@@ -224,15 +244,22 @@ extern "C" transpose_int4_8x8_status transpose_int4_8x8_transpose_launch(const v
   uint64_t dst_shape[2];
   dst_shape[0] = shape[1] / per_unit;
   dst_shape[1] = shape[0] * per_unit;
+  // The kernel walks src's tiles and stores each at coordinates of dst (its rows x 4): both
+  // walks are checked before anything touches the GPU.
+  cuuint64_t dims[2], dst_dims[2];
+  for (int d = 0; d < 2; ++d) dims[d] = shape[1 - d], dst_dims[d] = dst_shape[1 - d];
+  const uint32_t box[2] = {32, 8};
+  const uint32_t dst_box[2] = {32, 8};
+  transpose_int4_8x8_tiles tiles, dst_tiles;
+  transpose_int4_8x8_status status = tiles_of("src", dims, box, 2, &tiles);
+  if (status != transpose_int4_8x8_ok) return status;
+  status = tiles_of("dst", dst_dims, dst_box, 2, &dst_tiles);
+  if (status != transpose_int4_8x8_ok) return status;
   transpose_int4_8x8_tensor_map src_map, dst_map;
-  transpose_int4_8x8_status status = transpose_int4_8x8_encode_src(&src_map, src, shape, nullptr);
+  status = transpose_int4_8x8_encode_src(&src_map, src, shape, nullptr);
   if (status != transpose_int4_8x8_ok) return status;
   status = transpose_int4_8x8_encode_dst(&dst_map, dst, dst_shape, nullptr);
   if (status != transpose_int4_8x8_ok) return status;
-  cuuint64_t dims[2];
-  for (int d = 0; d < 2; ++d) dims[d] = shape[1 - d];
-  const uint32_t box[2] = {32, 8};
-  const transpose_int4_8x8_tiles tiles = tiles_of(dims, box, 2);
   const uint32_t smem = transpose_int4_8x8_transpose_smem_bytes;
   status = allow_smem(reinterpret_cast<const void*>(&transpose_int4_8x8_transpose), smem, "transpose_int4_8x8_transpose");
   if (status != transpose_int4_8x8_ok) return status;

@@ -8,7 +8,9 @@
 #include "transpose_int4_8x8.cuh"
 
 // Tiles of the tensor, innermost dimension first, and their total: tile t has coordinate
-// (t / (count[0] * ... * count[d-1])) % count[d] along dimension d.
+// (t / (count[0] * ... * count[d-1])) % count[d] along dimension d. The kernels compute tile indices
+// in uint32 and TMA coordinates (tile index x box) in int32: a launch keeps total <= 2147483648 and
+// count[d] x box[d] <= 2147483647 (the C API's tiles_of refuses a tensor past them; so must a direct launch).
 struct transpose_int4_8x8_tiles {
   uint32_t count[5];
   uint32_t total;

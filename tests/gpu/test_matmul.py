@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tmagen import runtime, toolchain
+from tmagen.launch import Array, launch_parameters
 from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
@@ -96,6 +97,45 @@ def test_sass_has_the_tensor_core_and_copy_engine_instructions(compiler) -> None
         assert "LDL" not in sass and "STL" not in sass
         bn = resolve(spec).kernels[0].detail.bn
         assert f"HGMMA.64x{bn}x16.F32" in sass
+
+
+K_ZERO_VARIANTS = [VARIANTS[i] for i in (0, 1, 2, 5)]  # both B layouts, fp32 out, one consumer
+
+
+@pytest.mark.parametrize("raw", K_ZERO_VARIANTS, ids=[v["name"] for v in K_ZERO_VARIANTS])
+def test_the_exported_kernel_launched_with_k_zero_writes_zeros(device, compiler, raw: dict) -> None:
+    """The kernel itself, from its cubin, with K = 0 (its maps encoded over a K of one stage, as a
+    caller of the exported kernel may leave them): no wgmma runs, and every element of C, poisoned
+    first, is 0. Before, the epilogue stored registers no wgmma had zeroed (only the C API cleared C)."""
+    spec, cubin = compiler([raw])[raw["name"]]
+    plan = resolve(spec)
+    p = plan.kernel.detail
+    c_t = plan.map("c").tensor
+    m, n, k = 2 * p.bm + 3, p.bn + 8, p.bk  # ragged tiles, several of them, more than one per consumer row
+    b_shape = (n, k) if p.b_major == "k" else (k, n)
+    rng = np.random.default_rng(7)
+    a_bits, _ = to_16bit(rng.standard_normal((m, k)).astype(np.float32), plan.map("a").tensor.dtype)
+    b_bits, _ = to_16bit(rng.standard_normal(b_shape).astype(np.float32), plan.map("b").tensor.dtype)
+    module = runtime.Module(cubin)
+    try:
+        kernel = module.function(plan.kernel.symbol, plan.kernel.smem_bytes)
+        with runtime.Buffer.from_array(a_bits) as da, runtime.Buffer.from_array(b_bits) as db, \
+                runtime.Buffer(m * n * c_t.dt.nbytes) as dc:
+            # the same launch twice: first with K = k, which leaves the accumulators' registers holding
+            # products, then with K = 0 over a poisoned C
+            call, params = launch_parameters(plan, [Array.of(da.ptr, (m, k)), Array.of(db.ptr, b_shape)],
+                                             Array.of(dc.ptr, (m, n)), device.multiprocessors)
+            kernel.launch(call.grid, plan.kernel.threads, params)
+            device.synchronize()
+            assert np.any(dc.download() != 0), "the K = k launch wrote its products"
+            dc.fill(0xA5)
+            params[-1] = ctypes.c_uint32(0)  # K
+            kernel.launch(call.grid, plan.kernel.threads, params)
+            device.synchronize()
+            got = dc.download()
+            assert np.all(got == 0), f"{np.count_nonzero(got)} of {got.size} bytes of C are not 0 after K = 0"
+    finally:
+        module.unload()
 
 
 def _library(name: str):

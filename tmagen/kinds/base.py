@@ -132,8 +132,9 @@ class Launcher(Protocol):
         """The shape of the output for inputs of ``shapes``."""
         ...
 
-    def problems(self, plan: Plan, inputs: Sequence[Operand]) -> list[Violation]:
-        """What the kind needs of its inputs beyond the maps' rules (whole units, agreeing sizes)."""
+    def problems(self, plan: Plan, inputs: Sequence[Operand], out: Operand | None = None) -> list[Violation]:
+        """What the kind needs of its inputs beyond the maps' rules (whole units, agreeing sizes, a
+        tensor its kernel can walk), launched into ``out`` (None: a new contiguous output)."""
         ...
 
     def bind(self, plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int) -> Call:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tmagen.errors import Violation
-from tmagen.kinds.base import Call, MapBinding, Operand, Plan
-from tmagen.kinds.tiled import grid_size, tiles
+from tmagen.kinds.base import Array, Call, MapBinding, Operand, Plan
+from tmagen.kinds.tiled import grid_size, tile_overflow, tiles
 from tmagen.strides import contiguous
 
 
@@ -22,24 +22,54 @@ class TileLauncher:
     def output_shape(self, plan: Plan, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
         return tuple(shapes[0])
 
-    def problems(self, plan: Plan, inputs: Sequence[Operand]) -> list[Violation]:
-        return []
+    def problems(self, plan: Plan, inputs: Sequence[Operand], out: Operand | None = None) -> list[Violation]:
+        """The kind's own problems with ``inputs`` (and ``out``; None: a new contiguous output)."""
+        return self.walk_problems(plan, inputs, out)
+
+    def walk_problems(self, plan: Plan, inputs: Sequence[Operand], out: Operand | None) -> list[Violation]:
+        """A tensor whose tiles the kernel cannot walk: too many for its 32-bit tile indices, or one
+        whose last tile ends past TMA's signed 32-bit coordinates (`TileWalk`). Both maps are checked
+        in the shapes the launch gives them (a copy's flat view included)."""
+        walk = plan.kernel.tile_walk
+        x = inputs[0]
+        if walk is None or 0 in x.shape:
+            return []
+        shape = self.output_shape(plan, [tuple(x.shape)])
+        if out is None or tuple(out.shape) != shape:  # a wrong output is the output's problem, said apart
+            out = Array(0, shape, contiguous(shape))
+        found: list[Violation] = []
+        src, dst = self.bindings(plan, x, out)
+        for b, name in ((src, "x"), (dst, "out")):
+            m = plan.map(b.role)
+            if b is dst and (dst.shape, m.box) == (src.shape, plan.map("src").box):
+                break  # a copy's output is walked as its input: one problem, said once
+            over = tile_overflow(b.shape, m.box, walk)
+            if over is None or (b is dst and over.dim is None):  # dst has src's tiles: their count is said once
+                continue
+            if over.dim is None:
+                field, value = f"{name}.shape", f"{tuple(b.shape)} ({over.extent} tiles of {tuple(m.box)})"
+            else:
+                field, value = f"{name}.shape[{over.dim}]", str(over.extent)
+            found.append(Violation("array-tile-walk", field, value, over.why, over.fix, f"spec {plan.name}"))
+        return found
 
     def flat_shape(self, plan: Plan, x: Operand, out: Operand) -> list[int] | None:
         """The shape both maps take instead of the arrays' own (contiguous), or None."""
         return None
 
+    def bindings(self, plan: Plan, x: Operand, out: Operand) -> tuple[MapBinding, MapBinding]:
+        """The src and dst maps of a launch on ``x`` into ``out``: their own shapes, or a flat view."""
+        flat = self.flat_shape(plan, x, out)
+        if flat is not None:
+            return MapBinding("src", x.ptr, tuple(flat), None), MapBinding("dst", out.ptr, tuple(flat), None)
+        return (MapBinding("src", x.ptr, tuple(x.shape), _or_none(x)),
+                MapBinding("dst", out.ptr, tuple(out.shape), _or_none(out)))
+
     def bind(self, plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int) -> Call:
         x = inputs[0]
         if 0 in x.shape:
             return Call((), skip=True)
-        flat = self.flat_shape(plan, x, out)
-        if flat is not None:
-            src = MapBinding("src", x.ptr, tuple(flat), None)
-            dst = MapBinding("dst", out.ptr, tuple(flat), None)
-        else:
-            src = MapBinding("src", x.ptr, tuple(x.shape), _or_none(x))
-            dst = MapBinding("dst", out.ptr, tuple(out.shape), _or_none(out))
+        src, dst = self.bindings(plan, x, out)
         kernel = plan.kernel
         tl = tiles(src.shape, plan.map("src").box)
         grid = grid_size(tl.total, kernel.boxes_per_stage, kernel.units_per_block, kernel.blocks_per_sm,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tmagen.kinds.tiled import ring_stages, units_per_block
+from tmagen.kinds.tiled import TILE_WALK, TileWalk, ring_stages, units_per_block
 from tmagen.planning import PATTERN_ALIGN, KernelPlan, MapSpec, box_layout, box_stride
 from tmagen.spec import CopyKernel, Spec
 
@@ -21,7 +21,8 @@ class FlatCopy:
     generated C API decides it too: ``possible`` under this box's shape (rank 2 and up, outer box
     dimensions 1); ``whole_lines`` the box's rows are whole 128-byte lines (else never flat);
     ``always`` whatever the tensor's rows (box rows narrower than 512 bytes), else only for rows
-    that are not whole lines."""
+    that are not whole lines; ``max_rows`` the most flat rows whose tiles the kernel's walk can
+    address (`TileWalk`): a tensor of more is copied in its own shape, or refused there."""
 
     possible: bool
     whole_lines: bool
@@ -29,13 +30,16 @@ class FlatCopy:
     width: int  # elements per flat row: the box's
     elem_bytes: int
     rank: int
+    max_rows: int
     row_align: int = FLAT_COPY_ROW_ALIGN
 
 
-def flat_rule(box: Sequence[int], elem_bytes: int) -> FlatCopy:
+def flat_rule(box: Sequence[int], elem_bytes: int, walk: TileWalk = TILE_WALK) -> FlatCopy:
     width = box[-1]
+    rows = box[-2] if len(box) >= 2 else 1
     return FlatCopy(len(box) >= 2 and all(b == 1 for b in box[:-2]), (width * elem_bytes) % FLAT_COPY_ROW_ALIGN == 0,
-                    width * elem_bytes < FLAT_COPY_NARROW_ROW, width, elem_bytes, len(box))
+                    width * elem_bytes < FLAT_COPY_NARROW_ROW, width, elem_bytes, len(box),
+                    max_rows=walk.max_coordinate // rows * rows)
 
 
 def flat_copy_shape(shape: Sequence[int], box: Sequence[int], elem_bytes: int, contiguous: bool) -> list[int] | None:
@@ -56,7 +60,7 @@ def flat_copy_shape(shape: Sequence[int], box: Sequence[int], elem_bytes: int, c
         total *= n
     if (not contiguous or not rule.possible or not rule.whole_lines or len(shape) != rule.rank or total == 0
             or total % rule.width
-            or total // rule.width >= 1 << 32):
+            or total // rule.width > rule.max_rows):
         return None
     if not rule.always and (shape[-1] * elem_bytes) % FLAT_COPY_ROW_ALIGN == 0:
         return None
@@ -79,4 +83,4 @@ def plan(spec: Spec, maps: list[MapSpec]) -> tuple[KernelPlan, ...]:
     return (KernelPlan(f"{spec.name}_copy", ("src", "dst"), COPY_THREADS,
                        stride * k.boxes_per_stage * stages + PATTERN_ALIGN, stride, stages, k.blocks_per_sm,
                        k.boxes_per_stage, persistent=True, units_per_block=units, barriers=stages,
-                       detail=flat_rule(t.box, t.dt.nbytes)),)
+                       detail=flat_rule(t.box, t.dt.nbytes), tile_walk=TILE_WALK),)

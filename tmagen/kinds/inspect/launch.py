@@ -23,7 +23,7 @@ class InspectLauncher:
     def output_shape(self, plan: Plan, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
         return (plan.map(plan.kernel.maps[0]).footprint,)
 
-    def problems(self, plan: Plan, inputs: Sequence[Operand]) -> list[Violation]:
+    def problems(self, plan: Plan, inputs: Sequence[Operand], out: Operand | None = None) -> list[Violation]:
         return []
 
     def bind(self, plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int) -> Call:

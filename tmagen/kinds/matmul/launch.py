@@ -30,7 +30,7 @@ class MatmulLauncher:
         m, n, _, _ = self._mnk(plan, shapes)
         return (m, n)
 
-    def problems(self, plan: Plan, inputs: Sequence[Operand]) -> list[Violation]:
+    def problems(self, plan: Plan, inputs: Sequence[Operand], out: Operand | None = None) -> list[Violation]:
         source = f"spec {plan.name}"
         found = [Violation("array-rank", f"{name}.ndim", str(len(a.shape)), "a matmul operand is a matrix",
                            "pass a 2-D array", source) for name, a in zip(self.inputs, inputs) if len(a.shape) != 2]

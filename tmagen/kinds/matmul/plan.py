@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tmagen.planning import PATTERN_ALIGN, KernelPlan, MapSpec, box_layout, box_stride, operand_tile
+from tmagen.planning import PATTERN_ALIGN, KernelPlan, MapSpec, RegisterBudget, box_layout, box_stride, operand_tile
 from tmagen.spec import MatmulKernel, MmaSpec, Spec
 
 REGISTERS_PER_SM = 65536
 PRODUCER_REGISTERS = 56  # the producer warpgroup only issues copies (40 made ptxas spill its loop state)
 MAX_CONSUMER_REGISTERS = 240
 MAX_THREAD_REGISTERS = 255
+REGISTER_ALLOCATION_UNIT = 8  # registers per thread: the hardware allots 256 per warp (CUDA occupancy calculator,
+# compute capability 9.0); setmaxnreg counts are multiples of 8 too (PTX ISA, setmaxnreg)
 REGISTERS_BESIDE_ACCUMULATORS = 32  # addresses, descriptors, loop state, the epilogue (128 + 32 fit in 168: ptxas)
 C_STAGING_BUFFERS = 2  # per consumer: one being filled while TMA stores the other
 PTX_TYPES = {"bfloat16": "bf16", "float16": "f16"}
@@ -68,6 +70,21 @@ class MatmulPlan:
         return PRODUCER_REGISTERS
 
     @property
+    def launch_registers(self) -> int:
+        """Registers per thread the block must be launched with for the split to balance: what the
+        producer warpgroup gives up (down to ``producer_registers``) covers what the consumers take
+        (up to ``setmaxnreg_consumers``). setmaxnreg.inc waits until the block's pool has them."""
+        need = 128 * (self.producer_registers + self.consumers * self.setmaxnreg_consumers)
+        return -(-need // (self.threads * REGISTER_ALLOCATION_UNIT)) * REGISTER_ALLOCATION_UNIT
+
+    @property
+    def register_budget(self) -> RegisterBudget:
+        """What ptxas's register count must be for this split (checked by `tmagen build --compile`)."""
+        split = (f"128 producer threads at {self.producer_registers} and {128 * self.consumers} consumer threads at "
+                 f"{self.setmaxnreg_consumers} take {self.threads} threads x {self.launch_registers}")
+        return RegisterBudget(self.launch_registers, self.consumer_registers, REGISTER_ALLOCATION_UNIT, split)
+
+    @property
     def c_buffers(self) -> int:
         """C staging buffers per consumer."""
         return C_STAGING_BUFFERS
@@ -118,4 +135,5 @@ def plan(spec: Spec, maps: list[MapSpec]) -> tuple[KernelPlan, ...]:
                    c_stride=box_stride(box_layout(c_map)), accumulators=accumulators(bm, bn, k.consumers),
                    b_major=k.b_major)
     return (KernelPlan(f"{spec.name}_matmul", ("a", "b", "c"), p.threads, p.smem_bytes, p.stage_bytes, k.stages,
-                       persistent=True, detail=p, barriers=2 * k.stages),)  # full and empty
+                       persistent=True, detail=p, barriers=2 * k.stages,  # full and empty
+                       registers=p.register_budget),)

@@ -20,7 +20,7 @@ class TransposeLauncher(TileLauncher):
         shape, per = shapes[0], elements_per_unit(plan)
         return (*shape[:-2], shape[-1] // per, shape[-2] * per)
 
-    def problems(self, plan: Plan, inputs: Sequence[Operand]) -> list[Violation]:
+    def problems(self, plan: Plan, inputs: Sequence[Operand], out: Operand | None = None) -> list[Violation]:
         per = elements_per_unit(plan)
         x = inputs[0]
         if x.shape and x.shape[-1] % per:
@@ -28,4 +28,4 @@ class TransposeLauncher(TileLauncher):
             return [Violation("array-units", "x.shape[-1]", str(x.shape[-1]),
                               f"the kernel transposes units of {src.unit_bytes} bytes ({per} elements)",
                               f"use a multiple of {per}", f"spec {plan.name}")]
-        return []
+        return self.walk_problems(plan, inputs, out)
