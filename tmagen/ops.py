@@ -124,6 +124,18 @@ def transpose(x: Any, out: Any = None) -> Any:
     return transpose_eager(x, out)
 
 
+def _turned(view: ArrayView) -> ArrayView:
+    """The same memory with its last two dimensions exchanged (``x.mT``, no copy)."""
+    return view.with_layout((*view.shape[:-2], view.shape[-1], view.shape[-2]),
+                            (*view.strides[:-2], view.strides[-1], view.strides[-2]))
+
+
+def _columns_contiguous(view: ArrayView) -> bool:
+    """A transposed view (``y.mT`` of ``y`` with contiguous rows): its columns are contiguous, its
+    rows are not. TMA reads rows, so the op reads the memory the other way round."""
+    return view.rank >= 2 and view.shape[-1] > 1 and view.strides[-1] != 1 and view.strides[-2] == 1
+
+
 def transpose_eager(x: Any, out: Any = None) -> Any:
     call = "tmagen.ops.transpose"
     src = describe(x, "x")
@@ -141,9 +153,18 @@ def transpose_eager(x: Any, out: Any = None) -> Any:
         raise ArgumentError(call, [Violation("array-shape", "out.shape", str(dst.shape), f"the transpose of x has "
                                              f"shape {out_shape}", f"pass an output of shape {out_shape}",
                                              "tmagen.ops")])
+    if _columns_contiguous(src):  # the transpose of a transposed view is a copy of the memory it views
+        _copy_views(call, _turned(src), dst, carrier)
+        return out
+    _transpose_views(call, src, dst, carrier)
+    return out
+
+
+def _transpose_views(call: str, src: ArrayView, dst: ArrayView, carrier: str) -> None:
+    """``dst`` = ``src`` with its last two dimensions exchanged, through the transpose kernel."""
     if src.rank == 2:
         kernel("transpose", carrier, 2).launch([src], dst)
-        return out
+        return
     batch, (src_b, dst_b) = merge_dims(src.shape[:-2], src.strides[:-2], dst.strides[:-2])
     if len(batch) > 1:
         worse = "x" if len(merge_dims(src.shape[:-2], src.strides[:-2])[0]) > 1 else "out"
@@ -157,7 +178,6 @@ def transpose_eager(x: Any, out: Any = None) -> Any:
         s = src.with_layout([*batch, *src.shape[-2:]], [*src_b, *src.strides[-2:]])
         d = dst.with_layout([*batch, *dst.shape[-2:]], [*dst_b, *dst.strides[-2:]])
     kernel("transpose", carrier, s.rank).launch([s], d)
-    return out
 
 
 # ----------------------------------------------------------------------------- copy
@@ -180,6 +200,16 @@ def copy_eager(x: Any, out: Any = None) -> Any:
     if dst.shape != src.shape:
         raise ArgumentError(call, [Violation("array-shape", "out.shape", str(dst.shape), f"x has shape {src.shape}",
                                              f"pass an output of shape {src.shape}", "tmagen.ops")])
+    if _columns_contiguous(src) and not _columns_contiguous(dst):
+        # a copy of a transposed view is the transpose of the memory it views
+        _transpose_views(call, _turned(src), dst, carrier)
+        return out
+    _copy_views(call, src, dst, carrier)
+    return out
+
+
+def _copy_views(call: str, src: ArrayView, dst: ArrayView, carrier: str) -> None:
+    """``dst`` = ``src``, through the copy kernel (dimensions laid out as one merged)."""
     if src.rank == 0:
         src, dst = src.with_layout([1], [1]), dst.with_layout([1], [1])
     shape, (s_strides, d_strides) = merge_dims(src.shape, src.strides, dst.strides)
@@ -198,13 +228,12 @@ def copy_eager(x: Any, out: Any = None) -> Any:
             device = src.device if src.device is not None else runtime.pointer_device(src.ptr)
             runtime.copy_bytes_async(d.ptr + whole, s.ptr + whole, nbytes - whole, current_stream(src), device)
         if whole == 0:
-            return out
+            return
         layout = contiguous_layout(whole // 4, 4)
         s, d = s.with_layout(layout, _contiguous(layout)), d.with_layout(layout, _contiguous(layout))
         carrier = "float32"
         s.itemsize = d.itemsize = 4
     kernel("copy", carrier, s.rank).launch([s], d)
-    return out
 
 
 def contiguous_layout(count: int, itemsize: int) -> list[int]:
