@@ -2,7 +2,7 @@
 last two dimensions, any batch) and ``copy(x)``.
 
 The kernels move bits, so an element type borrows the kernel of any type of its size. The tuned
-configurations are the specs of ``benchmarks/specs`` (shipped as ``tmagen/ops_specs``); a rank or
+configurations are the specs of ``tmagen/ops_specs`` (which benchmarks/run.py times); a rank or
 size none of them covers gets one derived from the nearest. Both read strided views in place
 where TMA can (strides of whole 16 bytes, contiguous rows; a transposed view, whose columns are
 contiguous, is read the other way round: its copy is a transpose and its transpose a copy), and
