@@ -190,3 +190,19 @@ def test_register_budget_follows_setmaxnreg() -> None:
     assert [matmul_plan.setmaxnreg_consumers(c) for c in (1, 2, 3, 4)] == [240, 224, 152, 112]
     # ptxas compiles the whole block within its launch bounds: 65536 / threads
     assert [matmul_plan.consumer_registers(c) for c in (1, 2, 3, 4)] == [240, 168, 128, 96]
+
+
+def test_the_wgmma_register_lists_are_the_plans() -> None:
+    """The header's inline PTX lists N / 2 accumulators, eight to a line, closed once, and the
+    operands after them in order (the template prints these rows; it used to build them)."""
+    from tmagen.planning import WgmmaInstruction
+
+    w = WgmmaInstruction(24, "bf16")
+    assert w.accumulators == 12
+    assert w.operand_rows == ["{%0,%1,%2,%3,%4,%5,%6,%7,", " %8,%9,%10,%11},"]
+    assert w.constraint_rows[0].startswith(': "+f"(d[0]),') and w.constraint_rows[-1].endswith('"+f"(d[11])')
+    assert [w.operand(k) for k in range(5)] == [12, 13, 14, 15, 16]
+    plan = resolve(parse_spec(SPEC))
+    assert plan.wgmma == WgmmaInstruction(256, "bf16")
+    header = render(plan, "x.json")[f"{plan.name}.cuh"]
+    assert "".join(plan.wgmma.operand_rows) in header.replace('\\n"\n      "', "")

@@ -21,7 +21,7 @@ from tmagen.errors import ModelError, RuleError, Violation
 from tmagen.kinds.base import Kind, Launcher
 from tmagen.limits import TARGETS, Target
 from tmagen.map_args import SpecFieldNames, tensor_map_args
-from tmagen.planning import KernelPlan, MapPlan, MapSpec, map_plan
+from tmagen.planning import KernelPlan, MapPlan, MapSpec, WgmmaInstruction, map_plan
 from tmagen.rules import TensorMapArgs, run_rules
 from tmagen.spec import Spec, load_spec
 
@@ -86,14 +86,14 @@ class Plan:
         return tuple(sorted({m.cuda_header for m in self.maps if m.cuda_header}))
 
     @cached_property
-    def wgmma(self) -> tuple[int, str]:
-        """N of the wgmma instruction the header offers (the B tile's N), and the PTX operand type;
-        (0, "") where the spec has no A and B operand boxes."""
+    def wgmma(self) -> WgmmaInstruction | None:
+        """The wgmma instruction the header offers (N: the B tile's N), None where the spec has no A
+        and B operand boxes."""
         by_operand = {m.mma_operand: m for m in self.maps if m.operand}
         if not {"a", "b"} <= by_operand.keys():
-            return 0, ""
+            return None
         b = by_operand["b"]
-        return (b.operand.mn if b.operand else 0), MMA_PTX_TYPES[b.dtype_name]
+        return WgmmaInstruction(b.operand.mn if b.operand else 0, MMA_PTX_TYPES[b.dtype_name])
 
 
 def tensor_maps(spec: Spec) -> list[MapSpec]:

@@ -190,6 +190,41 @@ class RegisterBudget:
 
 
 @dataclass(frozen=True)
+class WgmmaInstruction:
+    """The ``wgmma.mma_async`` m64nNk16 the device header wraps, as inline PTX: its accumulators are
+    N / 2 fp32 registers a thread holds, written as asm operands 0 .. N/2 - 1 eight to a line, then
+    the a and b descriptors, the accumulate flag and the two transpose immediates."""
+
+    n: int  # N of the instruction: the B tile's N
+    ptx_type: str  # the operands' PTX type: bf16 or f16
+
+    @property
+    def accumulators(self) -> int:
+        return self.n // 2
+
+    def _rows(self) -> list[range]:
+        return [range(row, min(row + 8, self.accumulators)) for row in range(0, self.accumulators, 8)]
+
+    @property
+    def operand_rows(self) -> list[str]:
+        """The accumulator list of the PTX instruction, line by line: ``{%0,%1,...`` to ``...},``."""
+        last = self.accumulators - 1
+        return [("{" if row.start == 0 else " ") + "".join(f"%{i}" + ("}," if i == last else ",") for i in row)
+                for row in self._rows()]
+
+    @property
+    def constraint_rows(self) -> list[str]:
+        """The asm output constraints, line by line: ``: "+f"(d[0]), ...`` (no comma after the last)."""
+        last = self.accumulators - 1
+        return [(":" if row.start == 0 else " ") + "".join(f' "+f"(d[{i}])' + ("" if i == last else ",") for i in row)
+                for row in self._rows()]
+
+    def operand(self, k: int) -> int:
+        """The asm operand number of the k-th input after the accumulators: a, b, accumulate, TransA, TransB."""
+        return self.accumulators + k
+
+
+@dataclass(frozen=True)
 class KernelPlan:
     """One extern "C" kernel: its symbol, the maps it takes in order, and how to launch it.
     ``detail`` is the kind's own plan (`TransposePlan`, `MatmulPlan`), for its template."""

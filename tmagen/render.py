@@ -59,7 +59,6 @@ def _file_header(plan: Plan, spec_file: str, comment: str) -> str:
 
 def context(plan: Plan, spec_file: str) -> dict[str, object]:
     target = plan.target
-    wgmma_n, mma_ptx_type = plan.wgmma
     return {
         "plan": plan, "name": plan.name, "guard": f"TMAGEN_{plan.name.upper()}",
         "kind": plan.kind_name, "has_kernel": plan.has_kernel,
@@ -69,7 +68,7 @@ def context(plan: Plan, spec_file: str) -> dict[str, object]:
         "maps": plan.maps, "map": {m.name: m for m in plan.maps}, "cuda_headers": plan.cuda_headers,
         "target": target, "arch_number": target.name.removeprefix("sm_"), "runs_on_hopper": target.runs_here,
         "smem_limit": target.smem_per_block_optin, "base_offset_from_address": BASE_OFFSET_FROM_ADDRESS,
-        "wgmma_n": wgmma_n, "mma_ptx_type": mma_ptx_type,
+        "wgmma": plan.wgmma,
         "cpp_header": _file_header(plan, spec_file, "//"), "cmake_header": _file_header(plan, spec_file, "#"),
     }
 
