@@ -337,17 +337,23 @@ def tmagen_matmul(spec: Spec, cubin: bytes, device: runtime.Device) -> MatmulLau
     the default stream; the tensor maps of each set of tensors are encoded once."""
     module = runtime.Module(cubin)
     plan = resolve(spec)
-    view = plan.kernel
-    kernel = module.function(view.symbol, view.smem_bytes)
+    family = plan.kernel.family
+    kernels = [module.function(v.symbol, v.smem_bytes) for v in family]
     prepared: dict[tuple[int, ...], tuple[Any, list]] = {}
+    workspaces: list[runtime.Buffer] = []
+
+    def workspace(nbytes: int) -> int:
+        workspaces.append(runtime.Buffer(nbytes))
+        workspaces[-1].fill(0)
+        return workspaces[-1].ptr
 
     def launch(a: Any, b: Any, c: Any) -> None:
         key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), *a.shape, *b.shape)
         if key not in prepared:
             prepared[key] = launch_parameters(plan, [Array.of(a.data_ptr(), a.shape), Array.of(b.data_ptr(), b.shape)],
-                                              Array.of(c.data_ptr(), c.shape), device.multiprocessors)
+                                              Array.of(c.data_ptr(), c.shape), device.multiprocessors, workspace)
         call, params = prepared[key]
-        kernel.launch(call.grid, view.threads, params)
+        kernels[call.kernel].launch(call.grid, family[call.kernel].threads, params)
 
     launch.module = module  # type: ignore[attr-defined]  # alive as long as the launch
     return launch

@@ -176,8 +176,9 @@ class Kernel:
     def launch(self, grid: int, block: int, params: Sequence[Any], stream: Any = 0) -> None:
         if self.symbol.endswith("_copy"):
             _copy(params[0], params[1])
-        elif self.symbol.endswith("_matmul"):
-            _matmul(params[0], params[1], params[2], Module.b_major[self.symbol])
+        elif "_matmul" in self.symbol:  # any kernel of the family: the product is the same
+            family = self.symbol[:self.symbol.rindex("_matmul") + len("_matmul")]
+            _matmul(params[0], params[1], params[2], Module.b_major[family])
         elif self.symbol.endswith("_transpose"):
             _transpose(params[0], params[1])
         else:  # the coordinates come innermost first, as the kernel takes them

@@ -142,7 +142,7 @@ def test_the_example_matmul_plans_its_stages_and_registers() -> None:
     spec = parse_spec(SPEC)
     assert check(spec) == []
     (k,) = resolve(spec).kernels
-    p = k.detail
+    p = k.detail.kernels[0]
     assert p is not None and k.threads == 384
     assert p.a_stage_bytes == 128 * 128 and p.b_stage_bytes == 256 * 128
     assert p.accumulators == 128 and p.consumer_registers == 168 and p.setmaxnreg_consumers == 224 and p.m_blocks == 1
@@ -160,7 +160,7 @@ def test_the_example_matmul_plans_its_stages_and_registers() -> None:
     ({"kernel__tile": [128, 256, 40]}, ("kernel.tile[2] = 40", "multiple of 16")),
     ({"kernel__tile": [256, 256, 64]}, ("kernel.tile", "registers", "more consumers")),
     ({"tensors__0__box": [96, 64]}, ("tensors[0].box[0] = 96", "divisor of 128")),
-    ({"tensors__1__box": [128, 64]}, ("tensors[1].box[0] = 128", "use 256")),
+    ({"tensors__1__box": [4, 64]}, ("tensors[1].box[0] = 4", "use 256", "back to back")),
     ({"tensors__2__box": [32, 64]}, ("tensors[2].box", "[64, n]")),
     ({"tensors__0__mma": {"operand": "a"}}, ("tensors[0].mma", "remove it")),
 ])

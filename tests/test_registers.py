@@ -25,13 +25,20 @@ SYMBOL = "matmul_bf16_tn_matmul"
 IN_CI = os.environ.get("CI") == "true"
 
 
-def _report(registers: int, symbol: str = SYMBOL) -> str:
-    return f"""ptxas info    : 0 bytes gmem
-ptxas info    : Compiling entry function '{symbol}' for 'sm_90a'
+def _entry(registers: int, symbol: str) -> str:
+    return f"""ptxas info    : Compiling entry function '{symbol}' for 'sm_90a'
 ptxas info    : Function properties for {symbol}
     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used {registers} registers, used 1 barriers, 64 bytes smem, 616 bytes cmem[0]
 """
+
+
+def _report(registers: int, symbol: str = SYMBOL) -> str:
+    """ptxas's report with ``symbol`` at ``registers``, and (for the example matmul) the other kernels
+    of its family at a count within their own splits."""
+    others = [k for k in load(MATMUL).kernel.family[1:]] if symbol == SYMBOL else []
+    return "ptxas info    : 0 bytes gmem\n" + _entry(registers, symbol) + "".join(
+        _entry(k.registers.least if k.registers else 128, k.symbol) for k in others)
 
 
 def _result(report: str) -> toolchain.CompileResult:
@@ -46,7 +53,7 @@ def _result(report: str) -> toolchain.CompileResult:
     (3, 128, 128),  # 128 x 56 + 384 x 152 = 512 x 128
 ])
 def test_the_budget_is_the_producers_registers_plus_the_consumers(consumers: int, least: int, most: int) -> None:
-    p = MatmulPlan(128, 128, 64, consumers, 4, 8, 0, 0, 0, 0)
+    p = MatmulPlan("m", 128, 128, 64, consumers, 4, 8, 2, 2, 0, 0, 0, 0)
     budget = p.register_budget
     assert (budget.least, budget.most) == (least, most)
     pool = p.threads * budget.least
@@ -74,9 +81,11 @@ def test_a_matmul_compiled_off_its_split_is_named(registers: int, fragment: str 
 
 
 def test_a_kernel_missing_from_the_report_is_named_and_kernels_without_a_split_are_not_checked() -> None:
-    assert toolchain.register_violations(load(MATMUL), _result(_report(168, "other"))) == [
+    problems = toolchain.register_violations(load(MATMUL), _result(_report(168, "other")))
+    assert problems[0] == (
         f"{SYMBOL}: not in ptxas's report, so its registers cannot be checked against its setmaxnreg split "
-        "(128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168)"]
+        "(128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168)")
+    assert len(problems) == len(load(MATMUL).kernel.family)  # every kernel of the family is named
     copy = load(REPO / "specs" / "copy_f32_3d.json")
     assert copy.kernel.registers is None
     assert toolchain.register_violations(copy, _result(_report(255, copy.kernel.symbol))) == []
@@ -107,5 +116,6 @@ def test_the_real_compile_gives_the_matmul_the_registers_its_split_needs(name: s
 
     plan = resolve(parse_spec(json.loads((REPO / "specs" / f"{name}.json").read_text())))
     result = toolchain.compile_folder(plan, render(plan, f"specs/{name}.json"), tc, cubin_only=True)
-    assert [k.registers for k in result.kernels] == [168]
+    assert {k.name: k.registers for k in result.kernels}[plan.kernel.symbol] == 168
+    assert {k.name for k in result.kernels} == {k.symbol for k in plan.kernel.family}
     assert toolchain.register_violations(plan, result) == []

@@ -47,6 +47,7 @@ class Launch:
     keep: tuple[Any, ...] = field(repr=False)  # the storage the addresses point into
     clear: tuple[int, int, int, int] | None = None  # (pointer, pitch, row bytes, rows) to zero instead
     skip: bool = False  # nothing to do
+    kernel: int = 0  # which kernel of the family
 
 
 @dataclass
@@ -54,7 +55,7 @@ class _Loaded:
     """The kernel in one device's primary context."""
 
     context: int
-    function: int
+    functions: tuple[int, ...]  # the family's kernels (`KernelPlan.family`), in order
     module: runtime.Module
 
 
@@ -116,7 +117,9 @@ class Kernel:
         self._loaded: dict[int, _Loaded] = {}
         self._checked: set[tuple] = set()
         self._launches: dict[tuple, Launch] = {}
+        self._workspaces: dict[tuple[int, int], runtime.Buffer] = {}  # (device, stream) -> a split launch's
         self._lock = threading.Lock()
+        self._parameters: tuple[str, ...] = getattr(launcher, "parameters", ())
 
     def __repr__(self) -> str:
         m = self._inputs[0]
@@ -127,13 +130,20 @@ class Kernel:
         names = list(self.launcher.inputs)
         return names if count == len(names) else [f"inputs[{i}]" for i in range(count)]
 
-    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+    def __call__(self, *arrays: Any, out: Any = None, **params: Any) -> Any:
+        """``params``: the kind's keyword parameters (a matmul's c, alpha, beta, bias, bias_along)."""
         if len(arrays) != len(self.launcher.inputs):
             raise TypeError(f"{self.plan.name} takes {len(self.launcher.inputs)} array(s) "
                             f"({', '.join(self.launcher.inputs)}) and an optional out=, not {len(arrays)}")
+        unknown = sorted(set(params) - set(self._parameters))
+        if unknown:
+            known = ", ".join(self._parameters) or "none"
+            raise TypeError(f"{self.plan.name} has no parameter {', '.join(unknown)} (its keyword parameters: {known})")
+        params = {key: describe(v, key) if key in _ARRAY_PARAMETERS and v is not None else v
+                  for key, v in params.items()}
         inputs = [describe(a, name) for a, name in zip(arrays, self._names(len(arrays)))]
         if out is None:
-            problems = self._input_problems(inputs)
+            problems = self._input_problems(inputs, None, params)
             if problems:
                 raise ArgumentError(self._source, problems)
             want = self.launcher.output_shape(self.plan, [a.shape for a in inputs])
@@ -141,23 +151,32 @@ class Kernel:
             out, view = empty_view(inputs[0], tuple(want), dtype=dtype)
         else:
             view = describe(out, "out")
-        self.launch(inputs, view)
+        self.launch(inputs, view, params=params or None)
         return out
 
-    def launch(self, inputs: Sequence[ArrayView], out: ArrayView, stream: int | None = None) -> None:
+    def launch(self, inputs: Sequence[ArrayView], out: ArrayView, stream: int | None = None,
+               params: dict[str, Any] | None = None) -> None:
         """Launches on ``inputs`` into ``out`` (arrays as `tmagen.arrays.describe` reads them), on
-        ``stream`` (default: the current stream of the first input's framework)."""
+        ``stream`` (default: the current stream of the first input's framework), with the kind's
+        keyword ``params`` (arrays among them as ArrayViews)."""
         src = inputs[0]
         if len(inputs) == 1:
             key: tuple = (out.ptr, out.shape, out.strides, src.device, src.ptr, src.shape, src.strides)
         else:
             key = (out.ptr, out.shape, out.strides, src.device, *((a.ptr, a.shape, a.strides) for a in inputs))
-        launch = self._launches.get(key)
-        if launch is None:
-            self._check(inputs, out)  # before the framework is asked anything of a bad array
+        if params:
+            key += tuple((name, (v.ptr, v.shape, v.strides) if isinstance(v, ArrayView) else v)
+                         for name, v in sorted(params.items()))
+        if self._parameters:  # a launch may take a workspace of its stream's own
             if stream is None:
                 stream = current_stream(src)
-            launch = self._prepare(key, inputs, out, stream)
+            key += (stream,)
+        launch = self._launches.get(key)
+        if launch is None:
+            self._check(inputs, out, params or {})  # before the framework is asked anything of a bad array
+            if stream is None:
+                stream = current_stream(src)
+            launch = self._prepare(key, inputs, out, stream, params or {})
         elif stream is None:
             stream = current_stream(src)
         if launch.skip:
@@ -176,15 +195,16 @@ class Kernel:
             if result:
                 runtime._raise_for(result, f"clearing the output of {self.view.symbol}")
             return
-        view = self.view
+        view = self.view.family[launch.kernel]
         assert loaded is not None
-        result = _launch_function()(loaded.function, launch.grid, 1, 1, view.threads, 1, 1, view.smem_bytes, stream,
-                                    ctypes.addressof(launch.params), None)
+        result = _launch_function()(loaded.functions[launch.kernel], launch.grid, 1, 1, view.threads, 1, 1,
+                                    view.smem_bytes, stream, ctypes.addressof(launch.params), None)
         if result:
             runtime._raise_for(result, f"launching {view.symbol}")
 
     # ------------------------------------------------------------------ checks and set-up
-    def _input_problems(self, inputs: Sequence[ArrayView], out: ArrayView | None = None) -> list[Violation]:
+    def _input_problems(self, inputs: Sequence[ArrayView], out: ArrayView | None = None,
+                        params: dict[str, Any] | None = None) -> list[Violation]:
         """The inputs' problems, and the kind's own with ``out`` (None: the new output a call makes)."""
         found: list[Violation] = []
         for a, name, m in zip(inputs, self._names(len(inputs)), self._inputs):
@@ -195,7 +215,11 @@ class Kernel:
                                        f"rank {a.rank}", f"spec {self.plan.name}"))
             found += self._dtype_problems(a, name, m.dtype_name, m.elem_bytes)
         if not found:
-            found += self.launcher.problems(self.plan, inputs, out)
+            found += self.launcher.problems(self.plan, inputs, out, **(params or {}))
+            for name, v in (params or {}).items():
+                if isinstance(v, ArrayView):
+                    found += layout_problems(v, name)
+                    found += self._dtype_problems(v, name, *self._out_dtype)
         return found
 
     def _dtype_problems(self, a: ArrayView, name: str, want: str, nbytes: int) -> list[Violation]:
@@ -225,14 +249,16 @@ class Kernel:
                                    "pass a writable array", f"spec {self.plan.name}"))
         return found
 
-    def _check(self, inputs: Sequence[ArrayView], out: ArrayView) -> None:
+    def _check(self, inputs: Sequence[ArrayView], out: ArrayView, params: dict[str, Any] | None = None) -> None:
         """Every problem of the call, once per layout: the kind's own, then each map's rules on the
         real array (the address counts only by its alignment)."""
         key = (out.shape, out.strides, out.ptr & 127, out.carrier, out.itemsize, out.device, out.readonly,
-               *((a.shape, a.strides, a.ptr & 127, a.carrier, a.itemsize, a.device) for a in inputs))
+               *((a.shape, a.strides, a.ptr & 127, a.carrier, a.itemsize, a.device) for a in inputs),
+               *((name, (v.shape, v.strides, v.carrier, v.device) if isinstance(v, ArrayView) else v)
+                 for name, v in sorted((params or {}).items())))
         if key in self._checked:
             return
-        found = self._input_problems(inputs, out)
+        found = self._input_problems(inputs, out, params)
         if not found:
             found += self._output_problems(inputs, out)
         if not found:
@@ -253,11 +279,16 @@ class Kernel:
             raise ArgumentError(self._source, found)
         self._checked.add(key)
 
-    def _prepare(self, key: tuple, inputs: Sequence[ArrayView], out: ArrayView, stream: int) -> Launch:
+    def _prepare(self, key: tuple, inputs: Sequence[ArrayView], out: ArrayView, stream: int,
+                 params: dict[str, Any] | None = None) -> Launch:
         device = inputs[0].device
         if device is None:  # an interface that does not say where the memory is
             device = runtime.pointer_device(inputs[0].ptr)
-        call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device))
+        if self._parameters:
+            call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device),  # type: ignore[call-arg]
+                                      workspace=lambda n: self._workspace(device, stream, n), **(params or {}))
+        else:
+            call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device))
         if call.skip:
             launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (), skip=True)
         elif call.clear_output:
@@ -275,7 +306,8 @@ class Kernel:
                     maps.append(encode(args, into=runtime.TensorMap()))
             extra = list(call.extra)
             addresses = [s.address for s in maps] + [ctypes.addressof(v) for v in extra]
-            launch = Launch(device, call.grid, (ctypes.c_void_p * len(addresses))(*addresses), (maps, extra))
+            launch = Launch(device, call.grid, (ctypes.c_void_p * len(addresses))(*addresses), (maps, extra),
+                            kernel=call.kernel)
         with self._lock:
             if len(self._launches) >= _CACHE_LIMIT:
                 self._launches.clear()
@@ -302,13 +334,35 @@ class Kernel:
             if loaded is None:  # the same cubin is loaded once per process, whoever loads its spec
                 with runtime.OnDevice(device) as on:
                     module = runtime.Module(compiled.data)
-                    fn = module.function(self.view.symbol, self.view.smem_bytes)
-                    loaded = _MODULES[(compiled.cache_file, device)] = _Loaded(on.context, int(fn.function), module)
+                    functions = tuple(int(module.function(k.symbol, k.smem_bytes).function) for k in self.view.family)
+                    loaded = _MODULES[(compiled.cache_file, device)] = _Loaded(on.context, functions, module)
             self._loaded[device] = loaded
             return loaded
 
 
+    def _workspace(self, device: int, stream: int, nbytes: int) -> int:
+        """A split launch's workspace on ``device`` for ``stream`` (two streams never share one), its
+        arrival counters zero (the kernel leaves them so): allocated, or grown, outside any capture."""
+        with self._lock:
+            have = self._workspaces.get((device, stream))
+            if have is not None and have.nbytes >= nbytes:
+                return have.ptr
+            if runtime.stream_is_capturing(stream):
+                raise runtime.GpuError(
+                    f"{self.plan.name}: this shape splits K, and its first call on a stream allocates the split's "
+                    "workspace, which a CUDA graph capture does not allow: call it once before capturing")
+            with runtime.OnDevice(device):
+                if have is not None:
+                    runtime.check(runtime._driver().cuStreamSynchronize(stream), "cuStreamSynchronize")
+                    have.free()
+                buffer = runtime.Buffer(nbytes)
+                buffer.fill(0)
+            self._workspaces[(device, stream)] = buffer
+            return buffer.ptr
+
+
 _MODULES: dict[tuple[Path, int], _Loaded] = {}  # (cubin, device) -> loaded
+_ARRAY_PARAMETERS = frozenset({"c", "bias"})  # keyword parameters that are arrays
 
 
 @cache

@@ -12,7 +12,7 @@ Shapes and strides are outermost first, strides in elements (as ``torch.Tensor.s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -53,12 +53,18 @@ def encode_binding(plan: Plan, b: MapBinding, into: runtime.TensorMap | None = N
     return encode(array_args(plan.map(b.role), b.ptr, b.shape, b.strides), into)
 
 
-def launch_parameters(plan: Plan, inputs: Sequence[Operand], out: Operand,
-                      multiprocessors: int) -> tuple[Call, list[Any]]:
+def launch_parameters(plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int,
+                      workspace: Callable[[int], int] | None = None, **params: Any) -> tuple[Call, list[Any]]:
     """The launcher's call on ``inputs`` into ``out``, and the kernel's parameters: each map
-    encoded, then the kind's own values."""
+    encoded, then the kind's own values. ``workspace`` (bytes -> address of zeroed memory) and
+    ``params`` go to a launcher that takes them (the matmul's split of K and epilogue);
+    ``call.kernel`` says which kernel of the family (`KernelPlan.family`) to launch."""
     launcher = plan.launcher
     if launcher is None:
         raise TypeError(f"{plan.name}: {plan.description} has no launcher")
-    call = launcher.bind(plan, inputs, out, multiprocessors)
+    if getattr(launcher, "parameters", ()):
+        call = launcher.bind(plan, inputs, out, multiprocessors, workspace=workspace,  # type: ignore[call-arg]
+                             **params)
+    else:
+        call = launcher.bind(plan, inputs, out, multiprocessors)
     return call, [encode_binding(plan, b) for b in call.maps] + list(call.extra)

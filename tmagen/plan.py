@@ -95,6 +95,16 @@ class Plan:
         b = by_operand["b"]
         return WgmmaInstruction(b.operand.mn if b.operand else 0, MMA_PTX_TYPES[b.dtype_name])
 
+    @cached_property
+    def wgmma_instructions(self) -> tuple[WgmmaInstruction, ...]:
+        """Every wgmma instruction the header offers: the B tile's, and those of the kernels' other
+        tile shapes (a matmul family), widest first."""
+        first = self.wgmma
+        if first is None:
+            return ()
+        wanted = {first.n} | {n for k in self.kernels for n in k.wgmma_n}
+        return tuple(WgmmaInstruction(n, first.ptx_type) for n in sorted(wanted, reverse=True))
+
 
 def tensor_maps(spec: Spec) -> list[MapSpec]:
     """The maps of ``spec``: those its kernel uses, in parameter order, or one per tensor, named by

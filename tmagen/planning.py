@@ -243,6 +243,13 @@ class KernelPlan:
     barriers: int = 1  # 8-byte mbarriers in static shared memory
     tile_walk: TileWalk | None = None  # a kernel over a tensor's tiles (copy, transpose): what its walk holds
     registers: RegisterBudget | None = None  # a kernel that splits its registers with setmaxnreg (matmul)
+    variants: tuple[KernelPlan, ...] = ()  # further kernels of the family a launch picks among (matmul)
+    wgmma_n: tuple[int, ...] = ()  # the wgmma N each of its kernels multiplies with (matmul)
+
+    @property
+    def family(self) -> tuple[KernelPlan, ...]:
+        """This kernel and its variants: every extern "C" kernel the spec makes, in launch-choice order."""
+        return (self, *self.variants)
 
     @property
     def static_smem_bytes(self) -> int:

@@ -68,7 +68,7 @@ def context(plan: Plan, spec_file: str) -> dict[str, object]:
         "maps": plan.maps, "map": {m.name: m for m in plan.maps}, "cuda_headers": plan.cuda_headers,
         "target": target, "arch_number": target.name.removeprefix("sm_"), "runs_on_hopper": target.runs_here,
         "smem_limit": target.smem_per_block_optin, "base_offset_from_address": BASE_OFFSET_FROM_ADDRESS,
-        "wgmma": plan.wgmma,
+        "wgmma": plan.wgmma, "wgmma_instructions": plan.wgmma_instructions,
         "cpp_header": _file_header(plan, spec_file, "//"), "cmake_header": _file_header(plan, spec_file, "#"),
     }
 

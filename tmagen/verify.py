@@ -297,13 +297,20 @@ class Verifier:
         a_bits, a = to_16bit(a, a_t.dtype)
         b_bits, b = to_16bit(b, a_t.dtype)
         b_global = b_bits if b_major == "k" else np.ascontiguousarray(b_bits.T)
-        view = self.views[f"{self.spec.name}_matmul"]
         out_bytes = c_t.dt.nbytes
+        workspaces: list[runtime.Buffer] = []
+
+        def workspace(nbytes: int) -> int:
+            workspaces.append(runtime.Buffer(nbytes))
+            workspaces[-1].fill(0)
+            return workspaces[-1].ptr
+
         with runtime.Buffer.from_array(a_bits) as da, runtime.Buffer.from_array(b_global) as db, \
                 runtime.Buffer(m * n * out_bytes) as dc:
             dc.fill(OUT_POISON)
             call, params = launch_parameters(self.plan, [Array.of(da.ptr, (m, kk)), Array.of(db.ptr, b_global.shape)],
-                                             Array.of(dc.ptr, (m, n)), self.device.multiprocessors)
+                                             Array.of(dc.ptr, (m, n)), self.device.multiprocessors, workspace)
+            view = self.plan.kernel.family[call.kernel]
             kernel = self._kernel(view)
 
             def launch() -> None:
@@ -316,6 +323,8 @@ class Verifier:
             self.device.synchronize()
             got = from_device(dc.download(_uint(out_bytes), (m, n)), c_t.dtype)
             ms = self._time(launch) if timed else None
+            for w in workspaces:
+                w.free()
         reference = a.astype(np.float64) @ b.astype(np.float64).T
         tolerance, rule = matmul_tolerance(np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64).T,
                                            reference, kk, c_t.dtype)

@@ -60,26 +60,26 @@ struct Swizzle {
   }
 };
 
-// Box of map "a": 128 x 64 __nv_bfloat16 (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
+// Box of map "a": 64 x 64 __nv_bfloat16 (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
 // Rows of 128 bytes start every 128 bytes.
 struct a_box {
   static constexpr int rank = 2;
   // Elements of dimension d in shared memory, outermost first.
   TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t dim(int d) {
-    const uint32_t dims[rank] = {128, 64};
+    const uint32_t dims[rank] = {64, 64};
     return dims[d];
   }
   static constexpr uint32_t elem_bytes = 2;
   static constexpr uint32_t unit_bytes = 2;
   static constexpr uint32_t row_bytes = 128;
   static constexpr uint32_t row_pitch = 128;
-  static constexpr uint32_t rows = 128;
-  static constexpr uint32_t footprint = 16384;  // bytes of shared memory from the box start
-  static constexpr uint32_t tx_bytes = 16384;    // bytes one load brings (mbarrier expect_tx)
+  static constexpr uint32_t rows = 64;
+  static constexpr uint32_t footprint = 8192;  // bytes of shared memory from the box start
+  static constexpr uint32_t tx_bytes = 8192;    // bytes one load brings (mbarrier expect_tx)
   // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
   static constexpr uint32_t smem_offset = 0;
   // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
-  static constexpr uint32_t buffer_stride = 16384;
+  static constexpr uint32_t buffer_stride = 8192;
   static constexpr uint32_t period = 1024;
   using swizzle = Swizzle<3, 4, 3>;
 
@@ -102,12 +102,12 @@ struct a_box {
   static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
 
   // As wgmma operand A, K-major (PTX ISA 9.7.15.5.1; the layouts are in tmagen/mma.py).
-  // An operand tile is 1 box(es) side by side along M and as many rows of them along K as it needs,
+  // An operand tile is 2 box(es) side by side along M and as many rows of them along K as it needs,
   // each box_stride bytes after the previous one, M innermost.
   struct wgmma {
-    static constexpr uint32_t mn_boxes = 1;
-    static constexpr uint32_t box_stride = 16384;
-    static constexpr uint32_t mn_per_box = 128;  // M of one box
+    static constexpr uint32_t mn_boxes = 2;
+    static constexpr uint32_t box_stride = 8192;
+    static constexpr uint32_t mn_per_box = 64;  // M of one box
     static constexpr uint32_t k_per_box = 64;    // K of one box
     // K-major: SBO steps 8 rows of 128 bytes; LBO is unused (a K step stays inside one row's span).
     static constexpr uint32_t lbo = 16;
@@ -115,8 +115,10 @@ struct a_box {
     static constexpr uint64_t layout_type = 1;  // bits 62-63: CU_TENSOR_MAP_SWIZZLE_128B
 
     // Bytes from the tile's first box to element (mn, k), before the swizzle.
-    TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t mn, uint32_t k) {
-      return ((k / k_per_box) * mn_boxes + mn / mn_per_box) * box_stride
+    TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t mn, uint32_t k) { return offset_in(mn_boxes, mn, k); }
+    // The same in a tile of `boxes` boxes along M (a kernel of another tile shape).
+    TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset_in(uint32_t boxes, uint32_t mn, uint32_t k) {
+      return ((k / k_per_box) * boxes + mn / mn_per_box) * box_stride
              + (mn % mn_per_box) * row_pitch + (k % k_per_box) * elem_bytes;
     }
     // The descriptor of an operand whose first core matrix is at shared address `start` (pre-swizzle).
@@ -152,26 +154,26 @@ struct a_box {
 #endif
 };
 
-// Box of map "b": 256 x 64 __nv_bfloat16 (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
+// Box of map "b": 64 x 64 __nv_bfloat16 (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
 // Rows of 128 bytes start every 128 bytes.
 struct b_box {
   static constexpr int rank = 2;
   // Elements of dimension d in shared memory, outermost first.
   TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t dim(int d) {
-    const uint32_t dims[rank] = {256, 64};
+    const uint32_t dims[rank] = {64, 64};
     return dims[d];
   }
   static constexpr uint32_t elem_bytes = 2;
   static constexpr uint32_t unit_bytes = 2;
   static constexpr uint32_t row_bytes = 128;
   static constexpr uint32_t row_pitch = 128;
-  static constexpr uint32_t rows = 256;
-  static constexpr uint32_t footprint = 32768;  // bytes of shared memory from the box start
-  static constexpr uint32_t tx_bytes = 32768;    // bytes one load brings (mbarrier expect_tx)
+  static constexpr uint32_t rows = 64;
+  static constexpr uint32_t footprint = 8192;  // bytes of shared memory from the box start
+  static constexpr uint32_t tx_bytes = 8192;    // bytes one load brings (mbarrier expect_tx)
   // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
   static constexpr uint32_t smem_offset = 0;
   // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
-  static constexpr uint32_t buffer_stride = 32768;
+  static constexpr uint32_t buffer_stride = 8192;
   static constexpr uint32_t period = 1024;
   using swizzle = Swizzle<3, 4, 3>;
 
@@ -194,12 +196,12 @@ struct b_box {
   static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
 
   // As wgmma operand B, K-major (PTX ISA 9.7.15.5.1; the layouts are in tmagen/mma.py).
-  // An operand tile is 1 box(es) side by side along N and as many rows of them along K as it needs,
+  // An operand tile is 4 box(es) side by side along N and as many rows of them along K as it needs,
   // each box_stride bytes after the previous one, N innermost.
   struct wgmma {
-    static constexpr uint32_t mn_boxes = 1;
-    static constexpr uint32_t box_stride = 32768;
-    static constexpr uint32_t mn_per_box = 256;  // N of one box
+    static constexpr uint32_t mn_boxes = 4;
+    static constexpr uint32_t box_stride = 8192;
+    static constexpr uint32_t mn_per_box = 64;  // N of one box
     static constexpr uint32_t k_per_box = 64;    // K of one box
     // K-major: SBO steps 8 rows of 128 bytes; LBO is unused (a K step stays inside one row's span).
     static constexpr uint32_t lbo = 16;
@@ -207,8 +209,10 @@ struct b_box {
     static constexpr uint64_t layout_type = 1;  // bits 62-63: CU_TENSOR_MAP_SWIZZLE_128B
 
     // Bytes from the tile's first box to element (mn, k), before the swizzle.
-    TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t mn, uint32_t k) {
-      return ((k / k_per_box) * mn_boxes + mn / mn_per_box) * box_stride
+    TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t mn, uint32_t k) { return offset_in(mn_boxes, mn, k); }
+    // The same in a tile of `boxes` boxes along N (a kernel of another tile shape).
+    TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset_in(uint32_t boxes, uint32_t mn, uint32_t k) {
+      return ((k / k_per_box) * boxes + mn / mn_per_box) * box_stride
              + (mn % mn_per_box) * row_pitch + (k % k_per_box) * elem_bytes;
     }
     // The descriptor of an operand whose first core matrix is at shared address `start` (pre-swizzle).
@@ -528,6 +532,75 @@ __device__ __forceinline__ void mma_m64n256k16(float (&d)[128], uint64_t a, uint
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "l"(a), "l"(b), "r"(accumulate), "n"(TransA), "n"(TransB));
+}
+// The same, picked by the accumulators' size: kernels templated on the tile's N call this one.
+template <int TransA, int TransB>
+__device__ __forceinline__ void mma_k16(float (&d)[128], uint64_t a, uint64_t b, uint32_t accumulate) {
+  mma_m64n256k16<TransA, TransB>(d, a, b, accumulate);
+}
+
+// d (64 x 128 fp32) = a (64 x 16) * b (128 x 16)^T + (accumulate ? d : 0), bf16 operands.
+// Thread t of the warpgroup holds rows 16 * (t / 32) + t % 32 / 4 + 8 * (i / 2 % 2) and columns
+// 8 * (i / 4) + 2 * (t % 4) + i % 2 of d[i]. TransA/TransB: 1 for an MN-major operand.
+template <int TransA, int TransB>
+__device__ __forceinline__ void mma_m64n128k16(float (&d)[64], uint64_t a, uint64_t b, uint32_t accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16\n"
+      "{%0,%1,%2,%3,%4,%5,%6,%7,\n"
+      " %8,%9,%10,%11,%12,%13,%14,%15,\n"
+      " %16,%17,%18,%19,%20,%21,%22,%23,\n"
+      " %24,%25,%26,%27,%28,%29,%30,%31,\n"
+      " %32,%33,%34,%35,%36,%37,%38,%39,\n"
+      " %40,%41,%42,%43,%44,%45,%46,%47,\n"
+      " %48,%49,%50,%51,%52,%53,%54,%55,\n"
+      " %56,%57,%58,%59,%60,%61,%62,%63},\n"
+      " %64, %65, p, 1, 1, %67, %68;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(accumulate), "n"(TransA), "n"(TransB));
+}
+// The same, picked by the accumulators' size: kernels templated on the tile's N call this one.
+template <int TransA, int TransB>
+__device__ __forceinline__ void mma_k16(float (&d)[64], uint64_t a, uint64_t b, uint32_t accumulate) {
+  mma_m64n128k16<TransA, TransB>(d, a, b, accumulate);
+}
+
+// d (64 x 64 fp32) = a (64 x 16) * b (64 x 16)^T + (accumulate ? d : 0), bf16 operands.
+// Thread t of the warpgroup holds rows 16 * (t / 32) + t % 32 / 4 + 8 * (i / 2 % 2) and columns
+// 8 * (i / 4) + 2 * (t % 4) + i % 2 of d[i]. TransA/TransB: 1 for an MN-major operand.
+template <int TransA, int TransB>
+__device__ __forceinline__ void mma_m64n64k16(float (&d)[32], uint64_t a, uint64_t b, uint32_t accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16\n"
+      "{%0,%1,%2,%3,%4,%5,%6,%7,\n"
+      " %8,%9,%10,%11,%12,%13,%14,%15,\n"
+      " %16,%17,%18,%19,%20,%21,%22,%23,\n"
+      " %24,%25,%26,%27,%28,%29,%30,%31},\n"
+      " %32, %33, p, 1, 1, %35, %36;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate), "n"(TransA), "n"(TransB));
+}
+// The same, picked by the accumulators' size: kernels templated on the tile's N call this one.
+template <int TransA, int TransB>
+__device__ __forceinline__ void mma_k16(float (&d)[32], uint64_t a, uint64_t b, uint32_t accumulate) {
+  mma_m64n64k16<TransA, TransB>(d, a, b, accumulate);
 }
 
 }  // namespace wgmma

@@ -36,12 +36,12 @@ typedef struct {
 /* The last error of the calling thread, in words ("" after success). */
 const char* matmul_bf16_tn_last_error(void);
 
-/* Map "a": 2-D __nv_bfloat16, box 128x64, CU_TENSOR_MAP_SWIZZLE_128B.
+/* Map "a": 2-D __nv_bfloat16, box 64x64, CU_TENSOR_MAP_SWIZZLE_128B.
    `shape` and `strides` have 2 entries; `ptr` is 16-byte aligned. */
 matmul_bf16_tn_status matmul_bf16_tn_encode_a(matmul_bf16_tn_tensor_map* out, const void* ptr, const uint64_t* shape,
     const int64_t* strides);
 
-/* Map "b": 2-D __nv_bfloat16, box 256x64, CU_TENSOR_MAP_SWIZZLE_128B.
+/* Map "b": 2-D __nv_bfloat16, box 64x64, CU_TENSOR_MAP_SWIZZLE_128B.
    `shape` and `strides` have 2 entries; `ptr` is 16-byte aligned. */
 matmul_bf16_tn_status matmul_bf16_tn_encode_b(matmul_bf16_tn_tensor_map* out, const void* ptr, const uint64_t* shape,
     const int64_t* strides);
@@ -53,9 +53,24 @@ matmul_bf16_tn_status matmul_bf16_tn_encode_c(matmul_bf16_tn_tensor_map* out, co
 
 /* C = A x B^T: A is M x K, B is N x K, C is M x N, all row-major with leading
    dimensions lda, ldb, ldc in elements (0: contiguous; each a multiple of 16 bytes, as TMA needs),
-   __nv_bfloat16 in, fp32 accumulation, __nv_bfloat16 out; M, N, K below 2^31. K = 0 sets C to zeros. */
+   __nv_bfloat16 in, fp32 accumulation, __nv_bfloat16 out; M, N, K below 2^31. K = 0 sets C to zeros.
+   Each call picks one of the spec's 5 kernel(s) and a split of K for its M, N and K (matmul_bf16_tn_matmul_choice);
+   tensor maps are encoded again only when a pointer, shape or leading dimension changes. A split
+   launch sums fp32 partials in a workspace the library allocates per device and stream on first
+   need (not while the stream is being captured into a CUDA graph: run the shape once first). */
 matmul_bf16_tn_status matmul_bf16_tn_matmul_launch(const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K,
     int64_t lda, int64_t ldb, int64_t ldc, void* stream);
+
+/* The same with an epilogue: C = alpha * A x B^T + beta * C_in + bias, computed in fp32.
+   C_in (__nv_bfloat16, M x N, leading dimension ldc_in, 0: N) is read only where beta != 0, and may be C itself;
+   bias (__nv_bfloat16): bias_along 0 none, 1 N values added to every row, 2 M values, one per row. */
+matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_epilogue(const void* a, const void* b, void* c, uint64_t M, uint64_t N,
+    uint64_t K, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta, const void* c_in, int64_t ldc_in,
+    const void* bias, uint32_t bias_along, void* stream);
+
+/* Which kernel (0 .. 4: 128x256, 128x128, 64x256, 64x128, 64x64) and how many splits of K a launch
+   of M x N x K on `sms` multiprocessors runs. */
+matmul_bf16_tn_status matmul_bf16_tn_matmul_choice(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* kernel, uint32_t* splits);
 
 #ifdef __cplusplus
 }

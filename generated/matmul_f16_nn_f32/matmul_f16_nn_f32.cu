@@ -161,7 +161,7 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_a(matmul_f16_nn_f32
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   const matmul_f16_nn_f32_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
   if (found != matmul_f16_nn_f32_ok) return found;
-  const cuuint32_t box[2] = {64, 128};  // innermost first
+  const cuuint32_t box[2] = {64, 64};  // innermost first
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult result = encode(reinterpret_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(ptr),
                                  dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -227,8 +227,142 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_c(matmul_f16_nn_f32
   return ok();
 }
 
-extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch(const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K,
-                                            int64_t lda, int64_t ldb, int64_t ldc, void* stream) {
+#include <mutex>
+
+namespace {
+
+// The family's choice for (M, N, K) on `sms` multiprocessors: the cost model of
+// tmagen/kinds/matmul/dispatch.py in the same integer arithmetic (constants measured on estimates (not yet measured)).
+struct matmul_tile_cost {
+  uint64_t bm, bn, bk, consumers, step_ns, tile_ns;
+};
+constexpr matmul_tile_cost matmul_costs[5] = {
+    {128, 256, 64, 2, 700, 1500},  // matmul_f16_nn_f32_matmul
+    {128, 128, 64, 2, 370, 1000},  // matmul_f16_nn_f32_matmul_128x128
+    {64, 256, 64, 1, 400, 1000},  // matmul_f16_nn_f32_matmul_64x256
+    {64, 128, 64, 1, 220, 800},  // matmul_f16_nn_f32_matmul_64x128
+    {64, 64, 64, 1, 130, 700},  // matmul_f16_nn_f32_matmul_64x64
+};
+constexpr uint64_t matmul_sm_bytes_per_us = 100000, matmul_hbm_bytes_per_us = 4200000;
+constexpr uint32_t matmul_max_splits = 16;
+
+uint64_t matmul_time_ns(const matmul_tile_cost& c, uint64_t M, uint64_t N, uint64_t K, uint64_t sms, uint64_t splits) {
+  const uint64_t tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn), units = tiles * splits;
+  const uint64_t running = units < sms ? units : sms, waves = (units + sms - 1) / sms;
+  const uint64_t steps = ((K + c.bk - 1) / c.bk + splits - 1) / splits;
+  const uint64_t per_sm = matmul_hbm_bytes_per_us / running;
+  const uint64_t bandwidth = per_sm < matmul_sm_bytes_per_us ? per_sm : matmul_sm_bytes_per_us;
+  const uint64_t load_ns = (c.bm + c.bn) * c.bk * 2 * 1000 / bandwidth;
+  uint64_t time = waves * (c.tile_ns + steps * (c.step_ns > load_ns ? c.step_ns : load_ns));
+  if (splits > 1) time += 2 * units * c.bm * c.bn * 4 * 1000 / matmul_hbm_bytes_per_us;
+  return time;
+}
+
+void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* variant, uint32_t* splits) {
+  uint64_t best_time = 0;
+  *variant = 0, *splits = 1;
+  uint64_t k_steps = (K + matmul_costs[0].bk - 1) / matmul_costs[0].bk;
+  if (k_steps == 0) k_steps = 1;
+  for (uint32_t v = 0; v < 5; ++v) {
+    for (uint32_t s = 1; s <= matmul_max_splits && s <= k_steps; ++s) {
+      const uint64_t t = matmul_time_ns(matmul_costs[v], M, N, K, sms, s);
+      if ((v == 0 && s == 1) || t < best_time) best_time = t, *variant = v, *splits = s;
+    }
+  }
+}
+
+// The multiprocessors of the current device, asked of the runtime once per device.
+matmul_f16_nn_f32_status current_sms(int* device, uint32_t* sms) {
+  static int counts[64] = {};
+  if (cudaGetDevice(device) != cudaSuccess) return fail(matmul_f16_nn_f32_no_driver, "matmul: no current CUDA device");
+  if (*device < 0 || *device >= 64) return fail(matmul_f16_nn_f32_bad_argument, "matmul: device %d is beyond 64", *device);
+  if (counts[*device] == 0) {
+    int n = 0;
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, *device);
+    counts[*device] = n > 0 ? n : 1;
+  }
+  *sms = static_cast<uint32_t>(counts[*device]);
+  return matmul_f16_nn_f32_ok;
+}
+
+// Encoding a tensor map costs microseconds; a launch on the pointers and shapes of the last one on
+// this thread reuses its maps.
+struct cached_map {
+  const void* ptr = nullptr;
+  uint64_t shape[2] = {0, 0};
+  int64_t strides[2] = {0, 0};
+  matmul_f16_nn_f32_tensor_map map;
+};
+
+template <typename Encode>
+matmul_f16_nn_f32_status cached_encode(cached_map& slot, Encode encode, const void* ptr, const uint64_t* shape,
+                                 const int64_t* strides) {
+  if (slot.ptr == ptr && ptr != nullptr && slot.shape[0] == shape[0] && slot.shape[1] == shape[1] &&
+      slot.strides[0] == strides[0] && slot.strides[1] == strides[1]) {
+    return matmul_f16_nn_f32_ok;
+  }
+  slot.ptr = nullptr;
+  const matmul_f16_nn_f32_status status = encode(&slot.map, ptr, shape, strides);
+  if (status != matmul_f16_nn_f32_ok) return status;
+  slot.ptr = ptr, slot.shape[0] = shape[0], slot.shape[1] = shape[1], slot.strides[0] = strides[0], slot.strides[1] = strides[1];
+  return matmul_f16_nn_f32_ok;
+}
+
+// A split launch's workspace: per device and stream (two streams never share one), allocated on
+// first need, grown when a launch needs more, its counters zeroed once on the stream (the kernel
+// leaves them at zero). Allocating is not allowed while a stream is being captured into a graph:
+// run a shape once before capturing it.
+struct workspace_slot {
+  int device;
+  void* stream;
+  void* ptr;
+  size_t bytes;
+};
+std::mutex workspace_lock;
+workspace_slot workspace_slots[32] = {};
+
+matmul_f16_nn_f32_status matmul_workspace(int device, void* stream, size_t bytes, void** out) {
+  std::lock_guard<std::mutex> guard(workspace_lock);
+  workspace_slot* slot = nullptr;
+  for (workspace_slot& w : workspace_slots) {
+    if (w.ptr != nullptr && w.device == device && w.stream == stream) { slot = &w; break; }
+    if (w.ptr == nullptr && slot == nullptr) slot = &w;
+  }
+  if (slot == nullptr) return fail(matmul_f16_nn_f32_launch_failed, "matmul: workspaces for more than 32 streams");
+  if (slot->ptr != nullptr && slot->bytes >= bytes) {
+    *out = slot->ptr;
+    return matmul_f16_nn_f32_ok;
+  }
+  if (slot->ptr != nullptr) {
+    cudaStreamSynchronize(static_cast<cudaStream_t>(stream));  // its last launch is done with the old one
+    cudaFree(slot->ptr);
+    slot->ptr = nullptr;
+  }
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, bytes);
+  if (err == cudaSuccess) err = cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    if (p != nullptr) cudaFree(p);
+    return fail(matmul_f16_nn_f32_launch_failed, "matmul: cannot allocate a %zu-byte workspace for a split of K: %s", bytes,
+                cudaGetErrorString(err));
+  }
+  *slot = {device, stream, p, bytes};
+  *out = p;
+  return matmul_f16_nn_f32_ok;
+}
+
+}  // namespace
+
+extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_choice(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* kernel,
+                                                uint32_t* splits) {
+  if (kernel == nullptr || splits == nullptr) return fail(matmul_f16_nn_f32_bad_argument, "matmul_choice: kernel and splits are required");
+  matmul_choose(M, N, K, sms ? sms : 1, kernel, splits);
+  return ok();
+}
+
+extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_epilogue(
+    const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K, int64_t lda, int64_t ldb, int64_t ldc,
+    float alpha, float beta, const void* c_in, int64_t ldc_in, const void* bias, uint32_t bias_along, void* stream) {
   if (M == 0 || N == 0) return ok();
   if (c == nullptr) return fail(matmul_f16_nn_f32_bad_argument, "matmul: C is required");
   if (M >= (1ull << 31) || N >= (1ull << 31) || K >= (1ull << 31)) {  // TMA coordinates are signed 32-bit
@@ -236,34 +370,100 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch(const void* 
                 "tiles with signed 32-bit coordinates (split the product)", (unsigned long long)M, (unsigned long long)N,
                 (unsigned long long)K);
   }
+  if (bias_along > 2) return fail(matmul_f16_nn_f32_bad_argument, "matmul: bias_along = %u, but it is 0 (none), 1 (N values) or 2 (M values)", bias_along);
+  if (bias_along != 0 && bias == nullptr) return fail(matmul_f16_nn_f32_bad_argument, "matmul: bias_along = %u needs a bias", bias_along);
+  if (beta != 0.0f && c_in == nullptr) return fail(matmul_f16_nn_f32_bad_argument, "matmul: beta = %g needs C_in", static_cast<double>(beta));
+  matmul_f16_nn_f32::matmul_epilogue epilogue = {alpha, beta, beta != 0.0f ? static_cast<const float*>(c_in) : nullptr,
+                                          ldc_in ? ldc_in : static_cast<int64_t>(N),
+                                          bias_along ? static_cast<const float*>(bias) : nullptr, bias_along, 0};
+  epilogue.plain = alpha == 1.0f && epilogue.c_in == nullptr && epilogue.bias == nullptr;
   const int64_t c_strides[2] = {ldc ? ldc : static_cast<int64_t>(N), 1};
-  if (K == 0) {  // an empty sum: TMA cannot describe an extent of 0
+  if (K == 0 && epilogue.plain) {  // an empty sum: TMA cannot describe an extent of 0
     const size_t row_bytes = N * 4, pitch = static_cast<size_t>(c_strides[0]) * 4;
     const cudaError_t err = cudaMemset2DAsync(c, pitch, 0, row_bytes, M, static_cast<cudaStream_t>(stream));
     if (err != cudaSuccess) return fail(matmul_f16_nn_f32_launch_failed, "matmul: clearing C failed: %s", cudaGetErrorString(err));
     return ok();
   }
-  const uint64_t a_shape[2] = {M, K};
-  const uint64_t b_shape[2] = {K, N};
+  int device = 0;
+  uint32_t sms = 1;
+  matmul_f16_nn_f32_status status = current_sms(&device, &sms);
+  if (status != matmul_f16_nn_f32_ok) return status;
+  // K = 0 with an epilogue: the kernel still runs (C = beta C_in + bias) and loads nothing, over
+  // maps of one column (TMA cannot describe an extent of 0).
+  const uint64_t k_extent = K ? K : 1;
+  const uint64_t a_shape[2] = {M, k_extent};
+  const uint64_t b_shape[2] = {k_extent, N};
   const uint64_t c_shape[2] = {M, N};
-  const int64_t a_strides[2] = {lda ? lda : static_cast<int64_t>(K), 1};
-  const int64_t b_strides[2] = {ldb ? ldb : static_cast<int64_t>(b_shape[1]), 1};
-  matmul_f16_nn_f32_tensor_map a_map, b_map, c_map;
-  matmul_f16_nn_f32_status status = matmul_f16_nn_f32_encode_a(&a_map, a, a_shape, a_strides);
+  const int64_t a_strides[2] = {K ? (lda ? lda : static_cast<int64_t>(K)) : 8, 1};
+  const int64_t b_strides[2] = {ldb ? ldb : static_cast<int64_t>(N), 1};
+  thread_local cached_map a_cache, b_cache, c_cache;
+  status = cached_encode(a_cache, matmul_f16_nn_f32_encode_a, a, a_shape, a_strides);
   if (status != matmul_f16_nn_f32_ok) return status;
-  status = matmul_f16_nn_f32_encode_b(&b_map, b, b_shape, b_strides);
+  status = cached_encode(b_cache, matmul_f16_nn_f32_encode_b, b, b_shape, b_strides);
   if (status != matmul_f16_nn_f32_ok) return status;
-  status = matmul_f16_nn_f32_encode_c(&c_map, c, c_shape, c_strides);
+  status = cached_encode(c_cache, matmul_f16_nn_f32_encode_c, c, c_shape, c_strides);
   if (status != matmul_f16_nn_f32_ok) return status;
-  const uint64_t tiles = ((M + matmul_f16_nn_f32_matmul_tile_m - 1) / matmul_f16_nn_f32_matmul_tile_m) *
-                         ((N + matmul_f16_nn_f32_matmul_tile_n - 1) / matmul_f16_nn_f32_matmul_tile_n);
-  if (tiles > 0xFFFFFFFFull) return fail(matmul_f16_nn_f32_bad_shape, "matmul: %llu tiles are more than 2^32", (unsigned long long)tiles);
-  const uint32_t smem = matmul_f16_nn_f32_matmul_smem_bytes;
-  status = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul), smem, "matmul_f16_nn_f32_matmul");
-  if (status != matmul_f16_nn_f32_ok) return status;
+  uint32_t variant = 0, splits = 1;
+  matmul_choose(M, N, K, sms, &variant, &splits);
+  const uint64_t tiles = ((M + matmul_costs[variant].bm - 1) / matmul_costs[variant].bm) *
+                         ((N + matmul_costs[variant].bn - 1) / matmul_costs[variant].bn);
+  if (tiles * splits > 0xFFFFFFFFull) return fail(matmul_f16_nn_f32_bad_shape, "matmul: %llu tiles are more than 2^32", (unsigned long long)tiles);
+  matmul_f16_nn_f32::matmul_split split = {nullptr, nullptr, splits};
+  if (splits > 1) {
+    const size_t partial_bytes = tiles * splits * matmul_costs[variant].bm * matmul_costs[variant].bn * 4;
+    const size_t counters = (tiles * matmul_costs[variant].consumers * 4 + 255) / 256 * 256;
+    void* workspace = nullptr;
+    status = matmul_workspace(device, stream, partial_bytes + counters, &workspace);
+    if (status != matmul_f16_nn_f32_ok) return status;
+    split.partials = static_cast<float*>(workspace);
+    split.counters = reinterpret_cast<uint32_t*>(static_cast<char*>(workspace) + partial_bytes);
+  }
+  const uint32_t grid = static_cast<uint32_t>(tiles * splits < sms ? tiles * splits : sms);
+  const CUtensorMap* maps[3] = {reinterpret_cast<const CUtensorMap*>(&a_cache.map), reinterpret_cast<const CUtensorMap*>(&b_cache.map),
+                                reinterpret_cast<const CUtensorMap*>(&c_cache.map)};
+  const uint32_t m32 = static_cast<uint32_t>(M), n32 = static_cast<uint32_t>(N), k32 = static_cast<uint32_t>(K);
   const cudaError_t before = cudaPeekAtLastError();
-  matmul_f16_nn_f32_matmul<<<grid_for(static_cast<uint32_t>(tiles), 1), matmul_f16_nn_f32_matmul_threads, smem, static_cast<cudaStream_t>(stream)>>>(
-      *reinterpret_cast<const CUtensorMap*>(&a_map), *reinterpret_cast<const CUtensorMap*>(&b_map),
-      *reinterpret_cast<const CUtensorMap*>(&c_map), static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K));
-  return launch_status("matmul_f16_nn_f32_matmul", before);
+  switch (variant) {
+    case 0: {
+      static const matmul_f16_nn_f32_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul), matmul_f16_nn_f32_matmul_smem_bytes, "matmul_f16_nn_f32_matmul");
+      if (allowed != matmul_f16_nn_f32_ok) return fail(allowed, "%s", "matmul_f16_nn_f32_matmul: cannot allow its shared memory");
+      matmul_f16_nn_f32_matmul<<<grid, matmul_f16_nn_f32_matmul_threads, matmul_f16_nn_f32_matmul_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
+          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
+      return launch_status("matmul_f16_nn_f32_matmul", before);
+    }
+    case 1: {
+      static const matmul_f16_nn_f32_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x128), matmul_f16_nn_f32_matmul_128x128_smem_bytes, "matmul_f16_nn_f32_matmul_128x128");
+      if (allowed != matmul_f16_nn_f32_ok) return fail(allowed, "%s", "matmul_f16_nn_f32_matmul_128x128: cannot allow its shared memory");
+      matmul_f16_nn_f32_matmul_128x128<<<grid, matmul_f16_nn_f32_matmul_128x128_threads, matmul_f16_nn_f32_matmul_128x128_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
+          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
+      return launch_status("matmul_f16_nn_f32_matmul_128x128", before);
+    }
+    case 2: {
+      static const matmul_f16_nn_f32_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x256), matmul_f16_nn_f32_matmul_64x256_smem_bytes, "matmul_f16_nn_f32_matmul_64x256");
+      if (allowed != matmul_f16_nn_f32_ok) return fail(allowed, "%s", "matmul_f16_nn_f32_matmul_64x256: cannot allow its shared memory");
+      matmul_f16_nn_f32_matmul_64x256<<<grid, matmul_f16_nn_f32_matmul_64x256_threads, matmul_f16_nn_f32_matmul_64x256_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
+          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
+      return launch_status("matmul_f16_nn_f32_matmul_64x256", before);
+    }
+    case 3: {
+      static const matmul_f16_nn_f32_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x128), matmul_f16_nn_f32_matmul_64x128_smem_bytes, "matmul_f16_nn_f32_matmul_64x128");
+      if (allowed != matmul_f16_nn_f32_ok) return fail(allowed, "%s", "matmul_f16_nn_f32_matmul_64x128: cannot allow its shared memory");
+      matmul_f16_nn_f32_matmul_64x128<<<grid, matmul_f16_nn_f32_matmul_64x128_threads, matmul_f16_nn_f32_matmul_64x128_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
+          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
+      return launch_status("matmul_f16_nn_f32_matmul_64x128", before);
+    }
+    case 4: {
+      static const matmul_f16_nn_f32_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x64), matmul_f16_nn_f32_matmul_64x64_smem_bytes, "matmul_f16_nn_f32_matmul_64x64");
+      if (allowed != matmul_f16_nn_f32_ok) return fail(allowed, "%s", "matmul_f16_nn_f32_matmul_64x64: cannot allow its shared memory");
+      matmul_f16_nn_f32_matmul_64x64<<<grid, matmul_f16_nn_f32_matmul_64x64_threads, matmul_f16_nn_f32_matmul_64x64_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
+          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
+      return launch_status("matmul_f16_nn_f32_matmul_64x64", before);
+    }
+  }
+  return fail(matmul_f16_nn_f32_bad_argument, "matmul: no kernel %u", variant);
+}
+
+extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch(const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K,
+                                            int64_t lda, int64_t ldb, int64_t ldc, void* stream) {
+  return matmul_f16_nn_f32_matmul_launch_epilogue(a, b, c, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, nullptr, 0, nullptr, 0, stream);
 }

@@ -10,17 +10,47 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-// C = A x B on the tensor cores, tiles of 128 x 256, 64 of K per stage.
-// Warpgroup 0 produces: one thread keeps a ring of 4 stages full with TMA (full/empty mbarriers).
-// Warpgroups 1..2 consume: each multiplies 64 rows of the tile with wgmma (m64n256k16),
+// C = alpha * A x B + beta * C_in + bias on the tensor cores, in a family of 5 kernel(s) of different tile
+// shapes: matmul_f16_nn_f32_matmul (128 x 256, 4 stages), matmul_f16_nn_f32_matmul_128x128 (128 x 128, 6 stages), matmul_f16_nn_f32_matmul_64x256 (64 x 256, 5 stages), matmul_f16_nn_f32_matmul_64x128 (64 x 128, 8 stages), matmul_f16_nn_f32_matmul_64x64 (64 x 64, 12 stages).
+// Each launch picks one, and a split of K, for its M, N and K (matmul_f16_nn_f32_matmul_choice).
+// Warpgroup 0 produces: one thread keeps a ring of stages full with TMA (full/empty mbarriers).
+// Warpgroups 1..consumers consume: each multiplies 64-row blocks of the tile with wgmma (m64nBNk16),
 // keeping one stage's wgmmas in flight, then stores its rows through shared memory with TMA.
-// A persistent grid walks the tiles in groups of 8 tile rows, column by column (L2 reuse).
+// A persistent grid walks the work units (a tile, or a tile's split of K) in groups of 8
+// tile rows, column by column (L2 reuse).
 // Edges need no care: TMA fills loads outside A and B with zeros and drops stores outside C.
 constexpr uint32_t matmul_f16_nn_f32_matmul_threads = 384;
 constexpr uint32_t matmul_f16_nn_f32_matmul_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_f16_nn_f32_matmul_128x128_threads = 384;
+constexpr uint32_t matmul_f16_nn_f32_matmul_128x128_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_f16_nn_f32_matmul_64x256_threads = 256;
+constexpr uint32_t matmul_f16_nn_f32_matmul_64x256_smem_bytes = 222208;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_f16_nn_f32_matmul_64x128_threads = 256;
+constexpr uint32_t matmul_f16_nn_f32_matmul_64x128_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_f16_nn_f32_matmul_64x64_threads = 256;
+constexpr uint32_t matmul_f16_nn_f32_matmul_64x64_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_f16_nn_f32_matmul_tile_m = 128, matmul_f16_nn_f32_matmul_tile_n = 256, matmul_f16_nn_f32_matmul_tile_k = 64;
 
 namespace matmul_f16_nn_f32 {
+
+// What the epilogue adds to the product: out = alpha * A B + beta * C_in + bias, in fp32.
+struct matmul_epilogue {
+  float alpha, beta;
+  const float* c_in;  // [M, N], ldc_in elements per row; null: no beta term
+  int64_t ldc_in;
+  const float* bias;  // null, or N values added to each row (bias_along 1), or M values, one per row (2)
+  uint32_t bias_along;
+  uint32_t plain;  // 1: alpha 1, no C_in, no bias: the epilogue converts the accumulators alone
+};
+
+// A launch that splits K ways: each split leaves its fp32 partial tile in `partials`, and the last
+// of a tile's splits to arrive (counted in `counters`, which start and end at zero) sums them in
+// the order of the splits, so the result does not depend on which finished first.
+struct matmul_split {
+  float* partials;
+  uint32_t* counters;
+  uint32_t splits;
+};
 
 struct matmul_tile {
   uint32_t m, n;  // tile coordinates, in tiles
@@ -42,63 +72,87 @@ __device__ __forceinline__ void warpgroup_barrier(uint32_t id) {
   asm volatile("bar.sync %0, 128;" :: "r"(id) : "memory");
 }
 
-}  // namespace matmul_f16_nn_f32
+// Brings a kernel parameter's tensor map into the constant cache before the first copy needs it.
+__device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" :: "l"(map) : "memory");
+}
 
-extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
-    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K) {
-  using A = matmul_f16_nn_f32::a_box;
-  using B = matmul_f16_nn_f32::b_box;
-  using C = matmul_f16_nn_f32::c_box;
-  namespace tma = matmul_f16_nn_f32::tma;
-  namespace wgmma = matmul_f16_nn_f32::wgmma;
-  constexpr uint32_t BM = 128, BN = 256, BK = 64, stages = 4;
-  constexpr uint32_t rows_per_consumer = 64, m_blocks = 1;
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+// The epilogue's value of C at (row, col) of the whole matrix from its product `acc`.
+__device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float acc, uint32_t row, uint32_t col,
+                                                uint32_t M, uint32_t N) {
+  float v = e.alpha * acc;
+  if (row < M && col < N) {
+    if (e.c_in != nullptr) v += e.beta * to_float(e.c_in[static_cast<int64_t>(row) * e.ldc_in + col]);
+    if (e.bias_along == 1) v += to_float(e.bias[col]);
+    if (e.bias_along == 2) v += to_float(e.bias[row]);
+  }
+  return v;
+}
+
+template <uint32_t BM, uint32_t BN, uint32_t Consumers, uint32_t Stages, uint32_t ABoxes, uint32_t BBoxes,
+          uint32_t ProducerRegisters, uint32_t ConsumerRegisters>
+__device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUtensorMap* b_map, const CUtensorMap* c_map,
+                                            uint32_t M, uint32_t N, uint32_t K, const matmul_epilogue& epilogue,
+                                            const matmul_split& split) {
+  using A = a_box;
+  using B = b_box;
+  using C = c_box;
+  constexpr uint32_t BK = 64, rows_per_consumer = BM / Consumers, m_blocks = rows_per_consumer / 64;
   constexpr uint32_t a_k_boxes = BK / A::wgmma::k_per_box, b_k_boxes = BK / B::wgmma::k_per_box;
-  constexpr uint32_t a_stage = 16384, stage_bytes = 49152;
-  static_assert(a_stage == A::wgmma::box_stride * A::wgmma::mn_boxes * a_k_boxes, "");
-  static_assert(stage_bytes == a_stage + B::wgmma::box_stride * B::wgmma::mn_boxes * b_k_boxes, "");
-  constexpr uint32_t stage_tx = A::tx_bytes * A::wgmma::mn_boxes * a_k_boxes + B::tx_bytes * B::wgmma::mn_boxes * b_k_boxes;
-  constexpr uint32_t c_cols = C::dim(1), c_stride = 8192;
+  constexpr uint32_t a_stage = A::wgmma::box_stride * ABoxes * a_k_boxes;
+  constexpr uint32_t stage_bytes = a_stage + B::wgmma::box_stride * BBoxes * b_k_boxes;
+  constexpr uint32_t stage_tx = (A::tx_bytes * ABoxes * a_k_boxes) + (B::tx_bytes * BBoxes * b_k_boxes);
+  constexpr uint32_t c_cols = C::dim(1), c_stride = 8192, c_buffers = 2;
+  static_assert(ABoxes * A::wgmma::mn_per_box == BM && BBoxes * B::wgmma::mn_per_box == BN, "a tile is whole boxes");
+  static_assert(rows_per_consumer % 64 == 0 && BN % c_cols == 0, "64-row wgmmas; whole C boxes");
   extern __shared__ uint8_t smem_raw[];
-  __shared__ alignas(8) uint64_t full[stages], empty[stages];
-  uint8_t* pattern = matmul_f16_nn_f32::align_to_pattern(smem_raw);
+  __shared__ alignas(8) uint64_t full[Stages], empty[Stages];
+  __shared__ uint32_t last_split[Consumers];
+  uint8_t* pattern = align_to_pattern(smem_raw);
 
-  const uint32_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
-  const uint32_t k_tiles = (K + BK - 1) / BK;
+  const uint32_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, splits = split.splits;
+  const uint32_t units = tiles_m * tiles_n * splits, k_tiles = (K + BK - 1) / BK;
   const uint32_t warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    for (uint32_t s = 0; s < stages; ++s) {
+    for (uint32_t s = 0; s < Stages; ++s) {
       tma::mbarrier_init(&full[s], 1);
-      tma::mbarrier_init(&empty[s], 2);  // one arrival per consumer warpgroup
+      tma::mbarrier_init(&empty[s], Consumers);  // one arrival per consumer warpgroup
     }
     tma::fence_mbarrier_init();
   }
   __syncthreads();
 
   // setmaxnreg moves registers between the warpgroups within the block's allotment, which ptxas fixes
-  // under the launch bounds: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168. With fewer registers per thread the consumers'
-  // increase would wait forever for registers nobody gives up; `tmagen build --compile` checks ptxas's count.
+  // under the launch bounds (each kernel's split is in its comment below). With fewer registers per
+  // thread the consumers' increase would wait forever; `tmagen build --compile` checks ptxas's count.
   if (warpgroup == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(ProducerRegisters));
     if (threadIdx.x != 0) return;
+    prefetch_map(a_map);
+    prefetch_map(b_map);
     uint32_t it = 0;
-    for (uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const matmul_f16_nn_f32::matmul_tile tile = matmul_f16_nn_f32::matmul_tile_at(t, tiles_m, tiles_n);
-      for (uint32_t kt = 0; kt < k_tiles; ++kt, ++it) {
-        const uint32_t s = it % stages;
-        tma::mbarrier_wait(&empty[s], ((it / stages) & 1u) ^ 1u);  // a fresh barrier passes parity 1 at once
-        tma::mbarrier_arrive_expect_tx(&full[s], stage_tx);
-        uint8_t* a_tile = pattern + s * stage_bytes + A::smem_offset;
-        uint8_t* b_tile = pattern + s * stage_bytes + a_stage + B::smem_offset;
+    for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
+      const uint32_t t = u / splits, s = u % splits;
+      const matmul_tile tile = matmul_tile_at(t, tiles_m, tiles_n);
+      const uint32_t kt_end = static_cast<uint32_t>(uint64_t(s + 1) * k_tiles / splits);
+      for (uint32_t kt = static_cast<uint32_t>(uint64_t(s) * k_tiles / splits); kt < kt_end; ++kt, ++it) {
+        const uint32_t stage = it % Stages;
+        tma::mbarrier_wait(&empty[stage], ((it / Stages) & 1u) ^ 1u);  // a fresh barrier passes parity 1 at once
+        tma::mbarrier_arrive_expect_tx(&full[stage], stage_tx);
+        uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
+        uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
         for (uint32_t kb = 0; kb < a_k_boxes; ++kb)
-          for (uint32_t mb = 0; mb < A::wgmma::mn_boxes; ++mb)
-            tma::load_2d(a_tile + (kb * A::wgmma::mn_boxes + mb) * A::wgmma::box_stride, &a_map, &full[s],
+          for (uint32_t mb = 0; mb < ABoxes; ++mb)
+            tma::load_2d(a_tile + (kb * ABoxes + mb) * A::wgmma::box_stride, a_map, &full[stage],
                          static_cast<int32_t>(kt * BK + kb * A::wgmma::k_per_box),
                          static_cast<int32_t>(tile.m * BM + mb * A::wgmma::mn_per_box));
         for (uint32_t kb = 0; kb < b_k_boxes; ++kb)
-          for (uint32_t nb = 0; nb < B::wgmma::mn_boxes; ++nb)
-            tma::load_2d(b_tile + (kb * B::wgmma::mn_boxes + nb) * B::wgmma::box_stride, &b_map, &full[s],
+          for (uint32_t nb = 0; nb < BBoxes; ++nb)
+            tma::load_2d(b_tile + (kb * BBoxes + nb) * B::wgmma::box_stride, b_map, &full[stage],
                          static_cast<int32_t>(tile.n * BN + nb * B::wgmma::mn_per_box),
                          static_cast<int32_t>(kt * BK + kb * B::wgmma::k_per_box));
       }
@@ -106,53 +160,100 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(ConsumerRegisters));
   const uint32_t consumer = warpgroup - 1, thread = threadIdx.x % 128;
   const uint32_t warp = thread / 32, lane = thread % 32;
-  uint8_t* c_staging = pattern + stages * stage_bytes + consumer * 2 * c_stride + C::smem_offset;
+  uint8_t* c_staging = pattern + Stages * stage_bytes + consumer * c_buffers * c_stride + C::smem_offset;
   float acc[m_blocks][BN / 2];
   uint32_t it = 0, stores = 0;
-  for (uint32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const matmul_f16_nn_f32::matmul_tile tile = matmul_f16_nn_f32::matmul_tile_at(t, tiles_m, tiles_n);
-    for (uint32_t kt = 0; kt < k_tiles; ++kt, ++it) {
-      const uint32_t s = it % stages;
-      tma::mbarrier_wait(&full[s], (it / stages) & 1u);
-      const uint8_t* a_tile = pattern + s * stage_bytes + A::smem_offset;
-      const uint8_t* b_tile = pattern + s * stage_bytes + a_stage + B::smem_offset;
+  for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
+    const uint32_t t = u / splits, s = u % splits;
+    const matmul_tile tile = matmul_tile_at(t, tiles_m, tiles_n);
+    const uint32_t kt_begin = static_cast<uint32_t>(uint64_t(s) * k_tiles / splits);
+    const uint32_t kt_end = static_cast<uint32_t>(uint64_t(s + 1) * k_tiles / splits);
+    for (uint32_t kt = kt_begin; kt < kt_end; ++kt, ++it) {
+      const uint32_t stage = it % Stages;
+      tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
+      const uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
+      const uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
       wgmma::fence();
       // A K step moves the start address by the same bytes at any row, so each wgmma's descriptor is
       // the stage's first one plus a constant (in the start field: bytes >> 4).
-      const uint64_t a_first = A::wgmma::descriptor(a_tile, consumer * rows_per_consumer, 0);
+      const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
+                               ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
       const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
 #pragma unroll
       for (uint32_t kk = 0; kk < BK / 16; ++kk) {
 #pragma unroll
         for (uint32_t mb = 0; mb < m_blocks; ++mb)
-          wgmma::mma_m64n256k16<0, 1>(
-              acc[mb], a_first + ((A::wgmma::offset(64 * mb, 16 * kk) - A::wgmma::offset(0, 0)) >> 4),
-              b_first + ((B::wgmma::offset(0, 16 * kk) - B::wgmma::offset(0, 0)) >> 4), (kt | kk) != 0 ? 1u : 0u);
+          wgmma::mma_k16<0, 1>(
+              acc[mb], a_first + ((A::wgmma::offset_in(ABoxes, 64 * mb, 16 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4),
+              b_first + ((B::wgmma::offset_in(BBoxes, 0, 16 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4),
+              (kt != kt_begin || kk != 0) ? 1u : 0u);
       }
       wgmma::commit_group();
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
       // The previous stage's wgmmas are done: give its buffers back to the producer.
       wgmma::wait_group<1>();
-      if (kt > 0 && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % stages]);
+      if (kt > kt_begin && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % Stages]);
     }
     wgmma::wait_group<0>();
 #pragma unroll
     for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
-    if (k_tiles > 0 && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % stages]);
-    if (k_tiles == 0) {
+    if (kt_end > kt_begin && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % Stages]);
+    if (kt_end == kt_begin) {
       // K = 0, an empty sum: no wgmma ran, and it is the first K step's wgmma (scale-d 0) that starts
-      // the accumulators from zero, so they hold whatever the registers held. Cleared here, once per
-      // tile outside the mainloop, rather than before every tile: the mainloop keeps its code.
+      // the accumulators from zero, so they hold whatever the registers held.
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb)
 #pragma unroll
         for (uint32_t i = 0; i < BN / 2; ++i) acc[mb][i] = 0.0f;
+    }
+    // The first of the two rows this thread holds in each 64-row block, in the whole matrix.
+    const uint32_t row0 = tile.m * BM + consumer * rows_per_consumer + 16 * warp + lane / 4;
+
+    if (splits > 1) {
+      // Four accumulators (two rows, two columns) per float4, laid so that the warpgroup's 128
+      // threads write 2 KB in a row; rows past M are neither written nor read.
+      constexpr uint32_t chunks = m_blocks * BN / 8;
+      float4* partials = reinterpret_cast<float4*>(split.partials) + size_t(t) * splits * Consumers * chunks * 128;
+      float4* mine = partials + (size_t(s) * Consumers + consumer) * chunks * 128 + thread;
+#pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb)
+#pragma unroll
+        for (uint32_t q = 0; q < BN / 8; ++q)
+          if (row0 + 64 * mb < M)
+            mine[(mb * (BN / 8) + q) * 128] = make_float4(acc[mb][4 * q], acc[mb][4 * q + 1], acc[mb][4 * q + 2], acc[mb][4 * q + 3]);
+      __threadfence();  // the partial is visible to the GPU before the count says it is there
+      warpgroup_barrier(1 + consumer);
+      if (thread == 0) {
+        uint32_t* counter = split.counters + t * Consumers + consumer;
+        const uint32_t arrived = atomicAdd(counter, 1u);
+        last_split[consumer] = arrived == splits - 1;
+        if (arrived == splits - 1) *counter = 0;  // every split of the tile is in: ready for the next launch
+      }
+      warpgroup_barrier(1 + consumer);
+      if (!last_split[consumer]) continue;
+      __threadfence();
+#pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb) {
+        if (row0 + 64 * mb >= M) continue;
+#pragma unroll
+        for (uint32_t q = 0; q < BN / 8; ++q) {
+          // Every split's partial, this one's too (it is in the workspace already), in the order of
+          // the splits: the sum does not depend on which split arrived last.
+          const float4* chunk = partials + consumer * chunks * 128 + thread + (mb * (BN / 8) + q) * 128;
+          float4 sum = __ldcg(chunk);
+          for (uint32_t r = 1; r < splits; ++r) {
+            const float4 v = __ldcg(chunk + size_t(r) * Consumers * chunks * 128);
+            sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+          }
+          acc[mb][4 * q] = sum.x, acc[mb][4 * q + 1] = sum.y, acc[mb][4 * q + 2] = sum.z, acc[mb][4 * q + 3] = sum.w;
+        }
+      }
     }
 
     // Epilogue: 64-row x 32-column pieces of this consumer's rows, converted to float, written
@@ -162,9 +263,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
     for (uint32_t mb = 0; mb < m_blocks; ++mb) {
 #pragma unroll
       for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
-        uint8_t* buffer = c_staging + (stores % 2) * c_stride;
-        if (thread == 0) tma::wait_group_read<1>();  // its last store has read it
-        matmul_f16_nn_f32::warpgroup_barrier(1 + consumer);
+        uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+        if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
+        warpgroup_barrier(1 + consumer);
         const uint32_t base = tma::smem_address(buffer);
 #pragma unroll
         for (uint32_t q = 0; q < c_cols / 8; ++q) {
@@ -172,13 +273,19 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
           for (uint32_t half = 0; half < 2; ++half) {
             const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
             const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
-            *reinterpret_cast<float2*>(buffer + C::offset(base, row, col)) = make_float2(acc[mb][i], acc[mb][i + 1]);
+            float v0 = acc[mb][i], v1 = acc[mb][i + 1];
+            if (!epilogue.plain) {
+              const uint32_t m = row0 + 64 * mb + 8 * half, n = tile.n * BN + piece * c_cols + col;
+              v0 = epilogue_value(epilogue, v0, m, n, M, N);
+              v1 = epilogue_value(epilogue, v1, m, n + 1, M, N);
+            }
+            *reinterpret_cast<float2*>(buffer + C::offset(base, row, col)) = make_float2(v0, v1);
           }
         }
         tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
-        matmul_f16_nn_f32::warpgroup_barrier(1 + consumer);
+        warpgroup_barrier(1 + consumer);
         if (thread == 0) {
-          tma::store_2d(&c_map, buffer, static_cast<int32_t>(tile.n * BN + piece * c_cols),
+          tma::store_2d(c_map, buffer, static_cast<int32_t>(tile.n * BN + piece * c_cols),
                         static_cast<int32_t>(tile.m * BM + consumer * rows_per_consumer + 64 * mb));
           tma::commit_group();
         }
@@ -186,4 +293,61 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
     }
   }
   if (thread == 0) tma::wait_group<0>();  // the last stores are done before the block's shared memory goes
+}
+
+}  // namespace matmul_f16_nn_f32
+
+// 128 x 256 tiles, 2 consumer warpgroup(s), 4 stages of 49152 bytes.
+// Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
+extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
+  matmul_f16_nn_f32::matmul_body<128, 256, 2, 4, 2, 4,
+                          56, 224>(
+      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+}
+
+// 128 x 128 tiles, 2 consumer warpgroup(s), 6 stages of 32768 bytes.
+// Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
+extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul_128x128(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
+  matmul_f16_nn_f32::matmul_body<128, 128, 2, 6, 2, 2,
+                          56, 224>(
+      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+}
+
+// 64 x 256 tiles, 1 consumer warpgroup(s), 5 stages of 40960 bytes.
+// Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16_nn_f32_matmul_64x256(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
+  matmul_f16_nn_f32::matmul_body<64, 256, 1, 5, 1, 4,
+                          56, 240>(
+      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+}
+
+// 64 x 128 tiles, 1 consumer warpgroup(s), 8 stages of 24576 bytes.
+// Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16_nn_f32_matmul_64x128(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
+  matmul_f16_nn_f32::matmul_body<64, 128, 1, 8, 1, 2,
+                          56, 240>(
+      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+}
+
+// 64 x 64 tiles, 1 consumer warpgroup(s), 12 stages of 16384 bytes.
+// Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16_nn_f32_matmul_64x64(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
+  matmul_f16_nn_f32::matmul_body<64, 64, 1, 12, 1, 1,
+                          56, 240>(
+      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }

@@ -116,8 +116,10 @@ struct a_box {
     static constexpr uint64_t layout_type = 1;  // bits 61-63: CU_TENSOR_MAP_SWIZZLE_128B_ATOM_32B
 
     // Bytes from the tile's first box to element (mn, k), before the swizzle.
-    TMAGEN_OPERANDS_BF16_SM100A_HD static constexpr uint32_t offset(uint32_t mn, uint32_t k) {
-      return ((k / k_per_box) * mn_boxes + mn / mn_per_box) * box_stride
+    TMAGEN_OPERANDS_BF16_SM100A_HD static constexpr uint32_t offset(uint32_t mn, uint32_t k) { return offset_in(mn_boxes, mn, k); }
+    // The same in a tile of `boxes` boxes along M (a kernel of another tile shape).
+    TMAGEN_OPERANDS_BF16_SM100A_HD static constexpr uint32_t offset_in(uint32_t boxes, uint32_t mn, uint32_t k) {
+      return ((k / k_per_box) * boxes + mn / mn_per_box) * box_stride
              + (mn % mn_per_box) * row_pitch + (k % k_per_box) * elem_bytes;
     }
     // The descriptor of an operand whose first core matrix is at shared address `start` (pre-swizzle).
@@ -208,8 +210,10 @@ struct b_box {
     static constexpr uint64_t layout_type = 2;  // bits 61-63: CU_TENSOR_MAP_SWIZZLE_128B
 
     // Bytes from the tile's first box to element (mn, k), before the swizzle.
-    TMAGEN_OPERANDS_BF16_SM100A_HD static constexpr uint32_t offset(uint32_t mn, uint32_t k) {
-      return ((k / k_per_box) * mn_boxes + mn / mn_per_box) * box_stride
+    TMAGEN_OPERANDS_BF16_SM100A_HD static constexpr uint32_t offset(uint32_t mn, uint32_t k) { return offset_in(mn_boxes, mn, k); }
+    // The same in a tile of `boxes` boxes along N (a kernel of another tile shape).
+    TMAGEN_OPERANDS_BF16_SM100A_HD static constexpr uint32_t offset_in(uint32_t boxes, uint32_t mn, uint32_t k) {
+      return ((k / k_per_box) * boxes + mn / mn_per_box) * box_stride
              + (k % k_per_box) * row_pitch + (mn % mn_per_box) * elem_bytes;
     }
     // The descriptor of an operand whose first core matrix is at shared address `start` (pre-swizzle).

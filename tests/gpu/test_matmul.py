@@ -95,7 +95,7 @@ def test_sass_has_the_tensor_core_and_copy_engine_instructions(compiler) -> None
         for instruction in ("HGMMA.64x", "UTMALDG.2D", "UTMASTG.2D"):
             assert instruction in sass, (spec.name, instruction)
         assert "LDL" not in sass and "STL" not in sass
-        bn = resolve(spec).kernels[0].detail.bn
+        bn = resolve(spec).kernels[0].detail.kernels[0].bn
         assert f"HGMMA.64x{bn}x16.F32" in sass
 
 
@@ -109,7 +109,7 @@ def test_the_exported_kernel_launched_with_k_zero_writes_zeros(device, compiler,
     first, is 0. Before, the epilogue stored registers no wgmma had zeroed (only the C API cleared C)."""
     spec, cubin = compiler([raw])[raw["name"]]
     plan = resolve(spec)
-    p = plan.kernel.detail
+    p = plan.kernel.detail.kernels[0]
     c_t = plan.map("c").tensor
     m, n, k = 2 * p.bm + 3, p.bn + 8, p.bk  # ragged tiles, several of them, more than one per consumer row
     b_shape = (n, k) if p.b_major == "k" else (k, n)
@@ -124,12 +124,12 @@ def test_the_exported_kernel_launched_with_k_zero_writes_zeros(device, compiler,
             # the same launch twice: first with K = k, which leaves the accumulators' registers holding
             # products, then with K = 0 over a poisoned C
             call, params = launch_parameters(plan, [Array.of(da.ptr, (m, k)), Array.of(db.ptr, b_shape)],
-                                             Array.of(dc.ptr, (m, n)), device.multiprocessors)
+                                             Array.of(dc.ptr, (m, n)), device.multiprocessors, choice=(0, 1))
             kernel.launch(call.grid, plan.kernel.threads, params)
             device.synchronize()
             assert np.any(dc.download() != 0), "the K = k launch wrote its products"
             dc.fill(0xA5)
-            params[-1] = ctypes.c_uint32(0)  # K
+            params[5] = ctypes.c_uint32(0)  # K (after the three maps, M and N)
             kernel.launch(call.grid, plan.kernel.threads, params)
             device.synchronize()
             got = dc.download()

@@ -115,6 +115,7 @@ class Call:
     grid: int = 1
     clear_output: bool = False
     skip: bool = False
+    kernel: int = 0  # which kernel of the family (`KernelPlan.family`) to launch
 
 
 class Launcher(Protocol):

@@ -1,20 +1,44 @@
 """How a matmul is launched on arrays: A [M, K], B [N, K] or [K, N] as the spec's b_major says,
-rows of each at their own leading dimension (strides[0]), into C [M, N]."""
+rows of each at their own leading dimension (strides[0]), into C [M, N]; the family's kernel and
+split of K chosen for M, N and K (`MatmulFamily.choose`, the C API's arithmetic); the epilogue
+``alpha * A B + beta * c + bias`` as keyword parameters."""
 
 from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from tmagen.errors import Violation
 from tmagen.kinds.base import Call, MapBinding, Operand, Plan
+from tmagen.kinds.matmul.dispatch import Choice
 
 COORDINATE_LIMIT = 1 << 31  # TMA coordinates are signed 32-bit
+BIAS_ALONG = {None: 0, "n": 1, "m": 2}
+PARAMETERS = ("c", "alpha", "beta", "bias", "bias_along", "choice")
+
+
+class MatmulEpilogue(ctypes.Structure):
+    """The kernel's ``matmul_epilogue`` parameter (templates/matmul/kernels.cuh.j2), field for field."""
+
+    _fields_ = [("alpha", ctypes.c_float), ("beta", ctypes.c_float), ("c_in", ctypes.c_void_p),
+                ("ldc_in", ctypes.c_int64), ("bias", ctypes.c_void_p), ("bias_along", ctypes.c_uint32),
+                ("plain", ctypes.c_uint32)]
+
+
+class MatmulSplit(ctypes.Structure):
+    """The kernel's ``matmul_split`` parameter: the workspace of a launch that splits K."""
+
+    _fields_ = [("partials", ctypes.c_void_p), ("counters", ctypes.c_void_p), ("splits", ctypes.c_uint32)]
+
+
+Workspace = Callable[[int], int]  # bytes -> the address of zeroed-counter workspace of at least that many
 
 
 class MatmulLauncher:
     inputs: tuple[str, ...] = ("a", "b")
+    parameters: tuple[str, ...] = PARAMETERS
 
     def roles(self, plan: Plan) -> tuple[tuple[str, ...], str | None]:
         return ("a", "b"), "c"
@@ -30,7 +54,8 @@ class MatmulLauncher:
         m, n, _, _ = self._mnk(plan, shapes)
         return (m, n)
 
-    def problems(self, plan: Plan, inputs: Sequence[Operand], out: Operand | None = None) -> list[Violation]:
+    def problems(self, plan: Plan, inputs: Sequence[Operand], out: Operand | None = None,
+                 **params: Any) -> list[Violation]:
         source = f"spec {plan.name}"
         found = [Violation("array-rank", f"{name}.ndim", str(len(a.shape)), "a matmul operand is a matrix",
                            "pass a 2-D array", source) for name, a in zip(self.inputs, inputs) if len(a.shape) != 2]
@@ -46,18 +71,77 @@ class MatmulLauncher:
             if value >= COORDINATE_LIMIT:
                 found.append(Violation("array-shape", what, str(value), "TMA addresses tiles with signed 32-bit "
                                        "coordinates: each extent is below 2^31", "split the product", source))
+        found += self._epilogue_problems(m, n, source, family=plan.kernel.detail, **params)
         return found
 
-    def bind(self, plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int) -> Call:
+    @staticmethod
+    def _epilogue_problems(m: int, n: int, source: str, c: Operand | None = None, alpha: float = 1.0,
+                           beta: float = 0.0, bias: Operand | None = None, bias_along: str | None = None,
+                           choice: tuple[int, int] | None = None, family: Any = None) -> list[Violation]:
+        found = []
+        if choice is not None and family is not None:
+            kernel, splits = choice
+            if not (0 <= kernel < len(family.kernels)) or not (1 <= splits <= 16):
+                found.append(Violation("matmul-choice", "choice", repr(choice), f"a kernel of 0 .. "
+                                       f"{len(family.kernels) - 1} and 1 to 16 splits", "pass a valid choice, or none",
+                                       source))
+        if beta != 0 and c is None:
+            found.append(Violation("matmul-epilogue", "beta", repr(beta), "beta scales c, and no c is given",
+                                   "pass c=, or beta=0", source))
+        if c is not None and (tuple(c.shape) != (m, n) or (m > 1 and n > 0 and c.strides[1] != 1)):
+            found.append(Violation("matmul-epilogue", "c", f"shape {tuple(c.shape)}, strides {tuple(c.strides)}",
+                                   f"c is [M, N] = [{m}, {n}] with contiguous rows", f"pass a [{m}, {n}] array",
+                                   source))
+        if bias_along not in BIAS_ALONG:
+            found.append(Violation("matmul-epilogue", "bias_along", repr(bias_along), "bias_along is 'n' (a value "
+                                   "per column, added to every row) or 'm' (a value per row)", "pass 'n' or 'm'",
+                                   source))
+        elif (bias is None) != (bias_along is None):
+            found.append(Violation("matmul-epilogue", "bias_along", repr(bias_along), "bias and bias_along come "
+                                   "together", "pass both, or neither", source))
+        elif bias is not None:
+            want = n if bias_along == "n" else m
+            if tuple(bias.shape) != (want,) or (want > 1 and bias.strides[0] != 1):
+                found.append(Violation("matmul-epilogue", "bias", f"shape {tuple(bias.shape)}",
+                                       f"a bias along {bias_along} is {want} contiguous values",
+                                       f"pass a contiguous ({want},) array", source))
+        return found
+
+    def bind(self, plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int,
+             workspace: Workspace | None = None, c: Operand | None = None, alpha: float = 1.0, beta: float = 0.0,
+             bias: Operand | None = None, bias_along: str | None = None,
+             choice: tuple[int, int] | None = None) -> Call:
+        """``choice``: (kernel, splits) to run instead of the family's own choice (tests, tuning)."""
         a, b = inputs
         m, n, k, _ = self._mnk(plan, [tuple(a.shape), tuple(b.shape)])
         if m == 0 or n == 0:
             return Call((), skip=True)
-        c = MapBinding("c", out.ptr, (m, n), tuple(out.strides))
-        if k == 0:  # an empty sum: TMA cannot describe an extent of 0
-            return Call((c,), clear_output=True)
-        p = plan.kernel.detail
+        c_in = c if beta != 0 else None
+        epilogue = MatmulEpilogue(alpha, beta, c_in.ptr if c_in is not None else None,
+                                  (c_in.strides[0] if c_in is not None else n), bias.ptr if bias is not None else None,
+                                  BIAS_ALONG[bias_along], 0)
+        epilogue.plain = int(alpha == 1.0 and c_in is None and bias is None)
+        out_map = MapBinding("c", out.ptr, (m, n), tuple(out.strides))
+        if k == 0 and epilogue.plain:  # an empty sum: TMA cannot describe an extent of 0
+            return Call((out_map,), clear_output=True)
+        family = plan.kernel.detail
+        picked = family.choose(m, n, k, multiprocessors) if choice is None else Choice(*choice)
+        p = family.kernels[picked.variant]
+        split = MatmulSplit(None, None, picked.splits)
+        if picked.splits > 1:
+            if workspace is None:
+                raise ValueError(f"{plan.name}: a launch that splits K needs a workspace")
+            base = workspace(family.workspace_bytes(picked, m, n))
+            tiles = math.ceil(m / p.bm) * math.ceil(n / p.bn)
+            split.partials, split.counters = base, base + tiles * picked.splits * p.partial_floats * 4
+        if k == 0:  # the epilogue alone (beta c + bias): maps of one column that nothing loads
+            a_map = MapBinding("a", a.ptr, (m, 1), (8, 1))
+            b_map = (MapBinding("b", b.ptr, (n, 1), (8, 1)) if family.b_major == "k"
+                     else MapBinding("b", b.ptr, (1, n), tuple(b.strides)))
+        else:
+            a_map = MapBinding("a", a.ptr, tuple(a.shape), tuple(a.strides))
+            b_map = MapBinding("b", b.ptr, tuple(b.shape), tuple(b.strides))
         tiles = math.ceil(m / p.bm) * math.ceil(n / p.bn)
-        return Call((MapBinding("a", a.ptr, tuple(a.shape), tuple(a.strides)),
-                     MapBinding("b", b.ptr, tuple(b.shape), tuple(b.strides)), c),
-                    (ctypes.c_uint32(m), ctypes.c_uint32(n), ctypes.c_uint32(k)), max(1, min(tiles, multiprocessors)))
+        return Call((a_map, b_map, out_map), (ctypes.c_uint32(m), ctypes.c_uint32(n), ctypes.c_uint32(k), epilogue,
+                                              split),
+                    max(1, min(tiles * picked.splits, multiprocessors)), kernel=picked.variant)

@@ -1,10 +1,14 @@
-"""The matmul kind's plan: one producer warpgroup feeding a ring of stages with TMA, consumer
-warpgroups of 64-row wgmmas, and the register budget setmaxnreg splits between them."""
+"""The matmul kind's plan: a family of kernels of different tile shapes, each with one producer
+warpgroup feeding a ring of stages with TMA and consumer warpgroups of 64-row wgmmas, and the
+choice among them (with a split of K) that each launch makes from its M, N and K."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from tmagen.kinds.matmul.dispatch import DISPATCH, Choice, Dispatch, TileCost, TileShape
+from tmagen.limits import TARGETS
 from tmagen.planning import PATTERN_ALIGN, KernelPlan, MapSpec, RegisterBudget, box_layout, box_stride, operand_tile
 from tmagen.spec import MatmulKernel, MmaSpec, Spec
 
@@ -16,24 +20,39 @@ REGISTER_ALLOCATION_UNIT = 8  # registers per thread: the hardware allots 256 pe
 # compute capability 9.0); setmaxnreg counts are multiples of 8 too (PTX ISA, setmaxnreg)
 REGISTERS_BESIDE_ACCUMULATORS = 32  # addresses, descriptors, loop state, the epilogue (128 + 32 fit in 168: ptxas)
 C_STAGING_BUFFERS = 2  # per consumer: one being filled while TMA stores the other
+MAX_FAMILY_STAGES = 12  # deeper rings stop paying once a block has ~100 KB in flight (tmagen tune)
 PTX_TYPES = {"bfloat16": "bf16", "float16": "f16"}
+
+# The tile shapes a family offers beside the spec's own, largest first: (BM, BN, consumer warpgroups).
+# Small tiles put more blocks on few rows or columns of C (small M or N); with a split of K they
+# fill the GPU where even those are too few.
+FAMILY_TILES = ((128, 256, 2), (128, 128, 2), (64, 256, 1), (64, 128, 1), (64, 64, 1))
 
 
 @dataclass(frozen=True)
 class MatmulPlan:
-    """The blocks of the matmul: one producer warpgroup, ``consumers`` warpgroups of 64-row wgmmas."""
+    """One kernel of the family: one producer warpgroup, ``consumers`` warpgroups of 64-row wgmmas
+    over a BM x BN tile of C, BK of K per stage."""
 
+    symbol: str
     bm: int
     bn: int
     bk: int
     consumers: int
     stages: int
     raster_group: int
+    a_boxes: int  # A boxes side by side along M in a tile
+    b_boxes: int  # B boxes side by side along N
     a_stage_bytes: int  # the A boxes of one stage, box stride apart
     b_stage_bytes: int
     c_stride: int  # bytes between the epilogue's C staging buffers
     accumulators: int  # fp32 registers of accumulators per consumer thread
     b_major: str = "k"  # "k": B is [N, K]; "mn": B is [K, N]
+    variant: int = 0  # its index in the family
+
+    @property
+    def shape(self) -> TileShape:
+        return TileShape(self.bm, self.bn, self.bk)
 
     @property
     def threads(self) -> int:
@@ -89,6 +108,47 @@ class MatmulPlan:
         """C staging buffers per consumer."""
         return C_STAGING_BUFFERS
 
+    @property
+    def partial_floats(self) -> int:
+        """fp32 values of one split's partial tile (a split of K leaves them in the workspace)."""
+        return self.bm * self.bn
+
+
+@dataclass(frozen=True)
+class MatmulFamily:
+    """Every kernel of a matmul spec and how a launch picks one: `choose` (the same arithmetic as
+    the C API's), from the measured model in `dispatch`."""
+
+    kernels: tuple[MatmulPlan, ...]
+    dispatch: Dispatch
+    max_splits: int  # splits of K a launch may choose (1: none)
+
+    @property
+    def b_major(self) -> str:
+        return self.kernels[0].b_major
+
+    @property
+    def costs(self) -> tuple[TileCost, ...]:
+        """The model's constants of each kernel, as the C API's choice prints them."""
+        return tuple(self.dispatch.cost(p.shape) for p in self.kernels)
+
+    def choose(self, m: int, n: int, k: int, multiprocessors: int) -> Choice:
+        return self.dispatch.choose([p.shape for p in self.kernels], m, n, k, multiprocessors, self.max_splits)
+
+    def workspace_bytes(self, choice: Choice, m: int, n: int) -> int:
+        """Global memory a launch with ``choice`` needs: each split's fp32 partial tile, and one
+        arrival counter per tile and consumer (they must start at zero; the kernel leaves them so)."""
+        if choice.splits == 1:
+            return 0
+        p = self.kernels[choice.variant]
+        tiles = math.ceil(m / p.bm) * math.ceil(n / p.bn)
+        return tiles * choice.splits * p.partial_floats * 4 + counter_bytes(tiles, p.consumers)
+
+
+def counter_bytes(tiles: int, consumers: int) -> int:
+    """The arrival counters of a split launch, rounded to 256 bytes (they follow the partials)."""
+    return -(-tiles * consumers * 4 // 256) * 256
+
 
 def setmaxnreg_consumers(consumers: int) -> int:
     """The rest of the register file after the producer's, per consumer thread, in steps of 8."""
@@ -122,18 +182,44 @@ def maps(spec: Spec) -> list[MapSpec]:
             MapSpec(role="c", tensor=c, index=ic, stores=True)]
 
 
-def plan(spec: Spec, maps: list[MapSpec]) -> tuple[KernelPlan, ...]:
+def family_tiles(k: MatmulKernel, a_mn: int, b_mn: int, c_cols: int) -> list[tuple[int, int, int]]:
+    """The spec's tile, then every FAMILY_TILES shape its boxes divide and its registers hold
+    (``dispatch: "single"``: the spec's tile alone)."""
+    own = (k.tile[0], k.tile[1], k.consumers)
+    if k.dispatch == "single":
+        return [own]
+    others = [t for t in FAMILY_TILES if t != own and t[0] % a_mn == 0 and t[1] % b_mn == 0 and t[1] % c_cols == 0
+              and accumulators(*t) + REGISTERS_BESIDE_ACCUMULATORS <= consumer_registers(t[2])]
+    return [own, *others]
+
+
+def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tuple[KernelPlan, ...]:
     k = spec.kernel
     assert isinstance(k, MatmulKernel)
-    bm, bn, bk = k.tile
+    bk = k.tile[2]
     a_map, b_map, c_map = maps
     a, b = operand_tile(a_map, box_layout(a_map)), operand_tile(b_map, box_layout(b_map))
     assert a is not None and b is not None
-    p = MatmulPlan(bm, bn, bk, k.consumers, k.stages, k.raster_group,
-                   a_stage_bytes=a.stride * a.mn_boxes * (bk // a.k_per_box),
-                   b_stage_bytes=b.stride * b.mn_boxes * (bk // b.k_per_box),
-                   c_stride=box_stride(box_layout(c_map)), accumulators=accumulators(bm, bn, k.consumers),
-                   b_major=k.b_major)
-    return (KernelPlan(f"{spec.name}_matmul", ("a", "b", "c"), p.threads, p.smem_bytes, p.stage_bytes, k.stages,
-                       persistent=True, detail=p, barriers=2 * k.stages,  # full and empty
-                       registers=p.register_budget),)
+    c_stride = box_stride(box_layout(c_map))
+    limit = smem_limit if smem_limit is not None else TARGETS[spec.target].smem_per_block_optin
+    a_step, b_step = a.stride * (bk // a.k_per_box), b.stride * (bk // b.k_per_box)  # one box along MN, BK of K
+    plans: list[MatmulPlan] = []
+    for i, (bm, bn, consumers) in enumerate(family_tiles(k, a.mn_per_box, b.mn_per_box, c_map.tensor.box[1])):
+        a_boxes, b_boxes = bm // a.mn_per_box, bn // b.mn_per_box
+        stage = a_step * a_boxes + b_step * b_boxes
+        fixed = consumers * C_STAGING_BUFFERS * c_stride + PATTERN_ALIGN
+        stages = k.stages if i == 0 else min(MAX_FAMILY_STAGES, (limit - fixed - 2 * 8 * MAX_FAMILY_STAGES) // stage)
+        if stages < 2:
+            continue
+        symbol = f"{spec.name}_matmul" if i == 0 else f"{spec.name}_matmul_{bm}x{bn}"
+        plans.append(MatmulPlan(symbol, bm, bn, bk, consumers, stages, k.raster_group, a_boxes, b_boxes,
+                                a_stage_bytes=a_step * a_boxes, b_stage_bytes=b_step * b_boxes, c_stride=c_stride,
+                                accumulators=accumulators(bm, bn, consumers), b_major=k.b_major, variant=len(plans)))
+    family = MatmulFamily(tuple(plans), DISPATCH, max_splits=1 if k.dispatch == "single" else k.max_splits)
+    views = [KernelPlan(p.symbol, ("a", "b", "c"), p.threads, p.smem_bytes, p.stage_bytes, p.stages,
+                        persistent=True, detail=p, barriers=2 * p.stages,  # full and empty
+                        registers=p.register_budget) for p in plans]
+    first = views[0]
+    return (KernelPlan(first.symbol, first.maps, first.threads, first.smem_bytes, first.buffer_stride, first.stages,
+                       persistent=True, detail=family, barriers=first.barriers, registers=first.registers,
+                       variants=tuple(views[1:]), wgmma_n=tuple(sorted({p.bn for p in plans}, reverse=True))),)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from tmagen.errors import Violation
 from tmagen.kinds.base import RuleBook
 from tmagen.kinds.matmul.plan import REGISTERS_BESIDE_ACCUMULATORS, accumulators, consumer_registers
+from tmagen.planning import PATTERN_ALIGN
 from tmagen.spec import MatmulKernel, Spec, TensorSpec
 
 RULES = RuleBook()
@@ -162,7 +163,7 @@ def _registers(spec: Spec) -> Iterator[Violation]:
 
 
 @RULES.rule("matmul-boxes", "the tile is whole boxes; a wgmma reads 64 rows of A and all BN rows of a K-major B "
-            "from one box; C boxes are [64, n], n whole groups of 8 dividing BN", KERNEL)
+            "from back-to-back boxes; C boxes are [64, n], n whole groups of 8 dividing BN", KERNEL)
 def _boxes(spec: Spec) -> Iterator[Violation]:
     ops = _matrices(spec)
     if ops is None:
@@ -181,9 +182,12 @@ def _boxes(spec: Spec) -> Iterator[Violation]:
     if a_box[0] % 64:
         yield Violation("matmul-boxes", f"tensors[{ops.ia}].box[0]", str(a_box[0]),
                         "each wgmma reads 64 rows of A from one box", "use a multiple of 64", KERNEL)
-    if k.b_major == "k" and b_box[0] != bn:
+    if k.b_major == "k" and b_box[0] != bn and (b_box[0] * ops.b.box[1] * ops.b.dt.nbytes) % PATTERN_ALIGN:
         yield Violation("matmul-boxes", f"tensors[{ops.ib}].box[0]", str(b_box[0]),
-                        f"each wgmma reads all BN = {bn} rows of a K-major B from one box", f"use {bn}", KERNEL)
+                        f"each wgmma reads all BN = {bn} rows of a K-major B as one operand, so its boxes along N "
+                        f"must lie back to back: a box of {b_box[0]} rows of {ops.b.box[1] * ops.b.dt.nbytes} bytes is "
+                        f"not a whole number of {PATTERN_ALIGN}-byte swizzle patterns",
+                        f"use {bn}, or 64 rows of 128 bytes", KERNEL)
     if c_box[0] != 64 or bn % c_box[1] or c_box[1] % 8:
         yield Violation("matmul-boxes", f"tensors[{ops.ic}].box", str(c_box),
                         f"the epilogue stores 64-row pieces of the {bm} x {bn} tile, whole groups of 8 columns of "

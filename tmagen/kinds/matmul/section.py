@@ -27,5 +27,11 @@ class MatmulKernel(Section):
     consumers: int = Field(2, ge=1, le=4, description="Consumer warpgroups; each multiplies BM / consumers rows "
                            "(a multiple of 64) of the tile.")
     stages: int = Field(4, ge=2, le=8, description="Stages of A and B tiles in flight per block.")
+    dispatch: Literal["per_shape", "single"] = Field(
+        "per_shape", description="per_shape: the spec's tile and the smaller tiles of the family its boxes allow, "
+        "each launch picking one (and a split of K) for its M, N and K by a measured model; single: the spec's tile "
+        "only, never split.")
+    max_splits: int = Field(16, ge=1, le=16, description="The most ways a launch may split K (1: never). A split "
+                            "launch sums the splits' fp32 partials in a workspace, in a fixed order.")
     raster_group: int = Field(8, ge=1, le=64, description="Tile rows walked together, column by column, so that "
                               "the blocks running at once share A and B in L2.")

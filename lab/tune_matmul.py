@@ -1,0 +1,182 @@
+"""Measures the matmul family on a GPU and fits the dispatch model's constants to it.
+
+    python -m lab.tune_matmul measure OUT.json [--spec specs/matmul_bf16_tn.json] [--seconds 240]
+    python -m lab.tune_matmul fit OUT.json [--write]     # no GPU: fits, reports, writes dispatch.json
+
+``measure`` times every kernel of the family at every split of K worth trying on a set of shapes
+(the benchmark's classes: squares, LLM projections from M = 1 up, short and long K), through
+``tmagen.load`` with ``choice=``, operands rotated through enough copies to leave the L2 cold,
+CUDA events around each launch, the median of the samples. ``fit`` searches the constants of
+`tmagen.kinds.matmul.dispatch.Dispatch` that make the model's choices fastest on the measured
+shapes (the sum over shapes of log(time of the model's choice / time of the best)), prints the
+choice against the best for each shape, and with ``--write`` replaces
+``tmagen/kinds/matmul/dispatch.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from tmagen.kinds.matmul.dispatch import Dispatch, TileCost, TileShape
+
+REPO = Path(__file__).resolve().parents[1]
+DISPATCH_JSON = REPO / "tmagen" / "kinds" / "matmul" / "dispatch.json"
+SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
+
+
+def tuning_shapes() -> list[tuple[int, int, int]]:
+    squares = [(s, s, s) for s in (256, 512, 1000, 1024, 2048, 3000, 4096, 6144, 8192)]
+    llm = [(m, n, k) for m in (1, 16, 64, 128, 256, 512, 1024, 2048, 4096)
+           for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
+    odd = [(1000, 1000, 1000), (777, 1032, 4104), (3000, 5000, 2056), (200, 8192, 8192), (96, 1024, 8192)]
+    short_k = [(4096, 4096, 128), (8192, 8192, 256), (2048, 8192, 512), (16384, 4096, 64)]
+    long_k = [(1024, 1024, 16384), (256, 4096, 32768), (2048, 2048, 32768), (64, 1024, 65536)]
+    return squares + llm + odd + short_k + long_k
+
+
+def _measure(args: argparse.Namespace) -> None:
+    import torch
+
+    import tmagen
+    from tmagen.plan import load
+
+    plan = load(args.spec)
+    family = plan.kernel.detail
+    kernel = tmagen.load(plan)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    deadline = time.monotonic() + args.seconds
+    rows: list[dict[str, Any]] = []
+    for m, n, k in tuning_shapes():
+        if time.monotonic() > deadline:
+            break
+        per_set = (m * k + n * k) * 2
+        sets = max(1, min(8, math.ceil(3 * l2 / per_set)))
+        a = [torch.randn(m, k, device="cuda").to(torch.bfloat16) for _ in range(sets)]
+        b = [torch.randn(n, k, device="cuda").to(torch.bfloat16) for _ in range(sets)]
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        ref = (a[0].float() @ b[0].float().T)
+        k_steps = max(1, -(-k // family.kernels[0].bk))
+        flops = 2.0 * m * n * k
+        reps = max(3, min(20, int(2e12 / flops)))
+        times: dict[str, float] = {}
+        for variant, splits in itertools.product(range(len(family.kernels)), SPLITS):
+            if splits > k_steps or (splits > 1 and flops > 2e12):
+                continue
+            choice = (variant, splits)
+            kernel(a[0], b[0], out=c, choice=choice)
+            torch.cuda.synchronize()
+            err = (c.float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+            if not err < 2 ** -6:
+                times[f"{variant}/{splits}"] = float("inf")
+                continue
+            samples = []
+            for r in range(reps * sets):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                kernel(a[r % sets], b[r % sets], out=c, choice=choice)
+                e.record()
+                samples.append((s, e))
+            torch.cuda.synchronize()
+            ms = sorted(s.elapsed_time(e) for s, e in samples)
+            times[f"{variant}/{splits}"] = ms[len(ms) // 2] * 1000.0  # microseconds
+        cublas = []
+        for r in range(reps * sets):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            torch.matmul(a[r % sets], b[r % sets].T, out=c)
+            e.record()
+            cublas.append((s, e))
+        torch.cuda.synchronize()
+        cb = sorted(s.elapsed_time(e) for s, e in cublas)
+        rows.append({"m": m, "n": n, "k": k, "us": times, "cublas_us": cb[len(cb) // 2] * 1000.0})
+        best = min(times, key=times.__getitem__)
+        print(f"{m}x{n}x{k}: best {best} {times[best]:.1f} us, cuBLAS {rows[-1]['cublas_us']:.1f} us", flush=True)
+        del a, b, c, ref
+        torch.cuda.empty_cache()
+    out = {"gpu": torch.cuda.get_device_name(0), "sms": sms, "spec": str(args.spec),
+           "kernels": [f"{p.bm}x{p.bn}" for p in family.kernels], "bk": family.kernels[0].bk, "rows": rows}
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+
+
+def _score(d: Dispatch, data: dict[str, Any], shapes: list[TileShape]) -> tuple[float, list[tuple[Any, ...]]]:
+    """Sum over shapes of log(measured time of the model's choice / measured best), and each shape's line."""
+    total, lines = 0.0, []
+    for row in data["rows"]:
+        times = {tuple(int(x) for x in key.split("/")): t for key, t in row["us"].items()}
+        best = min(times.values())
+        c = d.choose(shapes, row["m"], row["n"], row["k"], data["sms"], 16)
+        got = times.get((c.variant, c.splits))
+        if got is None:  # a split the measurement did not try: the nearest it did
+            near = [key for key in times if key[0] == c.variant]
+            got = times[min(near, key=lambda key: abs(key[1] - c.splits))] if near else best * 2
+        total += math.log(got / best)
+        lines.append((row["m"], row["n"], row["k"], f"{c.variant}/{c.splits}", got, best, row["cublas_us"]))
+    return total, lines
+
+
+def _fit(args: argparse.Namespace) -> None:
+    data = json.loads(Path(args.out).read_text())
+    shapes = [TileShape(int(key.split("x")[0]), int(key.split("x")[1]), int(data["bk"])) for key in data["kernels"]]
+    base = json.loads(DISPATCH_JSON.read_text())
+    start = Dispatch(base["gpu"], base["measured"], base["sm_bytes_per_us"], base["hbm_bytes_per_us"],
+                     {key: TileCost(**v) for key, v in base["tiles"].items()}, TileCost(**base["default"]))
+    best_d, best_score = start, _score(start, data, shapes)[0]
+    # coordinate descent over the constants, by factors
+    for _ in range(4):
+        for field in ["sm_bytes_per_us", "hbm_bytes_per_us"] + [f"{s.key}.{f}" for s in shapes
+                                                                for f in ("step_ns", "tile_ns")]:
+            for factor in (0.5, 0.7, 0.85, 1.2, 1.4, 2.0):
+                trial = _scaled(best_d, field, factor)
+                score = _score(trial, data, shapes)[0]
+                if score < best_score - 1e-9:
+                    best_d, best_score = trial, score
+    score, lines = _score(best_d, data, shapes)
+    print(f"sum of log(choice / best) over {len(lines)} shapes: {score:.3f} (geometric mean "
+          f"{math.exp(score / max(1, len(lines))):.3f} of the best)")
+    for m, n, k, choice, got, best, cublas in lines:
+        print(f"{m:>6} {n:>6} {k:>6}  choice {choice:>5}  {got:9.1f} us  best {best:9.1f}  cuBLAS {cublas:9.1f}"
+              f"  ({cublas / got:.2f} of cuBLAS)")
+    if args.write:
+        raw = {"gpu": data["gpu"], "measured": f"python -m lab.tune_matmul on {len(lines)} shapes",
+               "sm_bytes_per_us": best_d.sm_bytes_per_us, "hbm_bytes_per_us": best_d.hbm_bytes_per_us,
+               "tiles": {key: {"step_ns": c.step_ns, "tile_ns": c.tile_ns} for key, c in best_d.tiles.items()},
+               "default": {"step_ns": best_d.default.step_ns, "tile_ns": best_d.default.tile_ns}}
+        DISPATCH_JSON.write_text(json.dumps(raw, indent=2) + "\n")
+        print(f"wrote {DISPATCH_JSON}")
+
+
+def _scaled(d: Dispatch, field: str, factor: float) -> Dispatch:
+    if "." not in field:
+        values = {"sm_bytes_per_us": d.sm_bytes_per_us, "hbm_bytes_per_us": d.hbm_bytes_per_us}
+        values[field] = max(1, int(values[field] * factor))
+        return Dispatch(d.gpu, d.measured, values["sm_bytes_per_us"], values["hbm_bytes_per_us"], d.tiles, d.default)
+    key, name = field.split(".")
+    tiles = dict(d.tiles)
+    cost = tiles.get(key, d.default)
+    tiles[key] = TileCost(**{**cost.__dict__, name: max(1, int(getattr(cost, name) * factor))})
+    return Dispatch(d.gpu, d.measured, d.sm_bytes_per_us, d.hbm_bytes_per_us, tiles, d.default)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m lab.tune_matmul", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("out")
+    m.add_argument("--spec", default=str(REPO / "specs" / "matmul_bf16_tn.json"))
+    m.add_argument("--seconds", type=float, default=240.0)
+    f = sub.add_parser("fit")
+    f.add_argument("out")
+    f.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+    (_measure if args.command == "measure" else _fit)(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""A matmul spec's family of kernels on the GPU (issue 18): every kernel of the family at every
+split of K it may be asked for, against a float64 product; the epilogue (alpha, beta with C_in,
+a bias along either dimension, K = 0 with an epilogue, C_in being the output); and the C API:
+its per-shape choice equal to Python's for the same M, N, K, a split launch through its own
+workspace, and its cache of tensor maps keyed by pointer (new pointers of the same shape give the
+new product)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+
+import numpy as np
+import pytest
+
+import tmagen
+from tmagen import toolchain
+from tmagen.plan import resolve
+from tmagen.render import render
+from tmagen.spec import parse_spec
+from tmagen.verify import matmul_tolerance
+
+from conftest import REPO
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+SPECS = ["matmul_bf16_tn", "matmul_f16_nn_f32"]  # B [N, K] bf16 -> bf16; B [K, N] f16 -> f32
+TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def _spec(name: str):
+    return parse_spec(json.loads((REPO / "specs" / f"{name}.json").read_text()), f"specs/{name}.json")
+
+
+def _operands(spec, m: int, n: int, k: int, seed: int):
+    plan = resolve(spec)
+    dt = TORCH[plan.map("a").dtype_name]
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, device="cuda", generator=g).to(dt)
+    b_nk = torch.randn(n, k, device="cuda", generator=g).to(dt)
+    b = b_nk if plan.kernel.detail.b_major == "k" else b_nk.T.contiguous()
+    return plan, a, b_nk, b
+
+
+def _check(got, a, b_nk, out_dtype: str, alpha: float = 1.0, plus=None) -> None:
+    """Each element within verify's bound of alpha times the float64 product, plus ``plus`` (the
+    epilogue's other terms, in float64)."""
+    a64, b64 = a.double(), b_nk.double()
+    ref = alpha * (a64 @ b64.T)
+    bound = abs(alpha) * (a64.abs() @ b64.abs().T)
+    if plus is not None:
+        ref, bound = ref + plus, bound + plus.abs()
+    tol, rule = matmul_tolerance(bound.cpu().numpy(), ref.cpu().numpy(), a.shape[1], out_dtype)
+    err = np.abs(got.double().cpu().numpy() - ref.cpu().numpy())
+    bad = int(np.count_nonzero(~(err <= tol)))
+    assert bad == 0, f"{bad} of {err.size} elements outside {rule}"
+
+
+SHAPES = [(1, 72, 520), (129, 264, 1000), (300, 520, 456), (64, 128, 64)]
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_every_kernel_at_every_split_matches(device, name: str) -> None:
+    spec = _spec(name)
+    kernel = tmagen.load(spec)
+    family = resolve(spec).kernel.detail
+    out_dtype = resolve(spec).map("c").dtype_name
+    cases = 0
+    for i, (m, n, k) in enumerate(SHAPES):
+        plan, a, b_nk, b = _operands(spec, m, n, k, seed=i)
+        for variant in range(len(family.kernels)):
+            for splits in (1, 2, 3, 7):
+                if splits > -(-k // family.kernels[0].bk):
+                    continue
+                out = torch.full((m, n), float("nan"), device="cuda", dtype=TORCH[out_dtype])
+                kernel(a, b, out=out, choice=(variant, splits))
+                torch.cuda.synchronize()
+                _check(out, a, b_nk, out_dtype)
+                cases += 1
+    assert cases >= len(SHAPES) * len(family.kernels) * 3
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_the_epilogue(device, name: str) -> None:
+    spec = _spec(name)
+    kernel = tmagen.load(spec)
+    out_dtype = resolve(spec).map("c").dtype_name
+    odt = TORCH[out_dtype]
+    for (m, n, k), choice in (((77, 136, 200), None), ((200, 264, 640), (1, 3)), ((64, 4096, 4096), None)):
+        plan, a, b_nk, b = _operands(spec, m, n, k, seed=m)
+        c_in = torch.randn(m, n, device="cuda").to(odt)
+        bias_n = torch.randn(n, device="cuda").to(odt)
+        bias_m = torch.randn(m, device="cuda").to(odt)
+        extra = {} if choice is None else {"choice": choice}
+        out = kernel(a, b, c=c_in, alpha=0.5, beta=-2.0, bias=bias_n, bias_along="n", **extra)
+        torch.cuda.synchronize()
+        _check(out, a, b_nk, out_dtype, 0.5, -2.0 * c_in.double() + bias_n.double())
+        out = kernel(a, b, bias=bias_m, bias_along="m", **extra)
+        torch.cuda.synchronize()
+        _check(out, a, b_nk, out_dtype, plus=bias_m.double()[:, None].expand(m, n))
+        # C_in is the output: C = A B + C
+        acc = c_in.clone()
+        kernel(a, b, out=acc, c=acc, beta=1.0, **extra)
+        torch.cuda.synchronize()
+        _check(acc, a, b_nk, out_dtype, plus=c_in.double())
+    # K = 0: no product, the epilogue alone
+    a0 = torch.empty(50, 0, device="cuda", dtype=TORCH[resolve(spec).map("a").dtype_name])
+    b0 = torch.empty((70, 0) if resolve(spec).kernel.detail.b_major == "k" else (0, 70), device="cuda", dtype=a0.dtype)
+    c_in = torch.randn(50, 70, device="cuda").to(odt)
+    bias = torch.randn(70, device="cuda").to(odt)
+    out = kernel(a0, b0, c=c_in, beta=3.0, bias=bias, bias_along="n")
+    torch.cuda.synchronize()
+    want = (3.0 * c_in.double() + bias.double()).to(odt)
+    assert torch.allclose(out.double(), want.double(), rtol=2 ** -7, atol=0), "K = 0: beta C_in + bias"
+
+
+def _library(name: str):
+    spec = _spec(name)
+    plan = resolve(spec)
+    result = toolchain.compile_folder(plan, render(plan, f"specs/{name}.json"))
+    lib = ctypes.CDLL(str(result.shared_library))
+    getattr(lib, f"{name}_last_error").restype = ctypes.c_char_p
+    choice = getattr(lib, f"{name}_matmul_choice")
+    choice.argtypes = [ctypes.c_uint64] * 3 + [ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32),
+                                               ctypes.POINTER(ctypes.c_uint32)]
+    launch = getattr(lib, f"{name}_matmul_launch_epilogue")
+    launch.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_uint64] * 3 + [ctypes.c_int64] * 3
+                       + [ctypes.c_float, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                          ctypes.c_uint32, ctypes.c_void_p])
+    return lib, choice, launch, plan
+
+
+def test_the_c_api_chooses_as_python_does_and_splits_through_its_workspace(device) -> None:
+    name = "matmul_bf16_tn"
+    lib, choice, launch, plan = _library(name)
+    family = plan.kernel.detail
+    rng = np.random.default_rng(18)
+    shapes = [(1, 4096, 4096), (64, 4096, 14336), (128, 14336, 4096), (8192, 8192, 8192), (16384, 4096, 4096)]
+    shapes += [tuple(int(x) for x in rng.integers(1, 20000, 3)) for _ in range(400)]
+    variant, splits = ctypes.c_uint32(), ctypes.c_uint32()
+    split_shapes = []
+    for sms in (132, 114, 7):
+        for m, n, k in shapes:
+            assert choice(m, n, k, sms, ctypes.byref(variant), ctypes.byref(splits)) == 0
+            want = family.choose(m, n, k, sms)
+            assert (variant.value, splits.value) == (want.variant, want.splits), (m, n, k, sms)
+            if sms == device.multiprocessors and want.splits > 1 and m * n * k < 2 ** 34:
+                split_shapes.append((m, n, k))
+    assert split_shapes, "some shape splits K"
+    last_error = getattr(lib, f"{name}_last_error")
+    for m, n, k in split_shapes[:3] + [(300, 264, 200)]:
+        n8, k8 = -(-n // 8) * 8, -(-k // 8) * 8  # rows of whole 16 bytes
+        for seed in (1, 2):  # the same shape twice, at new pointers: the cached maps must not be reused
+            a = torch.randn(m, k8, device="cuda", generator=torch.Generator(device="cuda").manual_seed(seed))
+            a = a.to(torch.bfloat16)
+            b = torch.randn(n, k8, device="cuda").to(torch.bfloat16)
+            c = torch.full((m, n8), float("nan"), device="cuda", dtype=torch.bfloat16)
+            for _ in range(2):  # and twice at the same pointers: the cached maps are reused
+                assert launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, k8, k8, n8, 1.0, 0.0, None, 0, None,
+                              0, None) == 0, last_error()
+            torch.cuda.synchronize()
+            _check(c[:, :n], a[:, :k], b[:, :k], "bfloat16")
