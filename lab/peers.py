@@ -342,10 +342,10 @@ def tmagen_matmul(spec: Spec, cubin: bytes, device: runtime.Device) -> MatmulLau
     prepared: dict[tuple[int, ...], tuple[Any, list]] = {}
     workspaces: list[runtime.Buffer] = []
 
-    def workspace(nbytes: int) -> int:
-        workspaces.append(runtime.Buffer(nbytes))
-        workspaces[-1].fill(0)
-        return workspaces[-1].ptr
+    def workspace(counter_bytes: int, partial_bytes: int) -> tuple[int, int]:
+        workspaces.extend((runtime.Buffer(counter_bytes), runtime.Buffer(partial_bytes)))
+        workspaces[-2].fill(0)
+        return workspaces[-2].ptr, workspaces[-1].ptr
 
     def launch(a: Any, b: Any, c: Any) -> None:
         key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), *a.shape, *b.shape)

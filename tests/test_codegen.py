@@ -209,7 +209,7 @@ def test_every_spec_compiles_for_its_target(spec_path: Path, in_repo: None, exam
         assert result.sass is not None, "CI installs cuobjdump with the toolchain extra"
     if result.sass is not None:
         assert set(result.sass) == {f.symbol for k in resolve(spec).kernels for f in k.family}
-        for k in (f for k in resolve(spec).kernels for f in k.family):
+        for k in (f for kernel in resolve(spec).kernels for f in kernel.family):
             assert {"UTMALDG", "UTMASTG"} & set(result.sass[k.symbol]) == \
                 ({"UTMALDG"} if spec.kernel.kind == "inspect" else {"UTMALDG", "UTMASTG"})
         assert toolchain.sass_violations(resolve(spec), result) == []

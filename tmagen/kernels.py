@@ -117,7 +117,8 @@ class Kernel:
         self._loaded: dict[int, _Loaded] = {}
         self._checked: set[tuple] = set()
         self._launches: dict[tuple, Launch] = {}
-        self._workspaces: dict[tuple[int, int], runtime.Buffer] = {}  # (device, stream) -> a split launch's
+        # (device, stream) -> a split launch's counters and partials
+        self._workspaces: dict[tuple[int, int], tuple[runtime.Buffer, runtime.Buffer]] = {}
         self._lock = threading.Lock()
         self._parameters: tuple[str, ...] = getattr(launcher, "parameters", ())
 
@@ -286,7 +287,7 @@ class Kernel:
             device = runtime.pointer_device(inputs[0].ptr)
         if self._parameters:
             call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device),  # type: ignore[call-arg]
-                                      workspace=lambda n: self._workspace(device, stream, n), **(params or {}))
+                                      workspace=lambda c, p: self._workspace(device, stream, c, p), **(params or {}))
         else:
             call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device))
         if call.skip:
@@ -340,13 +341,13 @@ class Kernel:
             return loaded
 
 
-    def _workspace(self, device: int, stream: int, nbytes: int) -> int:
-        """A split launch's workspace on ``device`` for ``stream`` (two streams never share one), its
-        arrival counters zero (the kernel leaves them so): allocated, or grown, outside any capture."""
+    def _workspace(self, device: int, stream: int, counter_bytes: int, partial_bytes: int) -> tuple[int, int]:
+        """A split launch's counters (zero: the kernel leaves them so) and partials on ``device`` for
+        ``stream`` (two streams never share them), allocated or grown outside any capture."""
         with self._lock:
             have = self._workspaces.get((device, stream))
-            if have is not None and have.nbytes >= nbytes:
-                return have.ptr
+            if have is not None and have[0].nbytes >= counter_bytes and have[1].nbytes >= partial_bytes:
+                return have[0].ptr, have[1].ptr
             if runtime.stream_is_capturing(stream):
                 raise runtime.GpuError(
                     f"{self.plan.name}: this shape splits K, and its first call on a stream allocates the split's "
@@ -354,11 +355,14 @@ class Kernel:
             with runtime.OnDevice(device):
                 if have is not None:
                     runtime.check(runtime._driver().cuStreamSynchronize(stream), "cuStreamSynchronize")
-                    have.free()
-                buffer = runtime.Buffer(nbytes)
-                buffer.fill(0)
-            self._workspaces[(device, stream)] = buffer
-            return buffer.ptr
+                    counter_bytes, partial_bytes = max(counter_bytes, have[0].nbytes), max(partial_bytes,
+                                                                                           have[1].nbytes)
+                    for buffer in have:
+                        buffer.free()
+                counters, partials = runtime.Buffer(counter_bytes), runtime.Buffer(partial_bytes)
+                counters.fill(0)
+            self._workspaces[(device, stream)] = (counters, partials)
+            return counters.ptr, partials.ptr
 
 
 _MODULES: dict[tuple[Path, int], _Loaded] = {}  # (cubin, device) -> loaded

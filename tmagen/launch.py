@@ -54,9 +54,11 @@ def encode_binding(plan: Plan, b: MapBinding, into: runtime.TensorMap | None = N
 
 
 def launch_parameters(plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int,
-                      workspace: Callable[[int], int] | None = None, **params: Any) -> tuple[Call, list[Any]]:
+                      workspace: Callable[[int, int], tuple[int, int]] | None = None,
+                      **params: Any) -> tuple[Call, list[Any]]:
     """The launcher's call on ``inputs`` into ``out``, and the kernel's parameters: each map
-    encoded, then the kind's own values. ``workspace`` (bytes -> address of zeroed memory) and
+    encoded, then the kind's own values. ``workspace`` ((counter bytes, partial bytes) -> (zeroed
+    counters, partials): a matmul's split of K) and
     ``params`` go to a launcher that takes them (the matmul's split of K and epilogue);
     ``call.kernel`` says which kernel of the family (`KernelPlan.family`) to launch."""
     launcher = plan.launcher

@@ -300,10 +300,10 @@ class Verifier:
         out_bytes = c_t.dt.nbytes
         workspaces: list[runtime.Buffer] = []
 
-        def workspace(nbytes: int) -> int:
-            workspaces.append(runtime.Buffer(nbytes))
-            workspaces[-1].fill(0)
-            return workspaces[-1].ptr
+        def workspace(counter_bytes: int, partial_bytes: int) -> tuple[int, int]:
+            workspaces.extend((runtime.Buffer(counter_bytes), runtime.Buffer(partial_bytes)))
+            workspaces[-2].fill(0)
+            return workspaces[-2].ptr, workspaces[-1].ptr
 
         with runtime.Buffer.from_array(a_bits) as da, runtime.Buffer.from_array(b_global) as db, \
                 runtime.Buffer(m * n * out_bytes) as dc:

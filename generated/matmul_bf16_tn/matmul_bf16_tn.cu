@@ -309,45 +309,54 @@ matmul_bf16_tn_status cached_encode(cached_map& slot, Encode encode, const void*
 }
 
 // A split launch's workspace: per device and stream (two streams never share one), allocated on
-// first need, grown when a launch needs more, its counters zeroed once on the stream (the kernel
-// leaves them at zero). Allocating is not allowed while a stream is being captured into a graph:
-// run a shape once before capturing it.
+// first need and grown when a launch needs more. Its arrival counters are zeroed once on the stream
+// (every launch leaves them at zero) and kept apart from the partials, which another launch's
+// layout would put on them. Allocating is not allowed while a stream is being captured into a
+// graph: run a shape once before capturing it.
 struct workspace_slot {
   int device;
   void* stream;
-  void* ptr;
-  size_t bytes;
+  void* counters;
+  size_t counter_bytes;
+  void* partials;
+  size_t partial_bytes;
 };
 std::mutex workspace_lock;
 workspace_slot workspace_slots[32] = {};
 
-matmul_bf16_tn_status matmul_workspace(int device, void* stream, size_t bytes, void** out) {
+matmul_bf16_tn_status matmul_workspace(int device, void* stream, size_t counter_bytes, size_t partial_bytes,
+                                    uint32_t** counters, float** partials) {
   std::lock_guard<std::mutex> guard(workspace_lock);
   workspace_slot* slot = nullptr;
   for (workspace_slot& w : workspace_slots) {
-    if (w.ptr != nullptr && w.device == device && w.stream == stream) { slot = &w; break; }
-    if (w.ptr == nullptr && slot == nullptr) slot = &w;
+    if (w.counters != nullptr && w.device == device && w.stream == stream) { slot = &w; break; }
+    if (w.counters == nullptr && slot == nullptr) slot = &w;
   }
   if (slot == nullptr) return fail(matmul_bf16_tn_launch_failed, "matmul: workspaces for more than 32 streams");
-  if (slot->ptr != nullptr && slot->bytes >= bytes) {
-    *out = slot->ptr;
-    return matmul_bf16_tn_ok;
+  if (slot->counters == nullptr || slot->counter_bytes < counter_bytes || slot->partial_bytes < partial_bytes) {
+    if (slot->counters != nullptr) {
+      cudaStreamSynchronize(static_cast<cudaStream_t>(stream));  // its last launch is done with the old one
+      cudaFree(slot->counters);
+      cudaFree(slot->partials);
+      if (slot->counter_bytes > counter_bytes) counter_bytes = slot->counter_bytes;
+      if (slot->partial_bytes > partial_bytes) partial_bytes = slot->partial_bytes;
+    }
+    *slot = {};
+    void* c = nullptr;
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&c, counter_bytes);
+    if (err == cudaSuccess) err = cudaMalloc(&p, partial_bytes);
+    if (err == cudaSuccess) err = cudaMemsetAsync(c, 0, counter_bytes, static_cast<cudaStream_t>(stream));
+    if (err != cudaSuccess) {
+      if (c != nullptr) cudaFree(c);
+      if (p != nullptr) cudaFree(p);
+      return fail(matmul_bf16_tn_launch_failed, "matmul: cannot allocate the workspace of a split of K (%zu + %zu bytes): %s",
+                  counter_bytes, partial_bytes, cudaGetErrorString(err));
+    }
+    *slot = {device, stream, c, counter_bytes, p, partial_bytes};
   }
-  if (slot->ptr != nullptr) {
-    cudaStreamSynchronize(static_cast<cudaStream_t>(stream));  // its last launch is done with the old one
-    cudaFree(slot->ptr);
-    slot->ptr = nullptr;
-  }
-  void* p = nullptr;
-  cudaError_t err = cudaMalloc(&p, bytes);
-  if (err == cudaSuccess) err = cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream));
-  if (err != cudaSuccess) {
-    if (p != nullptr) cudaFree(p);
-    return fail(matmul_bf16_tn_launch_failed, "matmul: cannot allocate a %zu-byte workspace for a split of K: %s", bytes,
-                cudaGetErrorString(err));
-  }
-  *slot = {device, stream, p, bytes};
-  *out = p;
+  *counters = static_cast<uint32_t*>(slot->counters);
+  *partials = static_cast<float*>(slot->partials);
   return matmul_bf16_tn_ok;
 }
 
@@ -409,14 +418,11 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_epilogue(
                          ((N + matmul_costs[variant].bn - 1) / matmul_costs[variant].bn);
   if (tiles * splits > 0xFFFFFFFFull) return fail(matmul_bf16_tn_bad_shape, "matmul: %llu tiles are more than 2^32", (unsigned long long)tiles);
   matmul_bf16_tn::matmul_split split = {nullptr, nullptr, splits};
-  if (splits > 1) {
-    const size_t partial_bytes = tiles * splits * matmul_costs[variant].bm * matmul_costs[variant].bn * 4;
-    const size_t counters = (tiles * matmul_costs[variant].consumers * 4 + 255) / 256 * 256;
-    void* workspace = nullptr;
-    status = matmul_workspace(device, stream, partial_bytes + counters, &workspace);
+  if (splits > 1) {  // the sizes of MatmulFamily.workspace_bytes
+    status = matmul_workspace(device, stream, tiles * matmul_costs[variant].consumers * 4,
+                              tiles * splits * matmul_costs[variant].bm * matmul_costs[variant].bn * 4, &split.counters,
+                              &split.partials);
     if (status != matmul_bf16_tn_ok) return status;
-    split.partials = static_cast<float*>(workspace);
-    split.counters = reinterpret_cast<uint32_t*>(static_cast<char*>(workspace) + partial_bytes);
   }
   const uint32_t grid = static_cast<uint32_t>(tiles * splits < sms ? tiles * splits : sms);
   const CUtensorMap* maps[3] = {reinterpret_cast<const CUtensorMap*>(&a_cache.map), reinterpret_cast<const CUtensorMap*>(&b_cache.map),

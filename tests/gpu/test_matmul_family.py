@@ -106,9 +106,9 @@ def test_the_epilogue(device, name: str) -> None:
         _check(acc, a, b_nk, out_dtype, plus=c_in.double())
     # K = 0: no product, the epilogue alone
     a0 = torch.empty(50, 0, device="cuda", dtype=TORCH[resolve(spec).map("a").dtype_name])
-    b0 = torch.empty((70, 0) if resolve(spec).kernel.detail.b_major == "k" else (0, 70), device="cuda", dtype=a0.dtype)
-    c_in = torch.randn(50, 70, device="cuda").to(odt)
-    bias = torch.randn(70, device="cuda").to(odt)
+    b0 = torch.empty((72, 0) if resolve(spec).kernel.detail.b_major == "k" else (0, 72), device="cuda", dtype=a0.dtype)
+    c_in = torch.randn(50, 72, device="cuda").to(odt)
+    bias = torch.randn(72, device="cuda").to(odt)
     out = kernel(a0, b0, c=c_in, beta=3.0, bias=bias, bias_along="n")
     torch.cuda.synchronize()
     want = (3.0 * c_in.double() + bias.double()).to(odt)

@@ -33,7 +33,9 @@ class MatmulSplit(ctypes.Structure):
     _fields_ = [("partials", ctypes.c_void_p), ("counters", ctypes.c_void_p), ("splits", ctypes.c_uint32)]
 
 
-Workspace = Callable[[int], int]  # bytes -> the address of zeroed-counter workspace of at least that many
+# (counter bytes, partial bytes) -> (counters, partials): the counters zero (every launch leaves them
+# so) and never shared with another launch's partials; the partials anything.
+Workspace = Callable[[int, int], tuple[int, int]]
 
 
 class MatmulLauncher:
@@ -131,9 +133,7 @@ class MatmulLauncher:
         if picked.splits > 1:
             if workspace is None:
                 raise ValueError(f"{plan.name}: a launch that splits K needs a workspace")
-            base = workspace(family.workspace_bytes(picked, m, n))
-            tiles = math.ceil(m / p.bm) * math.ceil(n / p.bn)
-            split.partials, split.counters = base, base + tiles * picked.splits * p.partial_floats * 4
+            split.counters, split.partials = workspace(*family.workspace_bytes(picked, m, n))
         if k == 0:  # the epilogue alone (beta c + bias): maps of one column that nothing loads
             a_map = MapBinding("a", a.ptr, (m, 1), (8, 1))
             b_map = (MapBinding("b", b.ptr, (n, 1), (8, 1)) if family.b_major == "k"

@@ -135,19 +135,15 @@ class MatmulFamily:
     def choose(self, m: int, n: int, k: int, multiprocessors: int) -> Choice:
         return self.dispatch.choose([p.shape for p in self.kernels], m, n, k, multiprocessors, self.max_splits)
 
-    def workspace_bytes(self, choice: Choice, m: int, n: int) -> int:
-        """Global memory a launch with ``choice`` needs: each split's fp32 partial tile, and one
-        arrival counter per tile and consumer (they must start at zero; the kernel leaves them so)."""
+    def workspace_bytes(self, choice: Choice, m: int, n: int) -> tuple[int, int]:
+        """The global memory a launch with ``choice`` needs: one arrival counter per tile and consumer
+        (they must start at zero; the kernel leaves them so), and each split's fp32 partial tile.
+        Kept apart: another launch's partials must never land on counters."""
         if choice.splits == 1:
-            return 0
+            return 0, 0
         p = self.kernels[choice.variant]
         tiles = math.ceil(m / p.bm) * math.ceil(n / p.bn)
-        return tiles * choice.splits * p.partial_floats * 4 + counter_bytes(tiles, p.consumers)
-
-
-def counter_bytes(tiles: int, consumers: int) -> int:
-    """The arrival counters of a split launch, rounded to 256 bytes (they follow the partials)."""
-    return -(-tiles * consumers * 4 // 256) * 256
+        return tiles * p.consumers * 4, tiles * choice.splits * p.partial_floats * 4
 
 
 def setmaxnreg_consumers(consumers: int) -> int:
