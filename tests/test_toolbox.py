@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tmagen import toolchain
@@ -251,3 +252,37 @@ def test_the_hinted_copy_and_transpose_compile() -> None:
         result = toolchain.compile_folder(p, render(p, f"{name}.json"), tc, cubin_only=True)
         sass = toolchain.sass_opcodes(tc, result.cubin)
         assert sass is not None and {"UTMALDG", "UTMASTG"} <= set(sass[f"{data['name']}_{p.kind_name}"])
+
+
+# ----------------------------------------------------------------------------- the GPU test's model
+@pytest.mark.parametrize("dtype, op", [(d, o) for d in toolbox_probe.REDUCE_MAPS for o in REDUCE_OPS
+                                       if d in REDUCE_TYPES[o]])
+def test_the_gpu_test_s_reduction_model_is_the_ptx_definition(dtype: str, op: str) -> None:
+    """The numpy model the GPU test holds the hardware to, against an independent element-by-element
+    reading of the definitions: integers in Python's unbounded ones wrapped to the type, the 16-bit
+    floats added exactly in float64 and rounded once (numpy's float64 -> float16 rounds to nearest
+    even; bfloat16 by its bits), so that a double rounding in the model cannot pass unnoticed."""
+    rng = np.random.default_rng(3)
+    dst, src = toolbox_probe.operands(rng, op, dtype, (64,))
+    got = toolbox_probe.reduce_model(op, dtype, dst, src)
+    for i in range(64):
+        a, b = dst[i], src[i]
+        if dtype in toolbox_probe.INT_TYPES:
+            bits = 8 * dst.itemsize
+            x, y = int(a), int(b)
+            want = {"add": x + y, "min": min(x, y), "max": max(x, y), "inc": 0 if x >= y else x + 1,
+                    "dec": y if x == 0 or x > y else x - 1, "and": x & y, "or": x | y, "xor": x ^ y}[op]
+            assert int(got[i]) % (1 << bits) == want % (1 << bits), (op, dtype, x, y)
+        elif dtype == "float32":
+            assert got[i] == np.float32(float(a) + float(b))  # float32 addition rounds the exact sum once
+        else:
+            fa, fb = ((float(toolbox_probe.bfloat16_values(np.array([v]))[0]) for v in (a, b))
+                      if dtype == "bfloat16" else (float(a), float(b)))
+            if op == "add":
+                exact = fa + fb  # exact in float64
+                want_bits = (int(toolbox_probe.bfloat16_bits(np.array([exact], dtype=np.float64))[0])
+                             if dtype == "bfloat16" else int(np.float16(exact).view(np.uint16)))
+            else:
+                pick = min(fa, fb) if op == "min" else max(fa, fb)
+                want_bits = int((a if pick == fa else b).view(np.uint16))
+            assert int(np.asarray(got[i]).view(np.uint16)) == want_bits, (op, dtype, fa, fb)
