@@ -1,6 +1,6 @@
 """What the toolbox tests share, pure Python: the spec whose header the user kernels of
 tests/gpu/toolbox_kernels.cu include, their compile (nvcc, into the session's cache), and the numpy
-model of each reduction of cp.reduce.async.bulk.tensor. tests/test_toolbox.py compiles the kernels
+model of each reduction of cp.reduce.async.bulk.tensor. tests/test_toolbox_primitives.py compiles the kernels
 on any machine with nvcc; tests/gpu/test_toolbox.py runs them."""
 
 from __future__ import annotations
