@@ -1,5 +1,5 @@
 // Kernels of a user's own on the header of a spec without a kernel ("toolbox", in
-// tests/gpu/test_toolbox.py), one per TMA primitive beyond the plain load and store: multicast to
+// tests/gpu/toolbox_probe.py), one per TMA primitive beyond the plain load and store: multicast to
 // the CTAs of a cluster, reductions into global memory, L2 prefetches, and cache-hint copies. They
 // are written as a user would write them, through toolbox::tma and the box structs, and report
 // through `status` instead of hanging where an mbarrier never completes.
