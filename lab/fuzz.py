@@ -10,7 +10,8 @@ atomicity) and interleave the target has, element strides, both out-of-bounds fi
 promotion, shared-memory offsets, promised alignments, boxes from one 16-byte chunk to the
 largest that fits, shapes that are no multiple of the box (and smaller than it), padded
 strides, several tensors per inspect kernel, start coordinates partly or wholly outside the
-tensor, and the kernels' own parameters (stages, boxes per stage, units, tiles per stage).
+tensor, L2 hints (copy, transpose, inspect) and declared reductions (inspect), and the kernels' own
+parameters (stages, boxes per stage, units, tiles per stage).
 
 A kernel kind plugs in with one function, registered in `KINDS`:
 ``draw(rng, target) -> (spec dict without its name, [run, ...])``. A run is
@@ -33,6 +34,7 @@ from tmagen.limits import TARGETS
 from tmagen.plan import check
 from tmagen.plan import kernels as planned_kernels
 from tmagen.spec import parse_spec
+from tmagen.toolbox import REDUCE_OPS, reduce_ops_for
 
 Run = dict[str, Any]
 Draw = Callable[[random.Random, str], tuple[dict[str, Any], list[Run]]]
@@ -85,6 +87,8 @@ class Case:
             "interleave": per_tensor(lambda t: t.get("interleave", "none")),
             "oob_fill": per_tensor(lambda t: t.get("oob_fill", "zero")),
             "l2_promotion": per_tensor(lambda t: t.get("l2_promotion", "none")),
+            "l2_hint": per_tensor(lambda t: t.get("l2_hint", "normal")),
+            "reduce": per_tensor(lambda t: t.get("reduce", "none")),
             "smem_offset": per_tensor(lambda t: t.get("smem_offset", 0)),
             "element_strides": per_tensor(lambda t: "strided" if any(e != 1 for e in t.get("element_strides") or [1])
                                           else "dense"),
@@ -175,7 +179,21 @@ def _oob_fill(rng: random.Random, dtype: str) -> str:
 def _base_tensor(rng: random.Random, name: str, dtype: str, box: list[int], swizzle: dict[str, str]) -> dict[str, Any]:
     return {"name": name, "dtype": dtype, "shape": list(box), "box": box, "swizzle": swizzle,
             "alignment": _alignment(rng), "l2_promotion": rng.choice(["none", "64B", "128B", "256B"]),
-            "oob_fill": _oob_fill(rng, dtype), "smem_offset": _smem_offset(rng)}
+            "oob_fill": _oob_fill(rng, dtype), "smem_offset": _smem_offset(rng), "l2_hint": _l2_hint(rng)}
+
+
+def _l2_hint(rng: random.Random) -> str:
+    """The L2 eviction priority the copy, transpose and inspect kernels pass to their copies."""
+    return _weighted(rng, {"normal": 0.5, "evict_first": 0.25, "evict_last": 0.25})
+
+
+def _reduce(rng: random.Random, dtype: str) -> str | None:
+    """A reduction declared on an inspect spec's tensor (inspect only loads it; the header prints it):
+    one its type has, or rarely any op, to count the refusals of rule reduce-op-for-type."""
+    if not _chance(rng, 0.2):
+        return None
+    allowed = reduce_ops_for(dtype)
+    return rng.choice(allowed) if allowed and not _chance(rng, 0.1) else rng.choice(list(REDUCE_OPS))
 
 
 def _extent(rng: random.Random, box: int, max_tiles: int = 3) -> int:
@@ -283,6 +301,9 @@ def draw_inspect(rng: random.Random, target: str) -> tuple[dict[str, Any], list[
             t["element_strides"] = [1 if _chance(rng, 0.5) else rng.randint(1, 8) for _ in range(rank)]
             if interleave != "none":
                 t["element_strides"][-1] = 1
+        reduce = _reduce(rng, dtype)
+        if reduce is not None:
+            t["reduce"] = reduce
         tensors.append(t)
     spec: dict[str, Any] = {"target": target, "tensors": tensors, "kernel": {"kind": "inspect"}}
     _fit(rng, spec, lambda s: [(i, d, 1) for i, t in enumerate(s["tensors"]) for d in range(len(t["box"]) - 1)])

@@ -30,7 +30,7 @@ from tmagen.cli import main
 SPEC_FILE = "spec.json"  # every case's input, written afresh in the case's folder
 # Spec fields whose value may be null: any other null is bad (tests check this against the schema).
 NULLABLE = {"strides", "element_strides", "coords", "tiles_per_stage", "tiles_per_block", "unit_bytes", "kernel",
-            "element_type", "mma"}
+            "element_type", "mma", "reduce"}
 
 
 @dataclass
@@ -176,6 +176,8 @@ TENSOR_VALUES: list[tuple[str, tuple[str, ...], list[Any]]] = [
     ("interleave", (), ["8B", "64B", "NONE", ""]),
     ("l2_promotion", (), ["512B", "32B", ""]),
     ("oob_fill", (), ["inf", "NaN", "zeros", ""]),
+    ("l2_hint", (), ["evict_all", "first", "NORMAL", ""]),
+    ("reduce", (), ["sum", "mul", "bit_and", ""]),
     ("swizzle", (), [{"mode": "96B"}, {"mode": "128B", "atomicity": "8B"}, {"mode": "64B", "atomicity": "32B"},
                      {"mode": "none", "atomicity": "64B"}, {"mode": "128B", "atom": "16B"}]),
 ]

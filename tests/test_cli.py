@@ -308,11 +308,12 @@ def test_rules_text_lists_every_rule(capsys) -> None:
     code, out, _ = run(capsys, "rules")
     assert code == 0
     from tmagen import kinds
+    from tmagen.toolbox import CLUSTER_RULES
 
     kind_rules = [r.id for k in kinds.all_kinds() for r in k.rules.rules]
     starts = [line.split()[0] for line in out.splitlines() if line and not line[0].isspace()]
-    assert starts == list(RULES) + kind_rules  # the TMA rules, then each kind's
-    assert out.count("source: ") == len(RULES) + len(kind_rules)
+    assert starts == list(RULES) + kind_rules + list(CLUSTER_RULES)  # the TMA rules, each kind's, the clusters'
+    assert out.count("source: ") == len(RULES) + len(kind_rules) + len(CLUSTER_RULES)
 
 
 @pytest.mark.parametrize("argv, fragment", [

@@ -246,6 +246,10 @@ def test_rules_json(capsys, monkeypatch) -> None:
     assert by_id["box-bytes-driver-limit"]["diagnose_severity"] == "error"
     assert by_id["smem-offset-alignment"]["driver"] == "spec only"
     assert by_id["global-address-not-null"]["driver_measured"] is True  # measured on an H100
+    from tmagen.toolbox import CLUSTER_RULES
+
+    assert [r["id"] for r in data["cluster_rules"]] == list(CLUSTER_RULES)
+    assert all(r["summary"] and r["source"] for r in data["cluster_rules"])
 
 
 def test_verify_json_without_a_gpu_exits_3_with_one_object(capsys, monkeypatch) -> None:

@@ -113,6 +113,8 @@ def test_a_few_hundred_draws_cover_the_space(drawn) -> None:
     assert set(seen["interleave"]) == {"none"}  # interleaved boxes are refused (rule interleave-unmeasured)
     assert set(seen["oob_fill"]) == {"zero", "nan"}
     assert set(seen["l2_promotion"]) == {"none", "64B", "128B", "256B"}
+    assert set(seen["l2_hint"]) == {"normal", "evict_first", "evict_last"}
+    assert len(set(seen["reduce"]) - {"none"}) >= 3  # inspect specs declare reductions their types allow
     assert set(seen["smem_offset"]) == {str(128 * k) for k in range(8)}
     assert set(seen["element_strides"]) == {"dense", "strided"}
     assert set(seen["strides"]) == {"contiguous", "padded"}
@@ -120,6 +122,7 @@ def test_a_few_hundred_draws_cover_the_space(drawn) -> None:
     for c in drawn:
         refused.update(c.refused)
     assert refused["interleave-unmeasured"] > 0, "interleaved candidates are still drawn, and counted as refused"
+    assert refused["reduce-op-for-type"] > 0, "reductions a type lacks are drawn, and counted as refused"
     assert set(seen["shape"]) == {"whole boxes", "ragged", "smaller than the box"}
     assert set(seen["box_bytes"]) == {"16 B", "<= 4 KiB", "<= 64 KiB", "> 64 KiB"}
     assert set(seen["tensors"]) == {"1", "2", "3"}

@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("foundations: exceptions, limits, enums, element types", {"errors", "limits", "enums", "dtypes",
                                                                "strides"}),
     ("models: where TMA puts each byte, tensor-core descriptors, bank conflicts", {"swizzle", "mma", "banks"}),
-    ("rules", {"rules"}),
+    ("rules, and the toolbox's facts and cluster rules", {"rules", "toolbox"}),
     ("the form of a spec and the kinds' sections, reading JSON and pasted dumps",
      {"form", "sections", "jsonio", "schema_errors", "pasted"}),
     ("the spec", {"spec"}),

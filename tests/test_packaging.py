@@ -171,7 +171,7 @@ def test_the_readme_names_the_symbols_the_headers_define() -> None:
     header = (REPO / "generated" / "maps_only_bf16_f32" / "maps_only_bf16_f32.cuh").read_text()
     api = (REPO / "generated" / "maps_only_bf16_f32" / "maps_only_bf16_f32.h").read_text()
     assert not re.search(r"(?<![\w:])tma::", readme), "a bare tma:: in the README: the namespace is NAME::tma"
-    tma = header[header.index("namespace tma {"):header.index("}  // namespace tma")]
+    tma = header[header.rindex("namespace tma {"):header.rindex("}  // namespace tma")]  # the primitives
     named = set(re.findall(r"my_tile::tma::(\w+)", readme))
     listed = re.search(r"in the namespace `my_tile::tma` \((.*?)\) and for each map", readme, re.S)
     assert named and listed

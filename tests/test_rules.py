@@ -86,7 +86,9 @@ def build_spec(case_args: dict):
     data = copy.deepcopy(SPEC)
     data["tensors"][0].update(case_args["tensor"])
     for k, v in case_args.items():
-        if k != "tensor":
+        if k == "tensors_extra":
+            data["tensors"] += v
+        elif k != "tensor":
             data[k] = v
     return parse_spec(data)
 
@@ -400,6 +402,42 @@ CASES = [
          fragments=("smem_offset 128",), id="offset"),
     spec("mma-k-major-boxes-contiguous", False, tensor={"dtype": "bfloat16", "box": [16, 32],
                                                         "mma": {"operand": "a", "mn_boxes": 2}}, id="1024-byte-boxes"),
+    # --- reduce-op-for-type (spec only): the PTX ISA's table of reductions and element types
+    spec("reduce-op-for-type", True, tensor={"reduce": "min"}, kernel=None,
+         fragments=("tensors[0].reduce = 'min'", "no .min on float32", "use one of add on float32"),
+         field_name="tensors[0].reduce", id="min-f32"),
+    spec("reduce-op-for-type", True, tensor={"dtype": "uint8", "box": [8, 16], "reduce": "add"}, kernel=None,
+         fragments=("no .add on uint8", "no reduction takes uint8"), id="add-u8"),
+    spec("reduce-op-for-type", True, tensor={"dtype": "float16", "box": [8, 16], "reduce": "xor"}, kernel=None,
+         fragments=("no .xor on float16", "use one of add, min, max on float16"), id="xor-f16"),
+    spec("reduce-op-for-type", True, tensor={"dtype": "int32", "reduce": "inc"}, kernel=None,
+         fragments=("no .inc on int32",), id="inc-s32"),
+    spec("reduce-op-for-type", True, tensor={"dtype": "float32_ftz", "reduce": "add"}, kernel=None, id="add-ftz"),
+    spec("reduce-op-for-type", False, tensor={"reduce": "add"}, kernel=None, id="add-f32"),
+    spec("reduce-op-for-type", False, tensor={"dtype": "bfloat16", "box": [8, 16], "reduce": "max"}, kernel=None,
+         id="max-bf16"),
+    spec("reduce-op-for-type", False, tensor={"dtype": "int64", "box": [8, 4], "reduce": "xor"}, kernel=None,
+         id="xor-s64"),
+    spec("reduce-op-for-type", False, tensor={"dtype": "uint32", "reduce": "dec"}, kernel=None, id="dec-u32"),
+    # --- reduce-in-kernel (spec only): tmagen's storing kernels store plainly; inspect only loads
+    spec("reduce-in-kernel", True, tensor={"reduce": "add"}, kernel={"kind": "copy"},
+         fragments=("tensors[0].reduce = 'add'", "the copy kernel writes with plain TMA stores", "drop kernel"),
+         field_name="tensors[0].reduce", id="copy"),
+    spec("reduce-in-kernel", False, tensor={"reduce": "add"}, id="inspect"),
+    spec("reduce-in-kernel", False, tensor={"reduce": "add"}, kernel=None, id="maps-only"),
+    # --- l2-hint-in-kernel (spec only): the matmul does not pass hints yet
+    spec("l2-hint-in-kernel", True, tensor={"name": "a", "dtype": "bfloat16", "shape": [1000, 520], "box": [128, 64],
+                                            "swizzle": {"mode": "128B"}, "l2_hint": "evict_last"},
+         tensors_extra=[{"name": "b", "dtype": "bfloat16", "shape": [1000, 520], "box": [256, 64],
+                         "swizzle": {"mode": "128B"}},
+                        {"name": "c", "dtype": "bfloat16", "shape": [1000, 1000], "box": [64, 64],
+                         "swizzle": {"mode": "128B"}}],
+         kernel={"kind": "matmul", "tile": [128, 256, 64], "consumers": 2, "stages": 4},
+         fragments=("tensors[0].l2_hint = 'evict_last'", "the matmul kernel issues its copies without a cache policy",
+                    'use "normal"'), field_name="tensors[0].l2_hint", id="matmul"),
+    spec("l2-hint-in-kernel", False, tensor={"l2_hint": "evict_first"}, kernel={"kind": "copy"}, id="copy"),
+    spec("l2-hint-in-kernel", False, tensor={"l2_hint": "evict_last"}, id="inspect"),
+    spec("l2-hint-in-kernel", False, tensor={"l2_hint": "evict_last"}, kernel=None, id="maps-only"),
 ]
 
 
@@ -449,7 +487,8 @@ def test_spec_only_rules_are_not_encode_rules() -> None:
 
     spec_only = {"atomicity-needs-128B", "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern",
                  "flip-8b-load-only", "start-coordinate-16-bytes", "interleave-unmeasured",
-                 "kernel-threads-per-block"} | {r for r in RULES if r.startswith("mma-")}
+                 "kernel-threads-per-block", "reduce-op-for-type", "reduce-in-kernel", "l2-hint-in-kernel"} \
+        | {r for r in RULES if r.startswith("mma-")}
     # encode rules that only a store through the map breaks: a spec or a Python call on arrays knows
     # that, check_encode_tiled (the driver's arguments alone) does not, so their cases are specs
     stores_only = {"store-inner-extent-16-bytes"}

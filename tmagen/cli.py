@@ -477,6 +477,7 @@ def _cmd_docs(args: argparse.Namespace) -> int:
 def _cmd_rules(args: argparse.Namespace) -> int:
     from tmagen import kinds
     from tmagen.rules import RULES
+    from tmagen.toolbox import CLUSTER_RULES
 
     if args.json or args.format == "json":
         from tmagen.rules import SPEC_ONLY_RULES
@@ -489,14 +490,17 @@ def _cmd_rules(args: argparse.Namespace) -> int:
                   for r in RULES.values()]
         by_kind = [{"kind": kind.name, "id": k.id, "summary": k.summary, "source": k.source}
                    for kind in kinds.all_kinds() for k in kind.rules.rules]
+        cluster = [{"id": c.id, "summary": c.summary, "source": c.source} for c in CLUSTER_RULES.values()]
         _print_json(listed if args.json else {"command": "rules", "ok": True, "errors": [], "warnings": [],
-                                              "rules": listed, "kind_rules": by_kind})
+                                              "rules": listed, "kind_rules": by_kind, "cluster_rules": cluster})
     else:
         for r in RULES.values():
             print(f"{r.id:34} {r.summary}\n{'':34} source: {r.source}")
         for kind in kinds.all_kinds():
             for k in kind.rules.rules:
                 print(f"{k.id:34} ({kind.name} kernel) {k.summary}\n{'':34} source: {k.source}")
+        for c in CLUSTER_RULES.values():
+            print(f"{c.id:34} (cluster launch, multicast) {c.summary}\n{'':34} source: {c.source}")
     return EXIT_OK
 
 

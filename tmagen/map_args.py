@@ -36,6 +36,8 @@ class SpecFieldNames(FieldNames):
         self.coords = "kernel.coords"
         self.atomicity = f"{prefix}.swizzle.atomicity"
         self.mma = f"{prefix}.mma"
+        self.l2_hint = f"{prefix}.l2_hint"
+        self.reduce = f"{prefix}.reduce"
 
     def coord(self, k: int) -> str:
         return f"{self.coords}[-1]"
@@ -70,10 +72,12 @@ class SpecFieldNames(FieldNames):
         return dtype.name
 
 
-def tensor_map_args(spec: Spec, m: MapSpec, smem: int | None = None, threads: int | None = None) -> TensorMapArgs:
+def tensor_map_args(spec: Spec, m: MapSpec, smem: int | None = None, threads: int | None = None, *,
+                    l2_hints: bool = True, reduces: bool = True) -> TensorMapArgs:
     """The driver's arguments of map ``m`` (innermost first), plus its use by the kernel: ``smem``
     bytes (dynamic and static) and ``threads`` per block of the kernel that uses it (None without
-    a kernel: the box itself is then the budget, rule box-fits-shared-memory)."""
+    a kernel: the box itself is then the budget, rule box-fits-shared-memory), and whether that
+    kernel passes a tensor's ``l2_hint`` to its copies and honours its ``reduce`` (`Kind`)."""
     t = m.tensor
     kernel = spec.kernel
     coords: tuple[tuple[int, ...], ...] = ()
@@ -89,4 +93,5 @@ def tensor_map_args(spec: Spec, m: MapSpec, smem: int | None = None, threads: in
         stores=m.stores, loads=not m.stores, start_coords=coords,
         requested_swizzle=(t.swizzle.mode, t.swizzle.atomicity), kernel_smem_bytes=smem, kernel_threads=threads,
         kernel_kind=kernel.kind if kernel is not None else None,
-        mma=MmaUse(m.mma.operand, m.mma.major, m.mma.mn_boxes) if m.mma else None)
+        mma=MmaUse(m.mma.operand, m.mma.major, m.mma.mn_boxes) if m.mma else None,
+        l2_hint=t.l2_hint, reduce=t.reduce, kernel_l2_hints=l2_hints, kernel_reduces=reduces)

@@ -111,7 +111,8 @@ def tensor_maps(spec: Spec) -> list[MapSpec]:
     the tensor, for a spec without a kernel."""
     if spec.kernel is not None:
         return kinds.get(spec.kernel.kind).maps(spec)
-    return [MapSpec(role=t.name, tensor=t, index=i, mma=t.mma) for i, t in enumerate(spec.tensors)]
+    return [MapSpec(role=t.name, tensor=t, index=i, mma=t.mma, stores=t.reduce is not None)
+            for i, t in enumerate(spec.tensors)]
 
 
 def kernels(spec: Spec) -> tuple[KernelPlan, ...]:
@@ -144,7 +145,8 @@ def _resolve(spec: Spec) -> tuple[Plan | None, list[Violation]]:
             mine = [k for k in kernels or () if m.role in k.maps]
             smem = max((k.total_smem_bytes for k in mine), default=0)
             threads = max((k.threads for k in mine), default=0)
-        a = tensor_map_args(spec, m, smem, threads)
+        a = tensor_map_args(spec, m, smem, threads, l2_hints=kind.l2_hints if kind else True,
+                            reduces=kind.reduces if kind else True)
         names = SpecFieldNames(m.index, m.tensor.rank, derived=m.role if m.derived else None,
                                explicit_strides=m.tensor.strides is not None)
         found.extend(v for v in run_rules(a, names) if v not in found)

@@ -21,6 +21,7 @@ from tmagen.mma import OperandTile
 from tmagen.rules import TensorMapArgs
 from tmagen.spec import MmaSpec, TensorSpec, loaded_box
 from tmagen.swizzle import PATTERNS, BoxLayout
+from tmagen.toolbox import REDUCE_OPS, ReduceOp
 
 PATTERN_ALIGN = SMEM_PATTERN_BYTES  # buffers start on the longest swizzle period, boxes at smem_offset past it
 MBARRIER_BYTES = 8  # an mbarrier is one 64-bit word of shared memory (PTX ISA 9.7.13.15)
@@ -110,6 +111,8 @@ class MapPlan:
     stores: bool  # the kernel stores through the map
     mma_operand: str  # "a", "b" or ""
     cuda_header: str | None  # the CUDA header that defines cpp_type, if any
+    l2_hint: str = "normal"  # the L2 eviction priority of the map's copies: normal, evict_first, evict_last
+    reduce: ReduceOp | None = None  # the reduction a kernel writes through the map with (a spec without a kernel)
 
     @property
     def tensor(self) -> TensorSpec:
@@ -156,7 +159,8 @@ def map_plan(m: MapSpec, args: TensorMapArgs) -> MapPlan:
         flip_8b=pat.flip_8b, span=pat.span, period=pat.period, rows=rows, row_bytes=row_bytes, row_pitch=pitch,
         footprint=rows * pitch, tx_bytes=rows * row_bytes, smem_offset=t.smem_offset,
         buffer_stride=box_stride(layout), stores=m.stores, mma_operand=m.mma.operand if m.mma else "",
-        cuda_header=CUDA_TYPE_HEADERS.get(t.cpp_type))
+        cuda_header=CUDA_TYPE_HEADERS.get(t.cpp_type), l2_hint=t.l2_hint,
+        reduce=REDUCE_OPS[t.reduce] if t.reduce is not None else None)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import jinja2
 from tmagen import __version__
 from tmagen.mma import BASE_OFFSET_FROM_ADDRESS
 from tmagen.plan import Plan
+from tmagen.toolbox import REDUCE_OPS
 
 _HERE = Path(__file__).resolve().parent
 # In a wheel the templates sit inside the package; in a source checkout, beside it.
@@ -69,6 +70,7 @@ def context(plan: Plan, spec_file: str) -> dict[str, object]:
         "target": target, "arch_number": target.name.removeprefix("sm_"), "runs_on_hopper": target.runs_here,
         "smem_limit": target.smem_per_block_optin, "base_offset_from_address": BASE_OFFSET_FROM_ADDRESS,
         "wgmma": plan.wgmma, "wgmma_instructions": plan.wgmma_instructions,
+        "reduce_ops": list(REDUCE_OPS.values()),
         "cpp_header": _file_header(plan, spec_file, "//"), "cmake_header": _file_header(plan, spec_file, "#"),
     }
 

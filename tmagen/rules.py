@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from tmagen import limits
+from tmagen import limits, toolbox
 from tmagen.dtypes import DType
 from tmagen.dtypes import lookup as lookup_dtype
 from tmagen.enums import E, Interleave, L2Promotion, OobFill, Swizzle
@@ -105,6 +105,10 @@ class TensorMapArgs:
     kernel_threads: int | None = None  # threads per block of that kernel
     kernel_kind: str | None = None  # that kernel's kind (inspect, copy, ...), for fixes naming its fields
     mma: MmaUse | None = None  # the box is a tensor-core operand
+    l2_hint: str = "normal"  # the spec's L2 eviction priority for the map's copies
+    reduce: str | None = None  # the map writes by this reduction (tmagen.toolbox.REDUCE_OPS)
+    kernel_l2_hints: bool = True  # the kernel using the map passes its l2_hint to its copies
+    kernel_reduces: bool = True  # the kernel using the map reduces through it where it says so, or never writes it
 
     @property
     def elem_bytes(self) -> float:
@@ -175,6 +179,8 @@ class FieldNames:
         self.atomicity = "swizzle"
         self.kernel = "kernel"
         self.mma = "mma"
+        self.l2_hint = "l2_hint"
+        self.reduce = "reduce"
 
     def coord(self, k: int) -> str:
         """The innermost start coordinate of copy k."""
@@ -653,12 +659,43 @@ def _mma_contiguous(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
                     "use one box along M/N (more rows per box), or boxes of a multiple of 8 rows at smem_offset 0")
 
 
+# --- rules of the toolbox's copies: reductions and L2 hints (tmagen.toolbox)
+@rule("reduce-op-for-type", "a map's reduction is one its element type has (add: u32 s32 u64 f32 f16 bf16; min, max: "
+      "u32 s32 u64 s64 f16 bf16; inc, dec: u32; and, or, xor: 32- and 64-bit integers)", toolbox.PTX_RED)
+def _reduce_type(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.reduce is None:
+        return
+    problem = toolbox.reduce_problem(a.reduce, a.dtype.name)
+    if problem:
+        yield _fail("reduce-op-for-type", n.reduce, repr(a.reduce), *problem)
+
+
+@rule("reduce-in-kernel", "a tensor that reduces belongs to a spec without a kernel (or an inspect one): tmagen's "
+      "copy, transpose and matmul kernels store plainly",
+      "tmagen's kernels (templates/<kind>/kernels.cuh.j2); a user's kernel reduces with tma::reduce_Nd")
+def _reduce_kernel(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.reduce is not None and a.kernel_kind is not None and not a.kernel_reduces:
+        yield _fail("reduce-in-kernel", n.reduce, repr(a.reduce),
+                    f"the {a.kernel_kind} kernel writes with plain TMA stores, so the reduction would not happen",
+                    "drop kernel (the header's tma::reduce_Nd does it in a kernel of your own), or drop reduce")
+
+
+@rule("l2-hint-in-kernel", "a tensor's l2_hint is one its kernel passes to its copies (copy, transpose and inspect "
+      "do; the matmul does not yet)", "tmagen's kernels (templates/<kind>/kernels.cuh.j2)")
+def _hint_kernel(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
+    if a.l2_hint != "normal" and a.kernel_kind is not None and not a.kernel_l2_hints:
+        yield _fail("l2-hint-in-kernel", n.l2_hint, repr(a.l2_hint),
+                    f"the {a.kernel_kind} kernel issues its copies without a cache policy, so the hint would be "
+                    "ignored", 'use "normal", or a spec without a kernel and tma::policy() in your own')
+
+
 # ----------------------------------------------------------------------------- entry points
 # Rules only a spec can break (where the box lands, the kernel that uses it, the tensor cores'
 # use of it): check_encode_tiled and the Python path's checks of arrays leave them out.
 SPEC_ONLY_RULES = frozenset({"interleave-unmeasured", "kernel-threads-per-block", "atomicity-needs-128B",
                              "kernel-fits-shared-memory", "smem-offset-alignment", "smem-offset-in-pattern",
-                             "flip-8b-load-only", "start-coordinate-16-bytes"}
+                             "flip-8b-load-only", "start-coordinate-16-bytes", "reduce-op-for-type",
+                             "reduce-in-kernel", "l2-hint-in-kernel"}
                             | {r for r in RULES if r.startswith("mma-")})
 ENCODE_RULES = [r for r in RULES.values() if r.id not in SPEC_ONLY_RULES]
 

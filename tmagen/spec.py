@@ -26,6 +26,7 @@ from tmagen.kinds.matmul.section import MatmulKernel
 from tmagen.kinds.sections import SECTIONS
 from tmagen.kinds.transpose.section import TransposeKernel
 from tmagen.strides import contiguous
+from tmagen.toolbox import REDUCE_OPS
 
 SwizzleMode = Literal["none", "32B", "64B", "128B"]
 Atomicity = Literal["16B", "32B", "32B_flip_8B", "64B"]
@@ -103,6 +104,16 @@ class TensorSpec(Section):
     interleave: Literal["none", "16B", "32B"] = Field("none", description="Interleaved layouts (NC/8HWC8, "
                                                       "NC/16HWC16) for rank 3 and up.")
     l2_promotion: Literal["none", "64B", "128B", "256B"] = Field("none", description="L2 fetch size.")
+    l2_hint: Literal["normal", "evict_first", "evict_last"] = Field(
+        "normal", description="L2 eviction priority of the bytes TMA reads and writes through the map "
+        "(createpolicy with .L2::cache_hint): evict_first for data used once, evict_last for data read again "
+        "soon. The copy, transpose and inspect kernels pass it to their loads and stores; a spec without a "
+        "kernel prints it in the box (<map>_box::l2_hint) for tma::policy().")
+    reduce: Literal[tuple(REDUCE_OPS)] | None = Field(  # type: ignore[valid-type]
+        None, description="The map writes by reduction (cp.reduce.async.bulk.tensor: dst = dst op src, per "
+        "element): add, min, max, inc, dec, and, or or xor, each for the element types the PTX ISA lists (rule "
+        "reduce-op-for-type). For a spec without a kernel, whose own kernel calls tma::reduce_Nd with the box's "
+        "reduce constant; the store rules apply to the map.")
     oob_fill: Literal["zero", "nan"] = Field("zero", description="Fill for elements outside the tensor; nan "
                                              "only for floating-point types.")
     smem_offset: int = Field(

@@ -60,6 +60,15 @@ struct Swizzle {
   }
 };
 
+namespace tma {
+// The reductions of tma::reduce_Nd (cp.reduce.async.bulk.tensor): dst = dst op src, element by element,
+// each element atomic. Which element types allow which op is rule reduce-op-for-type (`tmagen rules`).
+enum class reduce_op : uint32_t { add, min, max, inc, dec, bit_and, bit_or, bit_xor };
+// The L2 eviction priority a map's spec asks for (its l2_hint): tma::policy(hint) makes the policy
+// that the *_hint loads and stores take.
+enum class l2_hint : uint32_t { normal, evict_first, evict_last };
+}  // namespace tma
+
 // Box of map "activations": 1 x 10 x 10 x 64 __half (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
 // Rows of 128 bytes start every 128 bytes.
 struct activations_box {
@@ -249,6 +258,388 @@ __device__ __forceinline__ void store_5d(const CUtensorMap* map, const void* src
       "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group"
       " [%0, {%2, %3, %4, %5, %6}], [%1];"
       :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+}
+
+// Global -> shared, 1-D, with an L2 eviction policy (policy_evict_first() ...) for the bytes it reads.
+__device__ __forceinline__ void load_1d_hint(void* dst, const CUtensorMap* map, uint64_t* bar, int32_t c0, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%4}], [%2], %3;"
+      :: "r"(smem_address(dst)), "l"(map), "r"(smem_address(bar)), "l"(policy), "r"(c0) : "memory");
+}
+
+// Shared -> global, 1-D, with an L2 eviction policy for the bytes it writes.
+__device__ __forceinline__ void store_1d_hint(const CUtensorMap* map, const void* src, int32_t c0, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group.L2::cache_hint"
+      " [%0, {%3}], [%1], %2;"
+      :: "l"(map), "r"(smem_address(src)), "l"(policy), "r"(c0) : "memory");
+}
+
+// Global -> the shared memory of every CTA of the cluster whose bit is set in `cta_mask` (bit i:
+// %cluster_ctarank i), 1-D: the box lands at dst's offset in each of them, and each one's mbarrier at
+// bar's offset counts the bytes (so every destination CTA expects tx_bytes on its own barrier first).
+// One CTA issues it; a CTA left out of the mask is not touched.
+__device__ __forceinline__ void load_1d_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t cta_mask, int32_t c0) {
+  asm volatile(
+      "cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%4}], [%2], %3;"
+      :: "r"(smem_address(dst)), "l"(map), "r"(smem_address(bar)), "h"(cta_mask), "r"(c0) : "memory");
+}
+
+// Global op= shared, 1-D: each element of the box in global memory becomes (element op src), atomically
+// per element; elements outside the tensor are dropped. Completes through the bulk group, like store_1d.
+template <reduce_op Op>
+__device__ __forceinline__ void reduce_1d(const CUtensorMap* map, const void* src, int32_t c0) {
+  if constexpr (Op == reduce_op::add)
+    asm volatile("cp.reduce.async.bulk.tensor.1d.global.shared::cta.add.tile.bulk_group [%0, {%2}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0) : "memory");
+  else if constexpr (Op == reduce_op::min)
+    asm volatile("cp.reduce.async.bulk.tensor.1d.global.shared::cta.min.tile.bulk_group [%0, {%2}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0) : "memory");
+  else if constexpr (Op == reduce_op::max)
+    asm volatile("cp.reduce.async.bulk.tensor.1d.global.shared::cta.max.tile.bulk_group [%0, {%2}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0) : "memory");
+  else if constexpr (Op == reduce_op::inc)
+    asm volatile("cp.reduce.async.bulk.tensor.1d.global.shared::cta.inc.tile.bulk_group [%0, {%2}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0) : "memory");
+  else if constexpr (Op == reduce_op::dec)
+    asm volatile("cp.reduce.async.bulk.tensor.1d.global.shared::cta.dec.tile.bulk_group [%0, {%2}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0) : "memory");
+  else if constexpr (Op == reduce_op::bit_and)
+    asm volatile("cp.reduce.async.bulk.tensor.1d.global.shared::cta.and.tile.bulk_group [%0, {%2}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0) : "memory");
+  else if constexpr (Op == reduce_op::bit_or)
+    asm volatile("cp.reduce.async.bulk.tensor.1d.global.shared::cta.or.tile.bulk_group [%0, {%2}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0) : "memory");
+  else if constexpr (Op == reduce_op::bit_xor)
+    asm volatile("cp.reduce.async.bulk.tensor.1d.global.shared::cta.xor.tile.bulk_group [%0, {%2}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0) : "memory");
+}
+
+// Global -> L2 only, 1-D: a hint that the box will be loaded soon; nothing to wait for.
+__device__ __forceinline__ void prefetch_1d(const CUtensorMap* map, int32_t c0) {
+  asm volatile("cp.async.bulk.prefetch.tensor.1d.L2.global.tile [%0, {%1}];"
+               :: "l"(map), "r"(c0) : "memory");
+}
+
+// Global -> shared, 2-D, with an L2 eviction policy (policy_evict_first() ...) for the bytes it reads.
+__device__ __forceinline__ void load_2d_hint(void* dst, const CUtensorMap* map, uint64_t* bar, int32_t c0, int32_t c1, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%4, %5}], [%2], %3;"
+      :: "r"(smem_address(dst)), "l"(map), "r"(smem_address(bar)), "l"(policy), "r"(c0), "r"(c1) : "memory");
+}
+
+// Shared -> global, 2-D, with an L2 eviction policy for the bytes it writes.
+__device__ __forceinline__ void store_2d_hint(const CUtensorMap* map, const void* src, int32_t c0, int32_t c1, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group.L2::cache_hint"
+      " [%0, {%3, %4}], [%1], %2;"
+      :: "l"(map), "r"(smem_address(src)), "l"(policy), "r"(c0), "r"(c1) : "memory");
+}
+
+// Global -> the shared memory of every CTA of the cluster whose bit is set in `cta_mask` (bit i:
+// %cluster_ctarank i), 2-D: the box lands at dst's offset in each of them, and each one's mbarrier at
+// bar's offset counts the bytes (so every destination CTA expects tx_bytes on its own barrier first).
+// One CTA issues it; a CTA left out of the mask is not touched.
+__device__ __forceinline__ void load_2d_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t cta_mask, int32_t c0, int32_t c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%4, %5}], [%2], %3;"
+      :: "r"(smem_address(dst)), "l"(map), "r"(smem_address(bar)), "h"(cta_mask), "r"(c0), "r"(c1) : "memory");
+}
+
+// Global op= shared, 2-D: each element of the box in global memory becomes (element op src), atomically
+// per element; elements outside the tensor are dropped. Completes through the bulk group, like store_2d.
+template <reduce_op Op>
+__device__ __forceinline__ void reduce_2d(const CUtensorMap* map, const void* src, int32_t c0, int32_t c1) {
+  if constexpr (Op == reduce_op::add)
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1) : "memory");
+  else if constexpr (Op == reduce_op::min)
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.min.tile.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1) : "memory");
+  else if constexpr (Op == reduce_op::max)
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.max.tile.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1) : "memory");
+  else if constexpr (Op == reduce_op::inc)
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.inc.tile.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1) : "memory");
+  else if constexpr (Op == reduce_op::dec)
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.dec.tile.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1) : "memory");
+  else if constexpr (Op == reduce_op::bit_and)
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.and.tile.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1) : "memory");
+  else if constexpr (Op == reduce_op::bit_or)
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.or.tile.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1) : "memory");
+  else if constexpr (Op == reduce_op::bit_xor)
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.xor.tile.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1) : "memory");
+}
+
+// Global -> L2 only, 2-D: a hint that the box will be loaded soon; nothing to wait for.
+__device__ __forceinline__ void prefetch_2d(const CUtensorMap* map, int32_t c0, int32_t c1) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];"
+               :: "l"(map), "r"(c0), "r"(c1) : "memory");
+}
+
+// Global -> shared, 3-D, with an L2 eviction policy (policy_evict_first() ...) for the bytes it reads.
+__device__ __forceinline__ void load_3d_hint(void* dst, const CUtensorMap* map, uint64_t* bar, int32_t c0, int32_t c1, int32_t c2, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%4, %5, %6}], [%2], %3;"
+      :: "r"(smem_address(dst)), "l"(map), "r"(smem_address(bar)), "l"(policy), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
+// Shared -> global, 3-D, with an L2 eviction policy for the bytes it writes.
+__device__ __forceinline__ void store_3d_hint(const CUtensorMap* map, const void* src, int32_t c0, int32_t c1, int32_t c2, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group.L2::cache_hint"
+      " [%0, {%3, %4, %5}], [%1], %2;"
+      :: "l"(map), "r"(smem_address(src)), "l"(policy), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
+// Global -> the shared memory of every CTA of the cluster whose bit is set in `cta_mask` (bit i:
+// %cluster_ctarank i), 3-D: the box lands at dst's offset in each of them, and each one's mbarrier at
+// bar's offset counts the bytes (so every destination CTA expects tx_bytes on its own barrier first).
+// One CTA issues it; a CTA left out of the mask is not touched.
+__device__ __forceinline__ void load_3d_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t cta_mask, int32_t c0, int32_t c1, int32_t c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%4, %5, %6}], [%2], %3;"
+      :: "r"(smem_address(dst)), "l"(map), "r"(smem_address(bar)), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
+// Global op= shared, 3-D: each element of the box in global memory becomes (element op src), atomically
+// per element; elements outside the tensor are dropped. Completes through the bulk group, like store_3d.
+template <reduce_op Op>
+__device__ __forceinline__ void reduce_3d(const CUtensorMap* map, const void* src, int32_t c0, int32_t c1, int32_t c2) {
+  if constexpr (Op == reduce_op::add)
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+  else if constexpr (Op == reduce_op::min)
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.min.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+  else if constexpr (Op == reduce_op::max)
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.max.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+  else if constexpr (Op == reduce_op::inc)
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.inc.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+  else if constexpr (Op == reduce_op::dec)
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.dec.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+  else if constexpr (Op == reduce_op::bit_and)
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.and.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+  else if constexpr (Op == reduce_op::bit_or)
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.or.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+  else if constexpr (Op == reduce_op::bit_xor)
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.xor.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
+// Global -> L2 only, 3-D: a hint that the box will be loaded soon; nothing to wait for.
+__device__ __forceinline__ void prefetch_3d(const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];"
+               :: "l"(map), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
+// Global -> shared, 4-D, with an L2 eviction policy (policy_evict_first() ...) for the bytes it reads.
+__device__ __forceinline__ void load_4d_hint(void* dst, const CUtensorMap* map, uint64_t* bar, int32_t c0, int32_t c1, int32_t c2, int32_t c3, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%4, %5, %6, %7}], [%2], %3;"
+      :: "r"(smem_address(dst)), "l"(map), "r"(smem_address(bar)), "l"(policy), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+
+// Shared -> global, 4-D, with an L2 eviction policy for the bytes it writes.
+__device__ __forceinline__ void store_4d_hint(const CUtensorMap* map, const void* src, int32_t c0, int32_t c1, int32_t c2, int32_t c3, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group.L2::cache_hint"
+      " [%0, {%3, %4, %5, %6}], [%1], %2;"
+      :: "l"(map), "r"(smem_address(src)), "l"(policy), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+
+// Global -> the shared memory of every CTA of the cluster whose bit is set in `cta_mask` (bit i:
+// %cluster_ctarank i), 4-D: the box lands at dst's offset in each of them, and each one's mbarrier at
+// bar's offset counts the bytes (so every destination CTA expects tx_bytes on its own barrier first).
+// One CTA issues it; a CTA left out of the mask is not touched.
+__device__ __forceinline__ void load_4d_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t cta_mask, int32_t c0, int32_t c1, int32_t c2, int32_t c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%4, %5, %6, %7}], [%2], %3;"
+      :: "r"(smem_address(dst)), "l"(map), "r"(smem_address(bar)), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+
+// Global op= shared, 4-D: each element of the box in global memory becomes (element op src), atomically
+// per element; elements outside the tensor are dropped. Completes through the bulk group, like store_4d.
+template <reduce_op Op>
+__device__ __forceinline__ void reduce_4d(const CUtensorMap* map, const void* src, int32_t c0, int32_t c1, int32_t c2, int32_t c3) {
+  if constexpr (Op == reduce_op::add)
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+  else if constexpr (Op == reduce_op::min)
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.min.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+  else if constexpr (Op == reduce_op::max)
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.max.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+  else if constexpr (Op == reduce_op::inc)
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.inc.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+  else if constexpr (Op == reduce_op::dec)
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.dec.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+  else if constexpr (Op == reduce_op::bit_and)
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.and.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+  else if constexpr (Op == reduce_op::bit_or)
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.or.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+  else if constexpr (Op == reduce_op::bit_xor)
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.xor.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+
+// Global -> L2 only, 4-D: a hint that the box will be loaded soon; nothing to wait for.
+__device__ __forceinline__ void prefetch_4d(const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2, int32_t c3) {
+  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];"
+               :: "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory");
+}
+
+// Global -> shared, 5-D, with an L2 eviction policy (policy_evict_first() ...) for the bytes it reads.
+__device__ __forceinline__ void load_5d_hint(void* dst, const CUtensorMap* map, uint64_t* bar, int32_t c0, int32_t c1, int32_t c2, int32_t c3, int32_t c4, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%4, %5, %6, %7, %8}], [%2], %3;"
+      :: "r"(smem_address(dst)), "l"(map), "r"(smem_address(bar)), "l"(policy), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+}
+
+// Shared -> global, 5-D, with an L2 eviction policy for the bytes it writes.
+__device__ __forceinline__ void store_5d_hint(const CUtensorMap* map, const void* src, int32_t c0, int32_t c1, int32_t c2, int32_t c3, int32_t c4, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group.L2::cache_hint"
+      " [%0, {%3, %4, %5, %6, %7}], [%1], %2;"
+      :: "l"(map), "r"(smem_address(src)), "l"(policy), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+}
+
+// Global -> the shared memory of every CTA of the cluster whose bit is set in `cta_mask` (bit i:
+// %cluster_ctarank i), 5-D: the box lands at dst's offset in each of them, and each one's mbarrier at
+// bar's offset counts the bytes (so every destination CTA expects tx_bytes on its own barrier first).
+// One CTA issues it; a CTA left out of the mask is not touched.
+__device__ __forceinline__ void load_5d_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t cta_mask, int32_t c0, int32_t c1, int32_t c2, int32_t c3, int32_t c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%4, %5, %6, %7, %8}], [%2], %3;"
+      :: "r"(smem_address(dst)), "l"(map), "r"(smem_address(bar)), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+}
+
+// Global op= shared, 5-D: each element of the box in global memory becomes (element op src), atomically
+// per element; elements outside the tensor are dropped. Completes through the bulk group, like store_5d.
+template <reduce_op Op>
+__device__ __forceinline__ void reduce_5d(const CUtensorMap* map, const void* src, int32_t c0, int32_t c1, int32_t c2, int32_t c3, int32_t c4) {
+  if constexpr (Op == reduce_op::add)
+    asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+  else if constexpr (Op == reduce_op::min)
+    asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.min.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+  else if constexpr (Op == reduce_op::max)
+    asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.max.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+  else if constexpr (Op == reduce_op::inc)
+    asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.inc.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+  else if constexpr (Op == reduce_op::dec)
+    asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.dec.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+  else if constexpr (Op == reduce_op::bit_and)
+    asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.and.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+  else if constexpr (Op == reduce_op::bit_or)
+    asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.or.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+  else if constexpr (Op == reduce_op::bit_xor)
+    asm volatile("cp.reduce.async.bulk.tensor.5d.global.shared::cta.xor.tile.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];"
+                 :: "l"(map), "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+}
+
+// Global -> L2 only, 5-D: a hint that the box will be loaded soon; nothing to wait for.
+__device__ __forceinline__ void prefetch_5d(const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2, int32_t c3, int32_t c4) {
+  asm volatile("cp.async.bulk.prefetch.tensor.5d.L2.global.tile [%0, {%1, %2, %3, %4, %5}];"
+               :: "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory");
+}
+
+// Brings the tensor map itself (128 bytes, a __grid_constant__ parameter or in global memory) into the
+// cache before the first copy reads it.
+__device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" :: "l"(map) : "memory");
+}
+
+// L2 eviction policies (createpolicy.fractional, fraction 1.0: every access) for the *_hint copies.
+// evict_first: data read or written once (streamed); evict_last: data read again soon (kept);
+// evict_normal: the default priority.
+__device__ __forceinline__ uint64_t policy_evict_first() {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ uint64_t policy_evict_last() {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ uint64_t policy_evict_normal() {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// The policy of a spec's l2_hint (a box's l2_hint constant).
+__device__ __forceinline__ uint64_t policy(l2_hint hint) {
+  return hint == l2_hint::evict_first ? policy_evict_first()
+       : hint == l2_hint::evict_last  ? policy_evict_last()
+                                      : policy_evict_normal();
+}
+
+// This CTA's rank in its cluster (0 .. cluster size - 1): the bit of a multicast's cta_mask that names it.
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+
+// CTAs in this CTA's cluster (1 without a cluster launch).
+__device__ __forceinline__ uint32_t cluster_nctarank() {
+  uint32_t count;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(count));
+  return count;
+}
+
+// Every thread of every CTA of the cluster arrives and waits (release / acquire at cluster scope). Call it
+// after initializing the mbarriers a multicast signals, before any CTA issues one, and before a CTA exits
+// while others may still write to its shared memory.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n"
+               "barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// One arrival (release at cluster scope) on the mbarrier at bar's offset in CTA `cta` of the cluster:
+// a consumer telling the producer of a multicast in another CTA that its buffer is free again.
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* bar, uint32_t cta) {
+  asm volatile(
+      "{\n"
+      "  .reg .b32 remote;\n"
+      "  mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "}\n" :: "r"(smem_address(bar)), "r"(cta) : "memory");
 }
 
 __device__ __forceinline__ void commit_group() {

@@ -4,4 +4,5 @@ from tmagen.kinds.base import Kind
 from tmagen.kinds.inspect import plan, rules
 from tmagen.kinds.inspect.launch import InspectLauncher
 
-KIND = Kind("inspect", rules.RULES, plan.maps, plan.plan, InspectLauncher(), sass=("UTMALDG",), grid_launch=False)
+KIND = Kind("inspect", rules.RULES, plan.maps, plan.plan, InspectLauncher(), sass=("UTMALDG",), grid_launch=False,
+            l2_hints=True, reduces=True)

@@ -1,0 +1,194 @@
+"""TMA's toolbox on the GPU: user kernels (tests/gpu/toolbox_kernels.cu) on the header of a spec
+without a kernel (tests/gpu/toolbox_probe.py), one per primitive, each checked byte for byte.
+
+- multicast (clusters of 2 and 4, two clusters per launch): every CTA in the mask holds the box
+  exactly where the layout model puts it, a CTA left out keeps its poison, and the issuing CTA
+  hears every CTA's remote arrival (mbarrier_arrive_cluster); and the split form, each CTA loading
+  one box of its cluster's tile and multicasting it to all;
+- every reduction on every element type the PTX ISA allows, against numpy, on a ragged tensor
+  (partial boxes at both edges: what falls outside is dropped, and a guard after the tensor keeps
+  its poison);
+- cache hints (each policy maker, and the box's own l2_hint) on loads and stores, with and without
+  prefetching the tensor map and the box into L2 first: the copy must still be exact.
+
+A prefetch is only a hint: these tests prove that it runs without fault and leaves every copy
+right, not that the bytes were in L2. Cheap: one compile and about 50 launches of a few blocks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+import numpy as np
+import pytest
+
+from tmagen import runtime
+from tmagen.launch import array_args, encode
+from tmagen.toolbox import REDUCE_TYPES
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "tests" / "gpu"))
+import toolbox_probe  # noqa: E402  (the spec, the compile and the reductions' model)
+
+pytestmark = pytest.mark.gpu
+
+SMEM_POISON = 0x5A  # shared memory before a multicast: what TMA does not write keeps it
+OUT_POISON = 0xA5  # output buffers before a launch
+GUARD = 256  # bytes after a tensor that no reduction or store may touch
+
+
+@pytest.fixture(scope="module")
+def toolbox(device):
+    p, cubin = toolbox_probe.compile_kernels()
+    module = runtime.Module(cubin.read_bytes())
+    yield p, module
+    module.unload()
+
+
+def _ptr(buf: runtime.Buffer) -> ctypes.c_uint64:
+    return ctypes.c_uint64(buf.ptr)
+
+
+# ----------------------------------------------------------------------------- multicast
+@pytest.mark.parametrize("n, mask", [(2, 0b11), (2, 0b01), (2, 0b10), (4, 0b1111), (4, 0b0111), (4, 0b1110),
+                                     (4, 0b0101)])
+def test_multicast_lands_in_every_cta_of_the_mask_and_nowhere_else(device, toolbox, n: int, mask: int) -> None:
+    p, module = toolbox
+    tile = p.map("tile")
+    layout = tile.layout
+    rows, cols = tile.box
+    clusters = 2
+    grid = clusters * n
+    rng = np.random.default_rng(n * 100 + mask)
+    host = rng.integers(0, 2**32, size=(clusters * rows, 2 * cols), dtype=np.uint32)  # float32 maps move bits
+    with runtime.Buffer.from_array(host) as src, runtime.Buffer(grid * layout.footprint) as out, \
+            runtime.Buffer(4 * (grid + clusters)) as status:
+        out.fill(OUT_POISON)
+        status.fill(0xFF)
+        tmap = encode(array_args(tile, src.ptr, host.shape))
+        kernel = module.function(f"toolbox_multicast_{n}", 1024 + layout.footprint)
+        kernel.launch(grid, 128, [tmap, ctypes.c_uint16(mask), ctypes.c_uint8(SMEM_POISON), _ptr(out), _ptr(status)])
+        device.synchronize()
+        got = out.download().reshape(grid, layout.footprint)
+        flags = status.download(np.uint32)
+    assert list(flags[:grid]) == [1] * grid, f"a CTA's barrier never completed: {list(flags[:grid])}"
+    assert list(flags[grid:]) == [1] * clusters, "rank 0 did not hear every CTA's mbarrier_arrive_cluster"
+    for block in range(grid):
+        cluster, rank = divmod(block, n)
+        if (mask >> rank) & 1:
+            expected = layout.place(host[cluster * rows:(cluster + 1) * rows, :cols], fill=SMEM_POISON)
+        else:
+            expected = np.full(layout.footprint, SMEM_POISON, dtype=np.uint8)
+        bad = np.nonzero(got[block] != expected)[0]
+        assert bad.size == 0, (f"cluster {cluster}, rank {rank} (mask {mask:#b}): {bad.size} bytes differ, first at "
+                               f"{bad[0]}: got {got[block][bad[0]]:#04x}, expected {expected[bad[0]]:#04x}")
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_multicast_slices_give_every_cta_the_whole_tile(device, toolbox, n: int) -> None:
+    """Each CTA loads one box of its cluster's tile and multicasts it to all: every CTA ends up with
+    all n boxes, as two CTAs sharing a matmul operand would."""
+    p, module = toolbox
+    tile = p.map("tile")
+    layout, stride = tile.layout, tile.buffer_stride
+    rows, cols = tile.box
+    clusters = 2
+    grid = clusters * n
+    rng = np.random.default_rng(7 + n)
+    host = rng.integers(0, 2**32, size=(clusters * n * rows, cols), dtype=np.uint32)
+    with runtime.Buffer.from_array(host) as src, runtime.Buffer(grid * n * stride) as out, \
+            runtime.Buffer(4 * grid) as status:
+        out.fill(OUT_POISON)
+        status.fill(0xFF)
+        tmap = encode(array_args(tile, src.ptr, host.shape))
+        kernel = module.function(f"toolbox_multicast_slices_{n}", 1024 + n * stride)
+        kernel.launch(grid, 128, [tmap, ctypes.c_uint8(SMEM_POISON), _ptr(out), _ptr(status)])
+        device.synchronize()
+        got = out.download().reshape(grid, n * stride)
+        flags = status.download(np.uint32)
+    assert list(flags) == [1] * grid, f"a CTA's barrier never completed: {list(flags)}"
+    for block in range(grid):
+        cluster = block // n
+        expected = np.full(n * stride, SMEM_POISON, dtype=np.uint8)
+        for b in range(n):
+            first = (cluster * n + b) * rows
+            placed = layout.place(host[first:first + rows], fill=SMEM_POISON)
+            expected[b * stride:b * stride + layout.footprint] = placed
+        bad = np.nonzero(got[block] != expected)[0]
+        assert bad.size == 0, f"block {block}: {bad.size} bytes differ, first at {bad[0]}"
+
+
+# ----------------------------------------------------------------------------- reductions
+CASES = [(dtype, op) for dtype in toolbox_probe.REDUCE_MAPS for op in toolbox_probe.REDUCE_OP_CODES
+         if dtype in REDUCE_TYPES[op]]
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(np.dtype(f"u{a.itemsize}"))
+
+
+@pytest.mark.parametrize("dtype, op", CASES, ids=[f"{op}-{dtype}" for dtype, op in CASES])
+def test_reduce_matches_numpy(device, toolbox, dtype: str, op: str) -> None:
+    p, module = toolbox
+    m = p.map(toolbox_probe.REDUCE_MAPS[dtype])
+    box_rows, box_cols = m.box
+    es = m.elem_bytes
+    rows, cols = 2 * box_rows + 3, 2 * box_cols + 16 // es  # partial boxes on both axes, rows of whole 16 bytes
+    tiles_x, tiles_y = -(-cols // box_cols), -(-rows // box_rows)
+    rng = np.random.default_rng(CASES.index((dtype, op)))
+    dst0, src = toolbox_probe.operands(rng, op, dtype, (rows, cols))
+    expected = toolbox_probe.reduce_model(op, dtype, dst0, src)
+    guard = np.full(GUARD, OUT_POISON, dtype=np.uint8)
+    with runtime.Buffer.from_array(src) as dsrc, runtime.Buffer(dst0.nbytes + GUARD) as ddst, \
+            runtime.Buffer(4 * tiles_x * tiles_y) as status:
+        ddst.upload(np.concatenate([_bits(dst0).view(np.uint8).reshape(-1), guard]))
+        status.fill(0xFF)
+        src_map = encode(array_args(m, dsrc.ptr, (rows, cols)))
+        dst_map = encode(array_args(m, ddst.ptr, (rows, cols)))
+        kernel = module.function(f"toolbox_reduce_{m.name}", 1024 + m.smem_offset + m.footprint)
+        kernel.launch(tiles_x * tiles_y, 32, [src_map, dst_map, ctypes.c_uint32(toolbox_probe.REDUCE_OP_CODES[op]),
+                                              ctypes.c_uint32(tiles_x), _ptr(status)])
+        device.synchronize()
+        memory = ddst.download()
+        flags = status.download(np.uint32)
+    assert np.all(flags == 1), "a box's load never arrived"
+    got = memory[:dst0.nbytes].view(_bits(dst0).dtype).reshape(rows, cols)
+    assert np.all(memory[dst0.nbytes:] == OUT_POISON), "the reduction wrote past the tensor"
+    want = _bits(expected)
+    differ = np.argwhere(got != want)
+    assert differ.size == 0, (f"{len(differ)} of {rows * cols} elements differ, first at {tuple(differ[0])}: dst "
+                              f"{_bits(dst0)[tuple(differ[0])]:#x} {op} src {_bits(src)[tuple(differ[0])]:#x} gave "
+                              f"{got[tuple(differ[0])]:#x}, expected {want[tuple(differ[0])]:#x}")
+
+
+# ----------------------------------------------------------------------------- prefetch and cache hints
+POLICIES = {0: "plain", 1: "evict_first", 2: "evict_last", 3: "evict_normal", 4: "the box's l2_hint"}
+
+
+@pytest.mark.parametrize("prefetch", [0, 1])
+@pytest.mark.parametrize("policy", list(POLICIES), ids=list(POLICIES.values()))
+def test_hinted_and_prefetched_copies_are_exact(device, toolbox, policy: int, prefetch: int) -> None:
+    p, module = toolbox
+    tile = p.map("tile")
+    box_rows, box_cols = tile.box
+    rows, cols = 3 * box_rows + 5, 2 * box_cols + 4  # float32 rows of 288 bytes: partial boxes on both axes
+    tiles_x, tiles_y = -(-cols // box_cols), -(-rows // box_rows)
+    rng = np.random.default_rng(policy * 2 + prefetch)
+    host = rng.integers(0, 2**32, size=(rows, cols), dtype=np.uint32)
+    with runtime.Buffer.from_array(host) as src, runtime.Buffer(host.nbytes + GUARD) as dst, \
+            runtime.Buffer(4 * tiles_x * tiles_y) as status:
+        dst.fill(OUT_POISON)
+        status.fill(0xFF)
+        src_map = encode(array_args(tile, src.ptr, host.shape))
+        dst_map = encode(array_args(tile, dst.ptr, host.shape))
+        kernel = module.function("toolbox_hinted_copy", 1024 + tile.footprint)
+        kernel.launch(tiles_x * tiles_y, 32, [src_map, dst_map, ctypes.c_uint32(policy), ctypes.c_uint32(prefetch),
+                                              ctypes.c_uint32(tiles_x), _ptr(status)])
+        device.synchronize()
+        memory = dst.download()
+        flags = status.download(np.uint32)
+    assert np.all(flags == 1)
+    assert np.array_equal(memory[:host.nbytes].view(np.uint32).reshape(rows, cols), host)
+    assert np.all(memory[host.nbytes:] == OUT_POISON)
