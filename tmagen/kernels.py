@@ -62,7 +62,8 @@ _LAUNCH = None
 _MEMSET = None
 
 
-def _launch_function() -> Any:
+def launch_function() -> Any:
+    """cuLaunchKernel as a ctypes function (for the kernels tmagen launches on storage it owns)."""
     global _LAUNCH
     if _LAUNCH is None:
         u = ctypes.c_uint
@@ -178,7 +179,7 @@ class Kernel:
             return
         view = self.view
         assert loaded is not None
-        result = _launch_function()(loaded.function, launch.grid, 1, 1, view.threads, 1, 1, view.smem_bytes, stream,
+        result = launch_function()(loaded.function, launch.grid, 1, 1, view.threads, 1, 1, view.smem_bytes, stream,
                                     ctypes.addressof(launch.params), None)
         if result:
             runtime._raise_for(result, f"launching {view.symbol}")
@@ -257,7 +258,7 @@ class Kernel:
         device = inputs[0].device
         if device is None:  # an interface that does not say where the memory is
             device = runtime.pointer_device(inputs[0].ptr)
-        call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device))
+        call = self.launcher.bind(self.plan, inputs, out, multiprocessors(device))
         if call.skip:
             launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (), skip=True)
         elif call.clear_output:
@@ -312,7 +313,7 @@ _MODULES: dict[tuple[Path, int], _Loaded] = {}  # (cubin, device) -> loaded
 
 
 @cache
-def _multiprocessors(device: int) -> int:
+def multiprocessors(device: int) -> int:
     """The multiprocessors of ``device``, which size a persistent grid; asked once per device."""
     drv = runtime._driver()
     dev = runtime.check(drv.cuDeviceGet(device), "cuDeviceGet")
