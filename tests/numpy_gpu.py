@@ -10,6 +10,7 @@ silicon (tests/gpu/test_ops_layouts.py does)."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -89,10 +90,33 @@ def launch_kernel(kind: str, carrier: str, rank: int, src: Any, dst: Any) -> Non
         from tmagen.errors import ArgumentError
 
         raise ArgumentError("numpy GPU", problems)
-    ROUTES.append(kind)
     s = _view(src.ptr, src.shape, src.strides, src.itemsize)
     d = _view(dst.ptr, dst.shape, dst.strides, dst.itemsize)
-    d[...] = s if kind == "copy" else np.swapaxes(s, -2, -3)
+
+    def run() -> None:
+        ROUTES.append(kind)
+        d[...] = s if kind == "copy" else np.swapaxes(s, -2, -3)
+
+    run()
+    _record(run)
+
+
+FUNCTIONS: dict[int, Any] = {}  # "CUfunction" -> what it does, for the launches tmagen.ops replays
+
+
+def _record(run: Any) -> None:
+    recording = getattr(ops._LOCAL, "recording", None)
+    if recording is not None:
+        handle = len(FUNCTIONS) + 1
+        FUNCTIONS[handle] = run
+        recording.append(("launch", handle, 1, 1, 0, (ctypes.c_void_p * 1)()))
+
+
+def launch_function() -> Any:
+    def launch(fn: int, *args: Any) -> int:
+        FUNCTIONS[fn]()
+        return 0
+    return launch
 
 
 def prepare_strided(call: StridedCall, src: int, dst: int, device: int, stream: int) -> Any:
@@ -103,32 +127,105 @@ def run_strided(prepared: Any, stream: int, device: int) -> None:
     """The kernel's arithmetic on its parameter block: element i of ``extent`` (row-major) at
     sum(c * src) and sum(c * dst), dst at i where ``dst_linear``; the plane's tiles cover the same."""
     call, src, dst = prepared
-    ROUTES.append(call.kernel)
     es = call.elem_bytes
     shape = call.extent
-    if call.kernel == "gather":
-        assert call.count == math.prod(shape)
-        s = _view(src, shape, call.src, es)
-        if call.dst_linear:
-            _view(dst, (call.count,), (1,), es)[...] = s.reshape(call.count, es)
+
+    def run() -> None:
+        ROUTES.append(call.kernel)
+        if call.kernel == "gather":
+            assert call.count == math.prod(shape)
+            s = _view(src, shape, call.src, es)
+            if call.dst_linear:
+                _view(dst, (call.count,), (1,), es)[...] = s.reshape(call.count, es)
+            else:
+                _view(dst, shape, call.dst, es)[...] = s
         else:
-            _view(dst, shape, call.dst, es)[...] = s
-    else:
-        assert call.count == call.tiles_c * call.tiles_r * math.prod(shape[:3])
-        assert call.tiles_c * 32 >= shape[4] and call.tiles_r * 32 >= shape[3]
-        _view(dst, shape, call.dst, es)[...] = _view(src, shape, call.src, es)
+            assert call.count == call.tiles_c * call.tiles_r * math.prod(shape[:3])
+            assert call.tiles_c * 32 >= shape[4] and call.tiles_r * 32 >= shape[3]
+            _view(dst, shape, call.dst, es)[...] = _view(src, shape, call.src, es)
+
+    run()
+    _record(run)
 
 
 def copy_bytes(dst: int, src: int, nbytes: int, stream: int, device: int) -> None:
     ROUTES.append("bytes")
     ARENA[dst - BASE:dst - BASE + nbytes] = ARENA[src - BASE:src - BASE + nbytes]
+    recording = getattr(ops._LOCAL, "recording", None)
+    if recording is not None:
+        recording.append(None)
 
 
 def install(monkeypatch: Any) -> None:
     for name in ("launch_kernel", "prepare_strided", "run_strided", "copy_bytes"):
         monkeypatch.setattr(ops, name, globals()[name])
+    monkeypatch.setattr(ops, "launch_function", launch_function)
     monkeypatch.setattr(ops, "_device", lambda view: 0)
     monkeypatch.setattr(ops, "_sms", lambda view: 132)
     ops._MOVES.clear()
     ops._PREPARED.clear()
     ROUTES.clear()
+
+
+# ----------------------------------------------------------------------------- PyTorch's per-call path
+class Tensor(Array):
+    """What tmagen.ops's per-call path reads of a torch.Tensor."""
+
+    def __init__(self, shape: Sequence[int], strides: Sequence[int], itemsize: int, ptr: int, typestr: str) -> None:
+        super().__init__(shape, strides, itemsize, ptr, typestr)
+        self.dtype, self.device, self.requires_grad = typestr, "cuda:0", False
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def stride(self) -> tuple[int, ...]:
+        return self.strides
+
+    def get_device(self) -> int:
+        return 0
+
+
+class FakeTorch:
+    """torch.empty on the numpy GPU: a freed block is handed out again, as PyTorch's caching
+    allocator does for a loop that drops each result (``reuse``)."""
+
+    Tensor = Tensor
+
+    def __init__(self) -> None:
+        self.reuse: dict[tuple, int] = {}
+        self.hold = True  # hand the same block to the same shape
+
+    def empty(self, shape: Sequence[int], dtype: str, device: str) -> Tensor:
+        es = np.dtype(dtype).itemsize
+        key = (tuple(shape), dtype)
+        if not self.hold or key not in self.reuse:
+            self.reuse[key] = allocate(max(math.prod(shape), 1) * es)
+        strides = [int(math.prod(shape[i + 1:])) for i in range(len(shape))]
+        return Tensor(shape, strides, es, self.reuse[key], dtype)
+
+    class compiler:  # noqa: N801 - as torch spells it
+        @staticmethod
+        def is_compiling() -> bool:
+            return False
+
+    @staticmethod
+    def is_grad_enabled() -> bool:
+        return True
+
+
+def tensor(a: np.ndarray) -> Tensor:
+    arr = from_numpy(a)
+    return Tensor(arr.shape, arr.strides, arr.itemsize, arr.ptr, a.dtype.str)
+
+
+def install_torch(monkeypatch: Any) -> FakeTorch:
+    from tmagen import runtime
+
+    torch = FakeTorch()
+    monkeypatch.setattr(ops, "_TORCH_MODULE", torch)
+    monkeypatch.setattr(ops, "_TENSOR", Tensor)
+    monkeypatch.setattr(ops, "_TORCH_STREAM", lambda device: 0)
+    monkeypatch.setattr(runtime, "current_context", lambda: 1)
+    monkeypatch.setattr(runtime, "primary_context", lambda device: 1)
+    ops._REPLAYS.clear()
+    return torch

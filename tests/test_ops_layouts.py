@@ -139,3 +139,32 @@ def test_refusals_name_the_field() -> None:
     with pytest.raises(ArgumentError) as info:
         ops.copy(x, out=gpu.empty((4, 5), np.float32))
     assert [v.field for v in info.value.violations] == ["out.shape"]
+
+
+# ----------------------------------------------------------------------------- the per-call path
+def test_a_repeated_call_replays_its_launches_and_a_new_pointer_plans_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = gpu.install_torch(monkeypatch)
+    planned: list[int] = []  # calls that took the eager path (reading the arrays, finding the route)
+    move = ops.move
+    monkeypatch.setattr(ops, "move", lambda *a, **k: planned.append(1) or move(*a, **k))
+    x_host = _data((64, 64), np.float32)
+    x = gpu.tensor(x_host)
+    for kind, want in (("transpose", x_host.T), ("copy", x_host)):
+        first = getattr(ops, kind)(x)
+        _same(first, want)
+        count, routes = len(planned), len(gpu.ROUTES)
+        again = getattr(ops, kind)(x)  # the same input, the same output block: replayed, nothing planned
+        _same(again, want)
+        assert len(planned) == count and len(gpu.ROUTES) == routes + 1
+    y_host = _data((64, 64), np.float32, seed=1)
+    y = gpu.tensor(y_host)  # a new pointer of the same layout: its own launches, its own result
+    count = len(planned)
+    _same(ops.transpose(y), y_host.T)
+    _same(ops.transpose(x), x_host.T)
+    assert len(planned) == count + 1
+    torch.hold = False  # a new output block: the eager path again
+    _same(ops.transpose(x), x_host.T)
+    assert len(planned) == count + 2
+    p = gpu.tensor(_data((2, 8, 16, 32), np.float16))
+    _same(ops.permute(p, (0, 2, 3, 1)), np.transpose(gpu.to_numpy(p, np.float16), (0, 2, 3, 1)))
+    _same(ops.permute(p, (0, 2, 3, 1)), np.transpose(gpu.to_numpy(p, np.float16), (0, 2, 3, 1)))

@@ -117,6 +117,8 @@ class Kernel:
         self._loaded: dict[int, _Loaded] = {}
         self._checked: set[tuple] = set()
         self._launches: dict[tuple, Launch] = {}
+        # the last launch made: (function, grid, threads, shared memory, parameters), which tmagen.ops replays
+        self.last_launch: tuple[int, int, int, int, Any] | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -183,6 +185,7 @@ class Kernel:
                                     ctypes.addressof(launch.params), None)
         if result:
             runtime._raise_for(result, f"launching {view.symbol}")
+        self.last_launch = (loaded.function, launch.grid, view.threads, view.smem_bytes, launch.params)
 
     # ------------------------------------------------------------------ checks and set-up
     def _input_problems(self, inputs: Sequence[ArrayView], out: ArrayView | None = None) -> list[Violation]:
