@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import json
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -230,8 +231,30 @@ class Move:
     strided: StridedCall | None = None
 
 
-TMA_MIN_ROW_BYTES = 128  # a copy whose rows are shorter goes by the gather kernel (a box would be mostly empty)
-TMA_MIN_PLANE = 16  # a transpose whose plane is narrower goes by the plane kernel
+TABLE = Path(__file__).resolve().parent / "ops_table.json"
+CLASSES = ("small", "batched", "ragged", "odd_rows", "large")
+
+
+@lru_cache(maxsize=1)
+def table() -> dict[str, Any]:
+    """The configuration per shape class (tmagen/ops_table.json, written by ``python -m lab.tune_ops``)."""
+    data: dict[str, Any] = json.loads(TABLE.read_text())
+    return data
+
+
+def shape_class(shape: Sequence[int], itemsize: int) -> str:
+    """The class of a move over ``shape`` (merged dimensions, the output's order): small (at most
+    the table's small_bytes), odd_rows (output rows not whole 16 bytes), batched (3 or more
+    dimensions), ragged (an extent of the last two no multiple of 64), or large."""
+    if math.prod(shape) * itemsize <= table()["small_bytes"]:
+        return "small"
+    if shape[-1] * itemsize % 16:
+        return "odd_rows"
+    if len(shape) >= 3:
+        return "batched"
+    if any(n % 64 for n in shape[-2:]):
+        return "ragged"
+    return "large"
 
 
 def _whole_16(strides: Sequence[int], itemsize: int) -> bool:
@@ -253,16 +276,18 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
         itemsize = 8
     if len(merged) > sp.MAX_RANK:
         return Move("split", itemsize, tuple(merged), tuple(ms), tuple(merged), tuple(md))
+    config = table()["classes"][shape_class(merged, itemsize)]
+    min_row, min_plane, per_sm = config["tma_min_row_bytes"], config["tma_min_plane"], config["strided_blocks_per_sm"]
     aligned = src_align == 0 and dst_align == 0 and itemsize in ELEMENT_SIZES
     m, s_, d_ = tuple(merged), tuple(ms), tuple(md)
     if ms[-1] == 1 and md[-1] == 1:
         if len(merged) == 1:
             if aligned and merged[0] * itemsize >= 16:
                 return Move("flat", itemsize, m, s_, m, d_)
-        elif aligned and merged[-1] * itemsize >= TMA_MIN_ROW_BYTES and _whole_16(ms, itemsize) \
+        elif aligned and merged[-1] * itemsize >= min_row and _whole_16(ms, itemsize) \
                 and _whole_16(md, itemsize):
             return Move("copy", itemsize, m, s_, m, d_)
-        return Move("gather", itemsize, m, s_, m, d_, sp.gather(merged, ms, md, itemsize, multiprocessors))
+        return Move("gather", itemsize, m, s_, m, d_, sp.gather(merged, ms, md, itemsize, multiprocessors, per_sm))
     inner = [p for p in range(len(merged) - 1) if ms[p] == 1]
     if md[-1] == 1 and inner:
         p = inner[-1]
@@ -271,14 +296,14 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
         shape_t = (*(merged[i] for i in batch), rows, cols)
         src_t = (*(ms[i] for i in batch), ms[-1], 1)
         dst_t = (*(md[i] for i in batch), md[p], 1)
-        if aligned and min(rows, cols) >= TMA_MIN_PLANE and _whole_16(src_t, itemsize) and \
+        if aligned and min(rows, cols) >= min_plane and _whole_16(src_t, itemsize) and \
                 _whole_16(dst_t, itemsize):
             return Move("transpose", itemsize, shape_t, src_t, (*shape_t[:-2], cols, rows), dst_t)
         # the plane kernel's layout: [*batch, R, C] with the output's strides of R (1) and C
         dst_plane = (*(md[i] for i in batch), 1, md[p])
         return Move("plane", itemsize, shape_t, src_t, shape_t, dst_plane,
-                    sp.plane(shape_t[:-2], rows, cols, src_t, dst_plane, itemsize, multiprocessors))
-    return Move("gather", itemsize, m, s_, m, d_, sp.gather(merged, ms, md, itemsize, multiprocessors))
+                    sp.plane(shape_t[:-2], rows, cols, src_t, dst_plane, itemsize, multiprocessors, per_sm))
+    return Move("gather", itemsize, m, s_, m, d_, sp.gather(merged, ms, md, itemsize, multiprocessors, per_sm))
 
 
 _MOVES: dict[tuple, Move] = {}

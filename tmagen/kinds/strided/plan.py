@@ -30,7 +30,7 @@ TILE = 32  # plane: a tile of TILE x TILE elements, a block of TILE x TILE_ROWS 
 TILE_ROWS = 8
 MAX_RANK = 5
 U32_LIMIT = 1 << 31  # an index below this (and its offsets) runs the 32-bit variant
-BLOCKS_PER_SM = 16  # grid-stride kernels: at most this many blocks per multiprocessor
+BLOCKS_PER_SM = 16  # grid-stride kernels: at most this many blocks per multiprocessor (the default)
 
 
 @dataclass(frozen=True)
@@ -77,19 +77,19 @@ def _contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
 
 
 def gather(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], elem_bytes: int,
-           multiprocessors: int) -> StridedCall:
+           multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM) -> StridedCall:
     """``dst = src`` elementwise over ``shape`` (at most 5 dimensions, none empty)."""
     count = math.prod(shape)
     per = max(1, VECTOR_BYTES // elem_bytes)
     vectors = -(-count // per)
     wide = max(count + per, _span(shape, src), _span(shape, dst)) >= U32_LIMIT
-    grid = max(1, min(-(-vectors // GATHER_THREADS), multiprocessors * BLOCKS_PER_SM))
+    grid = max(1, min(-(-vectors // GATHER_THREADS), multiprocessors * blocks_per_sm))
     return StridedCall("gather", elem_bytes, _pad(shape, 1), _pad(src, 0), _pad(dst, 0), count,
                        dst_linear=_contiguous(shape, dst), wide=wide, grid=grid, block=GATHER_THREADS)
 
 
 def plane(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: Sequence[int], elem_bytes: int,
-          multiprocessors: int) -> StridedCall:
+          multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM) -> StridedCall:
     """``dst = src`` over ``[*batch, rows, cols]`` (batch of at most 3 dimensions) where the output's
     innermost dimension is ``rows`` (its stride ``dst[-2]``) and the source's is ``cols``: tiled
     through shared memory. ``src`` and ``dst`` are strides of that shape."""
@@ -97,6 +97,6 @@ def plane(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: S
     count = tiles_c * tiles_r * math.prod(batch)
     shape = [*batch, rows, cols]
     wide = max(count, _span(shape, src), _span(shape, dst), rows + TILE, cols + TILE) >= U32_LIMIT
-    grid = max(1, min(count, multiprocessors * BLOCKS_PER_SM))
+    grid = max(1, min(count, multiprocessors * blocks_per_sm))
     return StridedCall("plane", elem_bytes, _pad(shape, 1), _pad(src, 0), _pad(dst, 0), count, tiles_c, tiles_r,
                        wide=wide, grid=grid, block=TILE * TILE_ROWS)
