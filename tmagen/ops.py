@@ -1,13 +1,14 @@
 """Ready-made operations on GPU tensors, with the kernels tuned on an H200: ``transpose(x)`` (the
-last two dimensions, any batch) and ``copy(x)``.
+last two dimensions, any batch), ``copy(x)`` and ``permute(x, dims)``, on any shape and view.
 
 The kernels move bits, so an element type borrows the kernel of any type of its size. The tuned
 configurations are the specs of ``tmagen/ops_specs`` (which benchmarks/run.py times); a rank or
-size none of them covers gets one derived from the nearest. Both read strided views in place
-where TMA can (strides of whole 16 bytes, contiguous rows; a transposed view, whose columns are
-contiguous, is read the other way round: its copy is a transpose and its transpose a copy), and
-write a new contiguous tensor of
-the input's framework unless given ``out``.
+size none of them covers gets one derived from the nearest. Each call is one move, ``dst = src``
+over a view (the transpose and permute of ``x`` are views of it), routed once per layout by
+`plan_move`: the TMA copy where both are read by rows of whole 16 bytes, the TMA transpose where the
+output's contiguous dimension is another of the source's, and the strided kernels
+(`tmagen.kinds.strided`) for every layout TMA cannot address. The result is a new contiguous tensor
+of the input's framework unless given ``out``.
 
 With PyTorch installed, importing this module also registers ``torch.ops.tmagen.transpose`` and
 ``torch.ops.tmagen.copy`` (`tmagen.torch_ops`): under ``torch.compile`` and for tensors that
