@@ -204,3 +204,30 @@ def chosen_config(kernel: Any) -> str:
         return ""
     params = ", ".join(f"{k}={v}" for k, v in config.kwargs.items())
     return f"{params}, num_warps={config.num_warps}, num_stages={config.num_stages}"
+
+
+# ----------------------------------------------------------------------------- permute, pointer gather (issue 19)
+@triton.autotune(configs=copy_configs(), key=["n"], do_bench=_bench)
+@triton.jit
+def permute_kernel(x_ptr, y_ptr, n, e1, e2, e3, s0, s1, s2, s3, BLOCK: tl.constexpr):
+    """y (contiguous, extents e0..e3) = x read at strides s0..s3 (x's strides in y's order)."""
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = i < n
+    c3 = i % e3
+    r = i // e3
+    c2 = r % e2
+    r = r // e2
+    c1 = r % e1
+    c0 = r // e1
+    tl.store(y_ptr + i, tl.load(x_ptr + c0 * s0 + c1 * s1 + c2 * s2 + c3 * s3, mask=inside), mask=inside)
+
+
+def permute(x: torch.Tensor, dims: list[int], out: torch.Tensor) -> torch.Tensor:
+    """``out`` = ``x.permute(dims)`` (contiguous), for up to 4 dimensions, as a Triton user writes a
+    gather: each output element reads its source through the permuted strides."""
+    view = x.permute(dims)
+    shape = [1] * (4 - view.dim()) + list(view.shape)
+    strides = [0] * (4 - view.dim()) + list(view.stride())
+    n = out.numel()
+    permute_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n, shape[1], shape[2], shape[3], *strides)
+    return out

@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("the resolved plan", {"plan"}),
     ("rendered text and predictions", {"render", "conflicts"}),
     ("the machine: driver, compilers, framework arrays", {"runtime", "toolchain", "nvrtc", "arrays"}),
-    ("running kernels", {"launch", "tensor_maps", "kernels", "verify", "bench"}),
+    ("running kernels", {"launch", "tensor_maps", "kernels", "strided", "verify", "bench"}),
     ("ready-made operations", {"ops", "torch_ops"}),
     ("outputs: folders, documents, explanations", {"build", "docs", "explain"}),
     ("the edges", {"cli", "__main__", "__init__"}),

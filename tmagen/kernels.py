@@ -63,7 +63,8 @@ _LAUNCH = None
 _MEMSET = None
 
 
-def _launch_function() -> Any:
+def launch_function() -> Any:
+    """cuLaunchKernel as a ctypes function (for the kernels tmagen launches on storage it owns)."""
     global _LAUNCH
     if _LAUNCH is None:
         u = ctypes.c_uint
@@ -119,6 +120,8 @@ class Kernel:
         self._launches: dict[tuple, Launch] = {}
         # (device, stream) -> a split launch's counters and partials
         self._workspaces: dict[tuple[int, int], tuple[runtime.Buffer, runtime.Buffer]] = {}
+        # the last launch made: (function, grid, threads, shared memory, parameters), which tmagen.ops replays
+        self.last_launch: tuple[int, int, int, int, Any] | None = None
         self._lock = threading.Lock()
         self._parameters: tuple[str, ...] = getattr(launcher, "parameters", ())
 
@@ -198,10 +201,12 @@ class Kernel:
             return
         view = self.view.family[launch.kernel]
         assert loaded is not None
-        result = _launch_function()(loaded.functions[launch.kernel], launch.grid, 1, 1, view.threads, 1, 1,
-                                    view.smem_bytes, stream, ctypes.addressof(launch.params), None)
+        function = loaded.functions[launch.kernel]
+        result = launch_function()(function, launch.grid, 1, 1, view.threads, 1, 1, view.smem_bytes, stream,
+                                   ctypes.addressof(launch.params), None)
         if result:
             runtime._raise_for(result, f"launching {view.symbol}")
+        self.last_launch = (function, launch.grid, view.threads, view.smem_bytes, launch.params)
 
     # ------------------------------------------------------------------ checks and set-up
     def _input_problems(self, inputs: Sequence[ArrayView], out: ArrayView | None = None,
@@ -286,10 +291,10 @@ class Kernel:
         if device is None:  # an interface that does not say where the memory is
             device = runtime.pointer_device(inputs[0].ptr)
         if self._parameters:
-            call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device),  # type: ignore[call-arg]
+            call = self.launcher.bind(self.plan, inputs, out, multiprocessors(device),  # type: ignore[call-arg]
                                       workspace=lambda c, p: self._workspace(device, stream, c, p), **(params or {}))
         else:
-            call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device))
+            call = self.launcher.bind(self.plan, inputs, out, multiprocessors(device))
         if call.skip:
             launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (), skip=True)
         elif call.clear_output:
@@ -370,7 +375,7 @@ _ARRAY_PARAMETERS = frozenset({"c", "bias"})  # keyword parameters that are arra
 
 
 @cache
-def _multiprocessors(device: int) -> int:
+def multiprocessors(device: int) -> int:
     """The multiprocessors of ``device``, which size a persistent grid; asked once per device."""
     drv = runtime._driver()
     dev = runtime.check(drv.cuDeviceGet(device), "cuDeviceGet")

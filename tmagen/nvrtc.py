@@ -224,20 +224,25 @@ def cache_key(source: str, headers: dict[str, str], arch: str, kind: str, compil
 
 def compile_plan(plan: Plan, kind: Literal["cubin", "ptx"] = "cubin") -> Compiled:
     """The plan's kernels compiled by NVRTC for its target, from the disk cache when there."""
+    source, headers = kernel_program(plan)
+    return compile_cached(plan.spec.name, source, headers, plan.target.name, kind)
+
+
+def compile_cached(name: str, source: str, headers: dict[str, str], arch: str,
+                   kind: Literal["cubin", "ptx"] = "cubin") -> Compiled:
+    """``source`` (with ``headers``) compiled by NVRTC for ``arch``, from the disk cache when there
+    (``name`` names the cached file)."""
     from tmagen.toolchain import cache_root
 
     compiler = bind().name
-    arch = plan.target.name
-    spec = plan.spec
-    source, headers = kernel_program(plan)
     key = cache_key(source, headers, arch, kind, compiler)
     folder = cache_root() / "nvrtc"
-    path = folder / f"{spec.name}-{key}.{kind}"
+    path = folder / f"{name}-{key}.{kind}"
     if path.is_file():
         return Compiled(path.read_bytes(), kind, arch, compiler, path, cached=True)
-    data = compile_source(source, headers, arch, kind, name=f"{spec.name}.cu")
+    data = compile_source(source, headers, arch, kind, name=f"{name}.cu")
     folder.mkdir(parents=True, exist_ok=True)
-    fd, staging = tempfile.mkstemp(prefix=f".{spec.name}-", dir=folder)
+    fd, staging = tempfile.mkstemp(prefix=f".{name}-", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

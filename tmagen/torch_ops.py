@@ -1,4 +1,4 @@
-"""``torch.ops.tmagen.transpose`` and ``torch.ops.tmagen.copy``: tmagen's ops as PyTorch custom
+"""``torch.ops.tmagen.transpose``, ``.copy`` and ``.permute``: tmagen's ops as PyTorch custom
 operators, so that ``torch.compile`` traces them (a fake implementation gives the output's shape
 without running anything) and autograd differentiates them. `tmagen.ops` imports this module where
 PyTorch is installed and hands it the eager functions the operators run (`register`), so that this
@@ -12,20 +12,24 @@ its output with ``torch.empty`` (the graph's pool during capture) and never sync
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 Eager = Callable[[torch.Tensor], torch.Tensor]
-_EAGER: dict[str, Eager] = {}
+_EAGER: dict[str, Callable[..., torch.Tensor]] = {}
 
 
-def register(*, transpose_eager: Eager, copy_eager: Eager) -> None:
-    """The functions ``torch.ops.tmagen.transpose`` and ``.copy`` run (tmagen.ops's eager paths):
-    the operators themselves are registered once, when this module is imported."""
+def register(*, transpose_eager: Eager, copy_eager: Eager, permute_eager: Callable[..., torch.Tensor] | None = None
+             ) -> None:
+    """The functions ``torch.ops.tmagen.transpose``, ``.copy`` and ``.permute`` run (tmagen.ops's
+    eager paths): the operators themselves are registered once, when this module is imported."""
     _EAGER.update(transpose=transpose_eager, copy=copy_eager)
+    if permute_eager is not None:
+        _EAGER["permute"] = permute_eager
 
 
-def _eager(name: str) -> Eager:
+def _eager(name: str) -> Callable[..., torch.Tensor]:
     try:
         return _EAGER[name]
     except KeyError:
@@ -69,3 +73,29 @@ def _copy_backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
 
 
 copy.register_autograd(_copy_backward)
+
+
+@torch.library.custom_op("tmagen::permute", mutates_args=(), device_types="cuda")
+def permute(x: torch.Tensor, dims: list[int]) -> torch.Tensor:
+    """x.permute(dims).contiguous(), by tmagen's kernels."""
+    return _eager("permute")(x, dims)
+
+
+@permute.register_fake
+def _permute_fake(x: torch.Tensor, dims: list[int]) -> torch.Tensor:
+    torch._check(len(dims) == x.dim(), lambda: f"tmagen::permute needs {x.dim()} dims, not {len(dims)}")
+    return x.new_empty([x.shape[d] for d in dims])
+
+
+def _permute_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    ctx.dims = list(inputs[1])
+
+
+def _permute_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    inverse = [0] * len(ctx.dims)
+    for i, d in enumerate(ctx.dims):
+        inverse[d % len(ctx.dims)] = i
+    return torch.ops.tmagen.permute(grad, inverse), None
+
+
+permute.register_autograd(_permute_backward, setup_context=_permute_setup)

@@ -16,7 +16,7 @@ struct transpose_int4_8x8_tiles {
   uint32_t total;
 };
 
-// dst = src^T over the last two dimensions (batched over a leading one), in units of
+// dst = src^T over the last two dimensions (batched over the leading ones), in units of
 // 16 bytes. Per stage a block loads 1 tile(s) with TMA into a ring of 1
 // stages; each tile is split into 64 micro-tiles of 1 rows x 16 bytes, one per thread,
 // read with 1 16-byte loads, transposed in registers and written with 1 16-byte stores into
@@ -109,10 +109,13 @@ extern "C" __global__ void __launch_bounds__(64, 1) transpose_int4_8x8_transpose
   const uint32_t groups = (tiles.total + group - 1) / group;
   // Tile t of a batch: bands of 1024 tile row(s), walked column by column down each band, so
   // that the tiles in flight at once read 1024 and write up to 1024 neighbouring rows of tiles.
-  auto origin = [&](uint32_t t, int32_t& col, int32_t& row, int32_t& batch) {
+  auto origin = [&](uint32_t t, int32_t& col, int32_t& row, int32_t (&batch)[3]) {
     constexpr uint32_t band = 1024;
     const uint32_t per_batch = tiles.count[0] * tiles.count[1];
-    batch = static_cast<int32_t>(t / per_batch);
+    const uint32_t b = t / per_batch;  // batch coordinates innermost first, tile counts = extents (boxes of 1)
+    batch[0] = static_cast<int32_t>(b % tiles.count[2]);
+    batch[1] = static_cast<int32_t>(b / tiles.count[2] % tiles.count[3]);
+    batch[2] = static_cast<int32_t>(b / tiles.count[2] / tiles.count[3]);
     t %= per_batch;
     const uint32_t first = t / tiles.count[0] / band * band, height = min(band, tiles.count[1] - first);
     t -= first * tiles.count[0];
@@ -123,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(64, 1) transpose_int4_8x8_transpose
     const uint32_t first = g * group, count = min(group, tiles.total - first);
     tma::mbarrier_arrive_expect_tx(&full[stage], count * src_box::tx_bytes);
     for (uint32_t j = 0; j < count; ++j) {
-      int32_t col, row, batch;
+      int32_t col, row, batch[3];
       origin(first + j, col, row, batch);
       tma::load_2d(in + (stage * group + j) * transpose_int4_8x8_transpose_in_stride, &src, &full[stage], col, row);
     }
@@ -166,7 +169,7 @@ extern "C" __global__ void __launch_bounds__(64, 1) transpose_int4_8x8_transpose
     if (threadIdx.x == 0) {
       const uint32_t first = g * group, count = min(group, tiles.total - first);
       for (uint32_t j = 0; j < count; ++j) {
-        int32_t col, row, batch;
+        int32_t col, row, batch[3];
         origin(first + j, col, row, batch);
         tma::store_2d(&dst, out + (buffer * group + j) * transpose_int4_8x8_transpose_out_stride,
                       row * static_cast<int32_t>(per_unit), col / static_cast<int32_t>(per_unit));

@@ -32,12 +32,13 @@ def _one_tensor(spec: Spec) -> Iterator[Violation]:
                         "a transpose kernel moves one", "give one tensor (a spec per tensor)", KERNEL)
 
 
-@RULES.rule("transpose-rank", "a transpose takes a 2-D or a batched (3-D) tensor", KERNEL)
+@RULES.rule("transpose-rank", "a transpose takes a 2-D tensor or one batched over up to 3 leading dimensions", KERNEL)
 def _rank(spec: Spec) -> Iterator[Violation]:
     t = spec.tensors[0]
-    if t.rank not in (2, 3):
-        yield Violation("transpose-rank", "tensors[0].shape", f"{t.shape} ({t.rank} dimensions)",
-                        "transpose takes a 2-D or a batched (3-D) tensor", "give 2 or 3 dimensions", KERNEL)
+    if t.rank < 2:
+        yield Violation("transpose-rank", "tensors[0].shape", f"{t.shape} ({t.rank} dimension)",
+                        "transpose exchanges the last two dimensions of a 2-D to 5-D tensor",
+                        "give 2 to 5 dimensions", KERNEL)
 
 
 @RULES.rule("transpose-unit-bytes", "a transposed unit is 1, 2, 4, 8 or 16 bytes, whole elements", KERNEL)
@@ -74,12 +75,13 @@ def _row_blocks(spec: Spec) -> Iterator[Violation]:
                         f"use a multiple of {rows_per_block}", KERNEL)
 
 
-@RULES.rule("transpose-one-matrix-per-box", "a batched transpose moves one matrix per box (box[0] = 1)", KERNEL)
+@RULES.rule("transpose-one-matrix-per-box", "a batched transpose moves one matrix per box (box[:-2] all 1)", KERNEL)
 def _one_matrix(spec: Spec) -> Iterator[Violation]:
     t = spec.tensors[0]
-    if t.rank == 3 and t.box[0] != 1:
-        yield Violation("transpose-one-matrix-per-box", "tensors[0].box[0]", str(t.box[0]),
-                        "a batched transpose moves one matrix per box", "use 1", KERNEL)
+    for d in range(t.rank - 2):
+        if t.box[d] != 1:
+            yield Violation("transpose-one-matrix-per-box", f"tensors[0].box[{d}]", str(t.box[d]),
+                            "a batched transpose moves one matrix per box", "use 1", KERNEL)
 
 
 @RULES.rule("transpose-unit-element-strides", "a transpose's box has element strides of 1", KERNEL)

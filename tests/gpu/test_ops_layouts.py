@@ -1,0 +1,190 @@
+"""tmagen.ops on every dtype and view class PyTorch makes, against PyTorch bit for bit, on poisoned
+outputs: the shapes issue 19 found refused, views TMA cannot address (the strided kernels), permutes
+of ranks 2 to 5, zero-size, 0-d and 1-d tensors, the permute custom op; compute-sanitizer on the
+strided kernels; host time per call on a 64 x 64 tensor beside PyTorch's own. Cheap: small tensors.
+
+    python -m pytest -q tests/gpu/test_ops_layouts.py
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+import tmagen.ops
+from tmagen import ops
+
+from conftest import REPO
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("PyTorch sees no CUDA device", allow_module_level=True)
+
+POISON = 0xA5
+DTYPES = [torch.bool, torch.uint8, torch.int8, torch.float8_e4m3fn, torch.float16, torch.bfloat16, torch.int16,
+          torch.float32, torch.int32, torch.complex64, torch.float64, torch.int64, torch.complex128]
+
+
+def bits(t: Any) -> Any:
+    t = t.contiguous()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.reshape(-1).view(torch.uint8) if t.numel() else t.reshape(-1)
+
+
+def random(shape: tuple, dtype: Any, gen: Any) -> Any:
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, device="cuda", generator=gen).bool()
+    size = torch.empty((), dtype=dtype).element_size()
+    raw = torch.randint(0, 256, (max(1, int(torch.tensor(shape).prod())) * size,), dtype=torch.uint8,
+                        device="cuda", generator=gen)
+    return raw[: int(torch.tensor(shape).prod()) * size].view(dtype).reshape(shape)
+
+
+def poisoned(shape: tuple, dtype: Any) -> Any:
+    out = torch.empty(shape, dtype=dtype, device="cuda")
+    if out.numel():
+        out.view(torch.uint8).fill_(POISON) if out.dim() else out.reshape(1).view(torch.uint8).fill_(POISON)
+    return out
+
+
+@pytest.fixture()
+def gen() -> Any:
+    return torch.Generator(device="cuda").manual_seed(19)
+
+
+def _check(got: Any, want: Any, what: str) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype, what
+    assert torch.equal(bits(got), bits(want)), what
+
+
+def _views(base: Any) -> dict[str, Any]:
+    return {"contiguous": base, "sliced": base[:, 3:37, 5:69], "batch step": base[::2],
+            "column step": base[:, :, ::3], "transposed": base.transpose(1, 2), "batch swapped": base.transpose(0, 1),
+            "flipped": base.flip(1) if base.dtype != torch.bool else base[:, 1:],  # a copy, contiguous
+            "expanded": base[:1, :1].expand(4, 40, 72), "offset by one": base.reshape(-1)[1:1 + 39 * 71].view(39, 71),
+            "1-d": base[1, 2], "1-d step": base[1, :, 5], "0-d": base[1, 2, 3], "empty": base[:, :0]}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_dtype_and_view_class(dtype: Any, gen: Any) -> None:
+    base = random((6, 40, 72), dtype, gen)
+    for name, v in _views(base).items():
+        out = poisoned(tuple(v.shape), dtype)
+        assert tmagen.ops.copy(v, out=out) is out
+        _check(out, v.contiguous(), f"copy {name}")
+        _check(tmagen.ops.copy(v), v.contiguous(), f"copy {name}, allocated")
+        if v.dim() >= 2:
+            _check(tmagen.ops.transpose(v), v.transpose(-2, -1).contiguous(), f"transpose {name}")
+            out = poisoned((*v.shape[:-2], v.shape[-1], v.shape[-2]), dtype)
+            tmagen.ops.transpose(v, out=out)
+            _check(out, v.transpose(-2, -1).contiguous(), f"transpose {name} into out")
+
+
+@pytest.mark.parametrize("shape,dtype", [((777, 1032), torch.float16), ((1, 4), torch.float32),
+                                         ((16385, 8), torch.bfloat16), ((1000, 1000), torch.float32),
+                                         ((8, 512, 512), torch.bfloat16), ((3, 5), torch.int8),
+                                         ((129, 65), torch.complex128)], ids=str)
+def test_the_shapes_issue_19_found_refused(shape: tuple, dtype: Any, gen: Any) -> None:
+    x = random(shape, dtype, gen)
+    _check(tmagen.ops.transpose(x), x.transpose(-2, -1).contiguous(), "transpose")
+    _check(tmagen.ops.copy(x), x.clone(), "copy")
+
+
+PERMUTES = [((2, 32, 16, 48), (0, 2, 3, 1)), ((2, 16, 48, 32), (0, 3, 1, 2)),  # NCHW <-> NHWC
+            ((2, 40, 4, 64), (0, 2, 1, 3)), ((2, 4, 40, 64), (0, 2, 1, 3)),  # [B,S,H,D] <-> [B,H,S,D]
+            ((24, 40), (1, 0)), ((3, 20, 36), (2, 0, 1)), ((3, 4, 5, 6, 7), (4, 2, 0, 3, 1)),
+            ((2, 3, 4, 32, 48), (1, 0, 2, 4, 3)), ((5, 3, 4, 2, 3), (3, 1, 4, 0, 2)), ((7, 9, 11), (1, 2, 0))]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.float64, torch.complex128],
+                         ids=str)
+def test_permutes_of_ranks_2_to_5(dtype: Any, gen: Any) -> None:
+    for shape, dims in PERMUTES:
+        x = random(shape, dtype, gen)
+        for v in (x, x[..., 1:]):
+            _check(tmagen.ops.permute(v, dims), v.permute(dims).contiguous(), f"permute {shape} {dims}")
+            _check(torch.ops.tmagen.permute(v, list(dims)), v.permute(dims).contiguous(), "custom op")
+
+
+def test_permute_autograd_and_compile(gen: Any) -> None:
+    x = random((2, 8, 16, 32), torch.float32, gen).requires_grad_()
+    y = tmagen.ops.permute(x, (0, 2, 3, 1))
+    y.backward(torch.ones_like(y))
+    assert torch.equal(x.grad, torch.ones_like(x))
+    f = torch.compile(lambda t: tmagen.ops.permute(t, (0, 2, 3, 1)) * 2, fullgraph=True)
+    z = random((2, 8, 16, 32), torch.float32, gen)
+    assert torch.equal(f(z), z.permute(0, 2, 3, 1) * 2)
+
+
+def test_large_strided_gather_uses_64_bit_indices(gen: Any) -> None:
+    """A view of more than 2^31 elements through the strided kernels (uint8, stepped columns: 2.1 GB read)."""
+    base = torch.empty((1 << 16, (1 << 15) + 2), dtype=torch.uint8, device="cuda")
+    base.random_(generator=gen)
+    v = base[:, 1:-1]
+    out = tmagen.ops.copy(v)
+    assert torch.equal(out, v)
+
+
+# ----------------------------------------------------------------------------- sanitizer
+EDGE = """
+import torch, tmagen.ops
+g = torch.Generator(device="cuda").manual_seed(3)
+for dtype in (torch.uint8, torch.float16, torch.float32, torch.float64, torch.complex128):
+    x = torch.randint(0, 100, (37, 300), device="cuda", generator=g).to(dtype)
+    tmagen.ops.copy(x[:, 1:])                     # gather, misaligned rows
+    tmagen.ops.transpose(x)                       # plane (odd output rows) or TMA
+    tmagen.ops.copy(x[:, ::3])                    # gather, stepped
+    tmagen.ops.permute(x.view(37, 4, 75)[:, :, 1:], (2, 0, 1))   # plane with a batch
+    tmagen.ops.copy(x.reshape(-1)[1:])            # 1-d, odd pointer
+torch.cuda.synchronize()
+print("done")
+"""
+
+
+@pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="no compute-sanitizer on PATH")
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck", "synccheck"])
+def test_sanitizer_on_the_strided_kernels(tool: str, report: Any) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(["compute-sanitizer", "--tool", tool, "--error-exitcode", "99", sys.executable, "-c", EDGE],
+                         capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    summary = [line for line in run.stdout.splitlines() if "ERROR SUMMARY" in line or "RACECHECK SUMMARY" in line]
+    report(f"ops_edge_sanitizer_{tool}", {"returncode": run.returncode, "summary": summary,
+                                          "tail": run.stdout[-1500:] + run.stderr[-1500:]})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert summary and all(" 0 error" in line or " 0 hazard" in line for line in summary), summary
+
+
+# ----------------------------------------------------------------------------- host time
+def _per_call_us(fn: Any, calls: int = 2000) -> float:
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+        torch.cuda.synchronize()
+    return best
+
+
+def test_host_time_per_call_on_a_small_tensor(report: Any) -> None:
+    """Issue 19, item 4: tmagen.ops.transpose of a 64 x 64 tensor costs the host no more than
+    PyTorch's own x.transpose(-2, -1).contiguous() (best of 5 runs of 2000 calls each)."""
+    x = torch.randn(64, 64, device="cuda")
+    times = {"torch": _per_call_us(lambda: x.transpose(-2, -1).contiguous()),
+             "tmagen": _per_call_us(lambda: ops.transpose(x)),
+             "tmagen_copy": _per_call_us(lambda: ops.copy(x)),
+             "torch_clone": _per_call_us(lambda: x.clone())}
+    report("ops_host_time_64x64_us", times)
+    assert times["tmagen"] <= times["torch"], times

@@ -1,0 +1,170 @@
+"""tmagen.ops on every shape and view, on a GPU of numpy (tests/numpy_gpu.py): each result is
+bit-identical to numpy's, whatever route the op takes (the TMA kernels where they can address the
+layout, the strided kernels everywhere else), and the common cases take TMA."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tmagen import ops
+from tmagen.errors import ArgumentError
+
+import numpy_gpu as gpu
+
+DTYPES = [np.bool_, np.int8, np.float16, np.int16, np.float32, np.int32, np.complex64, np.float64, np.int64,
+          np.complex128]
+
+
+@pytest.fixture(autouse=True)
+def numpy_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu.install(monkeypatch)
+
+
+def _data(shape: tuple, dtype: type, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return np.frombuffer(rng.integers(0, 256, nbytes, dtype=np.uint8).tobytes(), dtype).reshape(shape)
+
+
+def _same(got: gpu.Array, want: np.ndarray) -> None:
+    g = gpu.to_numpy(got, want.dtype)
+    assert g.shape == want.shape
+    assert g.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+def _run(op: str, x: np.ndarray, dims: tuple = (), misalign: int = 0, out_misalign: int = 0) -> str:
+    want = {"copy": lambda: x, "transpose": lambda: np.swapaxes(x, -1, -2),
+            "permute": lambda: np.transpose(x, dims)}[op]()
+    xin = gpu.from_numpy(x, misalign)
+    out = gpu.empty(want.shape, x.dtype, out_misalign)
+    gpu.ROUTES.clear()
+    if op == "permute":
+        ops.permute(xin, dims, out=out)
+    else:
+        getattr(ops, op)(xin, out=out)
+    _same(out, want)
+    return ",".join(gpu.ROUTES)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_every_dtype_in_every_class_of_view(dtype: type) -> None:
+    base = _data((6, 40, 72), dtype)
+    views = [base, base[:, 3:37, 5:69], base[::2], base[:, :, ::3],  # contiguous, sliced rows, batch, stepped
+             base.transpose(0, 2, 1), base.swapaxes(0, 1), base[:, ::-1],  # transposed, batch transposed, negative
+             np.broadcast_to(base[:1, :1], (4, 40, 72)), base[2:3, 7:8, 1:2],  # broadcast (stride 0), single
+             base[1, 2], base[1, :, 5]]  # 1-d, 1-d stepped
+    for v in views:
+        _run("copy", v)
+        if v.ndim >= 2:
+            _run("transpose", v)
+
+
+@pytest.mark.parametrize("shape,dtype", [((777, 1032), np.float16), ((1, 4), np.float32), ((16385, 8), np.uint16),
+                                         ((1000, 1000), np.float32), ((3, 5), np.int8), ((2, 129, 65), np.float64),
+                                         ((64, 64), np.complex128)], ids=str)
+def test_the_refused_shapes_of_issue_19(shape: tuple, dtype: type) -> None:
+    x = _data(shape, dtype)
+    _run("transpose", x)
+    _run("copy", x)
+
+
+def test_zero_size_zero_d_and_misaligned() -> None:
+    for shape in [(0,), (3, 0), (0, 5, 7)]:
+        assert _run("copy", _data(shape, np.float32)) == ""
+        if len(shape) >= 2:
+            assert _run("transpose", _data(shape, np.float32)) == ""
+    assert _run("copy", _data((), np.float64)) == "gather"  # 0-d: one element
+    for misalign, out_misalign in [(2, 0), (0, 4), (6, 6), (1, 3)]:
+        dtype = np.uint8 if (misalign | out_misalign) & 1 else np.float16
+        x = _data((37, 300), dtype)
+        assert _run("copy", x, misalign=misalign, out_misalign=out_misalign) == "gather"
+        assert _run("transpose", x, misalign=misalign, out_misalign=out_misalign) == "plane"
+
+
+def test_the_common_cases_take_tma() -> None:
+    assert _run("copy", _data((256, 512), np.float32)) == "copy"  # one contiguous run, as 4-byte words
+    assert _run("copy", _data((256, 3), np.float32)) == "copy"  # 3072 bytes: whole 16-byte chunks
+    assert _run("copy", _data((5, 7), np.uint8)) == "bytes,copy"  # 35 bytes: 32 by TMA, 3 by a device copy
+    assert _run("copy", _data((64, 512), np.float16)[:, :384]) == "copy"  # rows of whole 16 bytes, strided
+    assert _run("transpose", _data((8, 512, 256), np.float16)) == "transpose"  # batched
+    assert _run("transpose", _data((512, 256), np.float32)[:, 64:192]) == "transpose"  # a view
+    assert _run("copy", _data((256, 512), np.float32).T) == "transpose"  # a transposed view's copy
+    assert _run("transpose", _data((256, 512), np.float32).T) == "copy"  # and its transpose
+    assert _run("copy", _data((128, 64), np.complex128)) == "copy"  # 16-byte elements as pairs of 8 bytes
+
+
+PERMUTES = [((2, 32, 16, 48), (0, 2, 3, 1)), ((2, 16, 48, 32), (0, 3, 1, 2)),  # NCHW <-> NHWC
+            ((2, 40, 4, 64), (0, 2, 1, 3)), ((2, 4, 40, 64), (0, 2, 1, 3)),  # [B,S,H,D] <-> [B,H,S,D]
+            ((24, 40), (1, 0)), ((3, 20, 36), (2, 0, 1)), ((3, 4, 5, 6, 7), (4, 2, 0, 3, 1)),
+            ((2, 3, 4, 32, 48), (1, 0, 2, 4, 3)), ((5, 3, 4, 2, 3), (3, 1, 4, 0, 2))]
+
+
+@pytest.mark.parametrize("shape,dims", PERMUTES, ids=str)
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.float64, np.complex128],
+                         ids=lambda d: np.dtype(d).name)
+def test_permutes_of_ranks_2_to_5(shape: tuple, dims: tuple, dtype: type) -> None:
+    _run("permute", _data(shape, dtype), dims)
+
+
+def test_every_permutation_of_4_dimensions() -> None:
+    x = _data((3, 8, 5, 16), np.float32)
+    for dims in itertools.permutations(range(4)):
+        _run("permute", x, dims)
+        _run("permute", x[:, 1:7, :, 2:14], dims)
+
+
+def test_common_permutes_take_tma() -> None:
+    assert _run("permute", _data((4, 64, 32, 32), np.float16), (0, 2, 3, 1)) == "transpose"  # NCHW -> NHWC
+    assert _run("permute", _data((2, 256, 8, 64), np.float16), (0, 2, 1, 3)) == "copy"  # [B,S,H,D] -> [B,H,S,D]
+    assert _run("permute", _data((2, 3, 4, 32, 48), np.float32), (1, 0, 2, 4, 3)) == "transpose"  # 3 batch dims
+
+
+def test_views_of_more_than_5_dimensions_that_do_not_merge() -> None:
+    x = _data((2, 3, 2, 3, 2, 3, 16), np.float32)[:, :, :, :, :, :, ::2]
+    _run("copy", x)
+    _run("permute", x, (6, 5, 4, 3, 2, 1, 0))
+
+
+def test_refusals_name_the_field() -> None:
+    x = gpu.from_numpy(_data((4, 4), np.float32))
+    with pytest.raises(ArgumentError) as info:
+        ops.permute(x, (0, 0), out=gpu.empty((4, 4), np.float32))
+    assert [v.rule for v in info.value.violations] == ["permute-dims"]
+    with pytest.raises(ArgumentError) as info:
+        ops.transpose(gpu.from_numpy(_data((4,), np.float32)), out=gpu.empty((4,), np.float32))
+    assert [v.rule for v in info.value.violations] == ["array-rank"]
+    with pytest.raises(ArgumentError) as info:
+        ops.copy(x, out=gpu.empty((4, 5), np.float32))
+    assert [v.field for v in info.value.violations] == ["out.shape"]
+
+
+# ----------------------------------------------------------------------------- the per-call path
+def test_a_repeated_call_replays_its_launches_and_a_new_pointer_plans_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = gpu.install_torch(monkeypatch)
+    planned: list[int] = []  # calls that took the eager path (reading the arrays, finding the route)
+    move = ops.move
+    monkeypatch.setattr(ops, "move", lambda *a, **k: planned.append(1) or move(*a, **k))
+    x_host = _data((64, 64), np.float32)
+    x = gpu.tensor(x_host)
+    for kind, want in (("transpose", x_host.T), ("copy", x_host)):
+        first = getattr(ops, kind)(x)
+        _same(first, want)
+        count, routes = len(planned), len(gpu.ROUTES)
+        again = getattr(ops, kind)(x)  # the same input, the same output block: replayed, nothing planned
+        _same(again, want)
+        assert len(planned) == count and len(gpu.ROUTES) == routes + 1
+    y_host = _data((64, 64), np.float32, seed=1)
+    y = gpu.tensor(y_host)  # a new pointer of the same layout: its own launches, its own result
+    count = len(planned)
+    _same(ops.transpose(y), y_host.T)
+    _same(ops.transpose(x), x_host.T)
+    assert len(planned) == count + 1
+    torch.hold = False  # a new output block: the eager path again
+    _same(ops.transpose(x), x_host.T)
+    assert len(planned) == count + 2
+    p = gpu.tensor(_data((2, 8, 16, 32), np.float16))
+    _same(ops.permute(p, (0, 2, 3, 1)), np.transpose(gpu.to_numpy(p, np.float16), (0, 2, 3, 1)))
+    _same(ops.permute(p, (0, 2, 3, 1)), np.transpose(gpu.to_numpy(p, np.float16), (0, 2, 3, 1)))

@@ -1,0 +1,102 @@
+"""The strided kernels (`tmagen.kinds.strided.plan`) as calls: their source rendered from
+``templates/strided/kernels.cu.j2``, compiled by NVRTC at the first call (cached on disk like every
+tmagen kernel), loaded once per device and process, and launched on a stream with one parameter
+block that tmagen owns per call layout (so a call with a known layout allocates nothing)."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from tmagen import __version__, runtime
+from tmagen.kinds.strided import plan as sp
+from tmagen.kinds.strided.plan import StridedCall
+
+NAME = "tmagen_strided"
+ARCH = "sm_90a"
+
+
+class Layout(ctypes.Structure):
+    """The kernels' ``tmagen_strided_layout``."""
+
+    _fields_ = [("extent", ctypes.c_int64 * 5), ("src", ctypes.c_int64 * 5), ("dst", ctypes.c_int64 * 5),
+                ("count", ctypes.c_uint64), ("tiles_c", ctypes.c_uint64), ("tiles_r", ctypes.c_uint64),
+                ("dst_linear", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
+def source() -> str:
+    """The CUDA source of every strided kernel (every element size, both index widths)."""
+    from tmagen.render import environment
+
+    return environment().get_template("strided/kernels.cu.j2").render(
+        version=__version__, sizes=sp.SIZES, vector_bytes=sp.VECTOR_BYTES, tile=sp.TILE, tile_rows=sp.TILE_ROWS,
+        gather_threads=sp.GATHER_THREADS)
+
+
+@dataclass
+class Prepared:
+    """A call ready to launch: the function, its grid and block, and its parameters (the addresses of
+    the two pointers and the layout, in storage this object owns)."""
+
+    function: int
+    grid: int
+    block: int
+    pointers: Any  # c_uint64 * 2: src, dst
+    layout: Layout
+    params: Any  # c_void_p * 3
+
+
+_LOCK = threading.Lock()
+_FUNCTIONS: dict[tuple[int, str], int] = {}  # (device, symbol) -> CUfunction
+_MODULES: dict[int, runtime.Module] = {}
+
+
+@cache
+def compiled() -> bytes:
+    """The cubin, compiled by NVRTC (from the disk cache when there)."""
+    from tmagen import nvrtc
+
+    return nvrtc.compile_cached(NAME, source(), {}, ARCH).data
+
+
+def function(device: int, symbol: str, stream: int | None = None) -> int:
+    """The kernel ``symbol`` loaded on ``device`` (compiled and loaded at the first call)."""
+    key = (device, symbol)
+    fn = _FUNCTIONS.get(key)
+    if fn is not None:
+        return fn
+    with _LOCK:
+        if key in _FUNCTIONS:
+            return _FUNCTIONS[key]
+        module = _MODULES.get(device)
+        if module is None:
+            if stream is not None and runtime.stream_is_capturing(stream):
+                raise runtime.GpuError("tmagen's strided kernels compile and load at their first call on a device, "
+                                       "which a CUDA graph capture does not allow: call the op once before capturing")
+            with runtime.OnDevice(device):
+                module = _MODULES[device] = runtime.Module(compiled())
+        with runtime.OnDevice(device):
+            fn = _FUNCTIONS[key] = int(module.function(symbol).function)
+        return fn
+
+
+def prepare(call: StridedCall, src: int, dst: int, device: int, stream: int | None = None) -> Prepared:
+    """``call`` on the arrays at ``src`` and ``dst``, ready for `run`."""
+    layout = Layout((ctypes.c_int64 * 5)(*call.extent), (ctypes.c_int64 * 5)(*call.src),
+                    (ctypes.c_int64 * 5)(*call.dst), call.count, call.tiles_c, call.tiles_r, int(call.dst_linear), 0)
+    pointers = (ctypes.c_uint64 * 2)(src, dst)
+    base = ctypes.addressof(pointers)
+    params = (ctypes.c_void_p * 3)(base, base + 8, ctypes.addressof(layout))
+    return Prepared(function(device, call.symbol, stream), call.grid, call.block, pointers, layout, params)
+
+
+def run(p: Prepared, stream: int) -> None:
+    """Launches a prepared call on ``stream`` (in the current context)."""
+    from tmagen.kernels import launch_function
+
+    result = launch_function()(p.function, p.grid, 1, 1, p.block, 1, 1, 0, stream, ctypes.addressof(p.params), None)
+    if result:
+        runtime._raise_for(result, "launching a strided kernel")
