@@ -127,7 +127,7 @@ class Kernel:
         names = list(self.launcher.inputs)
         return names if count == len(names) else [f"inputs[{i}]" for i in range(count)]
 
-    def __call__(self, *arrays: Any, out: Any = None) -> Any:
+    def __call__(self, *arrays: Any, out: Any = None, **params: Any) -> Any:
         if len(arrays) != len(self.launcher.inputs):
             raise TypeError(f"{self.plan.name} takes {len(self.launcher.inputs)} array(s) "
                             f"({', '.join(self.launcher.inputs)}) and an optional out=, not {len(arrays)}")
@@ -141,23 +141,29 @@ class Kernel:
             out, view = empty_view(inputs[0], tuple(want), dtype=dtype)
         else:
             view = describe(out, "out")
-        self.launch(inputs, view)
+        described: dict[str, Any] = {k: v if v is None or isinstance(v, (int, float, str)) else describe(v, k)
+                                     for k, v in params.items()}
+        self.launch(inputs, view, **described)
         return out
 
-    def launch(self, inputs: Sequence[ArrayView], out: ArrayView, stream: int | None = None) -> None:
+    def launch(self, inputs: Sequence[ArrayView], out: ArrayView, stream: int | None = None, **params: Any) -> None:
         """Launches on ``inputs`` into ``out`` (arrays as `tmagen.arrays.describe` reads them), on
-        ``stream`` (default: the current stream of the first input's framework)."""
+        ``stream`` (default: the current stream of the first input's framework). ``params`` (a
+        matmul's epilogue: numbers, and arrays as ArrayViews) go to the kind's launcher (its bind)."""
         src = inputs[0]
         if len(inputs) == 1:
             key: tuple = (out.ptr, out.shape, out.strides, src.device, src.ptr, src.shape, src.strides)
         else:
             key = (out.ptr, out.shape, out.strides, src.device, *((a.ptr, a.shape, a.strides) for a in inputs))
+        if params:
+            key = (*key, *((k, (v.ptr, v.shape, v.strides) if isinstance(v, ArrayView) else v)
+                           for k, v in params.items()))
         launch = self._launches.get(key)
         if launch is None:
             self._check(inputs, out)  # before the framework is asked anything of a bad array
             if stream is None:
                 stream = current_stream(src)
-            launch = self._prepare(key, inputs, out, stream)
+            launch = self._prepare(key, inputs, out, stream, params)
         elif stream is None:
             stream = current_stream(src)
         if launch.skip:
@@ -253,11 +259,12 @@ class Kernel:
             raise ArgumentError(self._source, found)
         self._checked.add(key)
 
-    def _prepare(self, key: tuple, inputs: Sequence[ArrayView], out: ArrayView, stream: int) -> Launch:
+    def _prepare(self, key: tuple, inputs: Sequence[ArrayView], out: ArrayView, stream: int,
+                 params: dict[str, Any] | None = None) -> Launch:
         device = inputs[0].device
         if device is None:  # an interface that does not say where the memory is
             device = runtime.pointer_device(inputs[0].ptr)
-        call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device))
+        call = self.launcher.bind(self.plan, inputs, out, _multiprocessors(device), **(params or {}))
         if call.skip:
             launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (), skip=True)
         elif call.clear_output:

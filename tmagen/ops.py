@@ -1,5 +1,5 @@
 """Ready-made operations on GPU tensors, with the kernels tuned on an H200: ``transpose(x)`` (the
-last two dimensions, any batch) and ``copy(x)``.
+last two dimensions, any batch) and ``copy(x)``; ``matmul(a, b, ...)`` is `tmagen.ops_matmul`'s.
 
 The kernels move bits, so an element type borrows the kernel of any type of its size. The tuned
 configurations are the specs of ``tmagen/ops_specs`` (which benchmarks/run.py times); a rank or
@@ -27,6 +27,7 @@ from tmagen.arrays import ArrayView, current_stream, describe, empty_view, merge
 from tmagen.dtypes import DTYPES
 from tmagen.errors import ArgumentError
 from tmagen.kernels import Kernel
+from tmagen.ops_matmul import matmul
 from tmagen.rules import Violation
 from tmagen.spec import Spec, parse_spec
 
@@ -281,4 +282,4 @@ def _register_torch_ops() -> None:
 if importlib.util.find_spec("torch") is not None:
     _register_torch_ops()
 
-__all__ = ["transpose", "copy", "spec_for", "kernel", "tuned_specs"]
+__all__ = ["transpose", "copy", "matmul", "spec_for", "kernel", "tuned_specs"]

@@ -69,3 +69,8 @@ def _copy_backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
 
 
 copy.register_autograd(_copy_backward)
+
+# torch.ops.tmagen.matmul: defined beside tmagen.ops.matmul, which it runs
+from tmagen.ops_matmul import register_torch_op  # noqa: E402
+
+register_torch_op()
