@@ -211,15 +211,97 @@ def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 
     and the result copied out. A batch [B, M, K] @ [K, N] whose rows lie evenly is one product of
     B*M rows; other batches are one launch per matrix.
     """
-    if _TORCH is not None and out is None and _through_torch(a, b, bias, c):
-        dtype = _torch_dtype(out_dtype)
-        return _TORCH.ops.tmagen.matmul(a, b, bias, c, float(alpha), float(beta), dtype)
+    t = _TORCH
+    if t is not None and type(a) is t.Tensor:
+        if out is None and _through_torch(a, b, bias, c):
+            return t.ops.tmagen.matmul(a, b, bias, c, float(alpha), float(beta), _torch_dtype(out_dtype))
+        if type(b) is t.Tensor:
+            return _torch_call(t, a, b, bias, alpha, beta, c, out, out_dtype)
     return matmul_eager(a, b, bias=bias, alpha=alpha, beta=beta, c=c, out=out, out_dtype=out_dtype)
 
 
 def matmul_eager(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 0, c: Any = None,
                  out: Any = None, out_dtype: Any = None) -> Any:
     """`matmul` without going through ``torch.ops.tmagen.matmul`` (what that operator runs)."""
+    return _eager(a, b, bias, alpha, beta, c, out, out_dtype, None)
+
+
+# ----------------------------------------------------------------------------- the fast path
+class _Recipe:
+    """A PyTorch call whose arrays all go to the kernel in place, as one launch: what the call of the
+    same dtypes, shapes, strides, 16-byte alignments and devices decided, to repeat without deciding."""
+
+    __slots__ = ("kernel", "out_shape", "out_dtype", "layouts", "along", "dtypes")
+
+    def __init__(self, kern: Kernel, out_shape: tuple[int, ...] | None, out_dtype: Any,
+                 layouts: tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, ...], along: str | None,
+                 dtypes: tuple[tuple[str, str | None, int | None, int], ...]) -> None:
+        self.kernel, self.out_shape, self.out_dtype, self.layouts = kern, out_shape, out_dtype, layouts
+        self.along, self.dtypes = along, dtypes
+
+
+_RECIPES: dict[tuple, _Recipe | None] = {}
+_RECIPE_LIMIT = 256
+
+
+def _sig(x: Any) -> tuple | None:
+    return None if x is None else (x.dtype, x.shape, x.stride(), x.data_ptr() & 15, x.get_device())
+
+
+def _torch_call(t: Any, a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any, out_dtype: Any) -> Any:
+    """PyTorch tensors: a call like one seen before (the same layouts) launches what that one decided;
+    others take the general path, which leaves its decision here when it is one launch in place."""
+    try:
+        key = (_sig(a), _sig(b), _sig(out), None if c is None else _sig(c), beta == 0, _sig(bias), alpha == 1,
+               out_dtype)
+        recipe = _RECIPES.get(key)
+    except (AttributeError, TypeError):  # an argument that is not a tensor, or an unhashable out_dtype
+        return matmul_eager(a, b, bias=bias, alpha=alpha, beta=beta, c=c, out=out, out_dtype=out_dtype)
+    if recipe is None:
+        record: list = []
+        result = _eager(a, b, bias, alpha, beta, c, out, out_dtype, record)
+        if len(_RECIPES) >= _RECIPE_LIMIT:
+            _RECIPES.clear()
+        _RECIPES[key] = _recipe(record, out is None, result)
+        return result
+    if out is None:
+        out = a.new_empty(recipe.out_shape, dtype=recipe.out_dtype)
+    lay, d = recipe.layouts, recipe.dtypes
+    av, bv, ov = _view(a, lay[0], d[0]), _view(b, lay[1], d[1]), _view(out, lay[2], d[2])
+    if recipe.along is None and lay[3] is None:
+        if alpha == 1:
+            recipe.kernel.launch([av, bv], ov)
+        else:
+            recipe.kernel.launch([av, bv], ov, alpha=_scalar(alpha, "alpha"), beta=0.0)
+        return out
+    params: dict[str, Any] = {"alpha": _scalar(alpha, "alpha"), "beta": 0.0 if lay[3] is None else
+                              _scalar(beta, "beta")}
+    if lay[3] is not None:
+        params["c"] = _view(c, lay[3], d[3])
+    if lay[4] is not None:
+        params.update(bias=_view(bias, lay[4], d[4]), bias_along=recipe.along)
+    recipe.kernel.launch([av, bv], ov, **params)
+    return out
+
+
+def _view(x: Any, layout: Any, d: tuple[str, str | None, int | None, int]) -> ArrayView:
+    return ArrayView(x, "torch", x.data_ptr(), layout[0], layout[1], d[3], d[0], d[1], d[2])
+
+
+def _recipe(record: list, new_out: bool, result: Any) -> _Recipe | None:
+    """The recipe of a call that made one launch with every array in place, else None."""
+    if len(record) != 1:
+        return None
+    kern, views, in_place, along = record[0]
+    if not in_place:
+        return None
+    layouts = tuple(None if v is None else (v.shape, v.strides) for v in views)
+    dtypes = tuple(("", None, None, 0) if v is None else (v.dtype, v.carrier, v.device, v.itemsize) for v in views)
+    return _Recipe(kern, tuple(result.shape) if new_out else None, result.dtype, layouts, along, dtypes)
+
+
+def _eager(a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any, out_dtype: Any,
+           record: list | None) -> Any:
     av, bv = describe(a, "a"), describe(b, "b")
     in_dtype = av.carrier
     if in_dtype not in IN_TYPES or bv.carrier != in_dtype:
@@ -254,8 +336,8 @@ def matmul_eager(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: fl
         if cv.shape[-2:] != (m, n) or len(cv.shape) > len(shape) or cv.carrier != od or \
                 any(x not in (1, y) for x, y in zip(cv.shape[-3::-1], batch[::-1])):
             raise _error(("array-shape", "c", f"{cv.dtype} {cv.shape}", f"beta * c is added to the {od} product of "
-                          f"shape {shape}", f"pass c of dtype {od} and shape ({m}, {n}) or {shape} (a vector is a "
-                          "bias)"))
+                          f"shape {shape}", f"pass c of dtype {od} and shape ({m}, {n})"
+                          + (f" or {shape}" if batch else "") + " (a vector is a bias)"))
     elif c is None and beta_f != 0.0:
         raise _error(("matmul-scalar", "beta", repr(beta), "beta scales c, and no c is given", "pass c=, or beta=0"))
     unit = CHUNK // _ELEMENT_BYTES[od]
@@ -270,7 +352,7 @@ def matmul_eager(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: fl
     if k == 0:
         _empty_sum(out, ov, c if cv is not None else None, bias, beta_f, in_dtype, od)
         return out
-    args = _Args(in_dtype, od, n_kernel, alpha_f, beta_f, bias_v, along)
+    args = _Args(in_dtype, od, n_kernel, alpha_f, beta_f, bias_v, along, bias_v is None or bias_v.obj is bias, record)
     if not batch:
         _product(args, a, av, b, bv, out, ov, c if cv is not None else None, cv)
     else:
@@ -326,12 +408,12 @@ def _bias(bias: Any, av: ArrayView, m: int, n: int, n_kernel: int, od: str) -> t
 class _Args:
     """What every product of one call shares."""
 
-    __slots__ = ("in_dtype", "out_dtype", "n_kernel", "alpha", "beta", "bias", "along")
+    __slots__ = ("in_dtype", "out_dtype", "n_kernel", "alpha", "beta", "bias", "along", "bias_in_place", "record")
 
     def __init__(self, in_dtype: str, out_dtype: str, n_kernel: int, alpha: float, beta: float,
-                 bias: ArrayView | None, along: str) -> None:
+                 bias: ArrayView | None, along: str, bias_in_place: bool, record: list | None) -> None:
         self.in_dtype, self.out_dtype, self.n_kernel, self.alpha, self.beta = in_dtype, out_dtype, n_kernel, alpha, beta
-        self.bias, self.along = bias, along
+        self.bias, self.along, self.bias_in_place, self.record = bias, along, bias_in_place, record
 
 
 def _b_major(bv: ArrayView) -> str:
@@ -371,13 +453,21 @@ def _product(args: _Args, a: Any, av: ArrayView, b: Any, bv: ArrayView, out: Any
         scratch, o_in = empty_view(av, (m, _padded(np_)), dtype=args.out_dtype)
         o_in = o_in.with_layout((m, np_), (_padded(np_), 1))
     params: dict[str, Any] = {}
+    c_in = c_op = None
     if args.alpha != 1.0 or cv is not None or args.bias is not None:
         params = {"alpha": args.alpha, "beta": args.beta if cv is not None else 0.0}
         if cv is not None:
-            params["c"] = _take(_as_rows(c, cv, False), av, (m, np_), args.out_dtype, "c")
+            c_op = _as_rows(c, cv, False)
+            c_in = params["c"] = _take(c_op, av, (m, np_), args.out_dtype, "c")
         if args.bias is not None:
             params.update(bias=args.bias, bias_along=args.along)
-    _launch(kernel(args.in_dtype, args.out_dtype, b_major), a_in, b_in, o_in, params)
+    kern = kernel(args.in_dtype, args.out_dtype, b_major)
+    _launch(kern, a_in, b_in, o_in, params)
+    if args.record is not None:
+        in_place = a_in is a_op.view and b_in is b_op.view and direct and args.bias_in_place and \
+            (c_op is None or c_in is c_op.view)
+        args.record.append((kern, (a_in, b_in, o_in, c_in, args.bias), in_place,
+                            args.along if args.bias is not None else None))
     if not direct:
         out[...] = scratch[:, :n]
 
@@ -458,14 +548,16 @@ def _float32(x: Any) -> Any:
 _TORCH: Any = None
 
 
-def _through_torch(*xs: Any) -> bool:
+def _through_torch(*xs: Any) -> bool:  # a, b, bias, c
     """Tensors that torch.compile traces, or that need gradients: the registered op runs them."""
     t = _TORCH
     if not isinstance(xs[0], t.Tensor):
         return False
     if t.compiler.is_compiling():
         return True
-    return t.is_grad_enabled() and any(x is not None and x.requires_grad for x in xs)
+    a, b, bias, c = xs
+    return (a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad) or
+            (c is not None and c.requires_grad)) and t.is_grad_enabled()
 
 
 def _torch_dtype(x: Any) -> Any:
