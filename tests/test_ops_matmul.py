@@ -11,13 +11,14 @@ whole 16 bytes. The GPU side is tests/gpu/test_ops_matmul.py."""
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tmagen
-from tmagen import arrays, ops_matmul
+from tmagen import arrays, nvrtc, ops_matmul
 from tmagen.errors import ArgumentError
 from tmagen.plan import resolve
 
@@ -334,11 +335,18 @@ def test_a_repeated_call_repeats_its_decision_without_re_deciding(family: dict, 
 @pytest.mark.parametrize("in_dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16", "float32"])
 @pytest.mark.parametrize("b_major", ["k", "mn"])
-def test_every_family_spec_passes_the_rules(in_dtype: str, out_dtype: str, b_major: str) -> None:
+def test_every_family_spec_passes_the_rules_and_compiles(in_dtype: str, out_dtype: str, b_major: str) -> None:
     spec = ops_matmul.ops_spec(in_dtype, out_dtype, b_major)
     plan = resolve(spec)  # raises RuleError for a spec that breaks a rule
     assert plan.kernel.detail.b_major == b_major
     assert [plan.map(r).dtype_name for r in ("a", "b", "c")] == [in_dtype, in_dtype, out_dtype]
+    try:
+        compiled = nvrtc.compile_plan(plan)
+    except nvrtc.NvrtcError as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"no NVRTC: {exc}")
+    assert f".text.{plan.kernels[0].symbol}\0".encode() in compiled.data
 
 
 # ----------------------------------------------------------------------------- PyTorch
