@@ -111,11 +111,6 @@ def _scalar(value: Any, name: str) -> float:
 
 
 # ----------------------------------------------------------------------------- layouts
-def _major_rows(view: ArrayView, rows: int, cols: int) -> bool:
-    """Whether the 2-D ``view`` is rows of contiguous elements (any stride where an extent is 1)."""
-    return cols <= 1 or view.strides[-1] == 1
-
-
 def _rows_view(view: ArrayView, shape: tuple[int, int], pitch: int) -> ArrayView:
     """``view`` as ``shape`` rows of contiguous elements, ``pitch`` apart."""
     return view.with_layout(shape, (pitch, 1))
@@ -212,10 +207,10 @@ def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 
     B*M rows; other batches are one launch per matrix.
     """
     t = _TORCH
-    if t is not None and type(a) is t.Tensor:
+    if t is not None and isinstance(a, t.Tensor):
         if out is None and _through_torch(a, b, bias, c):
             return t.ops.tmagen.matmul(a, b, bias, c, float(alpha), float(beta), _torch_dtype(out_dtype))
-        if type(b) is t.Tensor:
+        if type(a) is t.Tensor and type(b) is t.Tensor:
             return _torch_call(t, a, b, bias, alpha, beta, c, out, out_dtype)
     return matmul_eager(a, b, bias=bias, alpha=alpha, beta=beta, c=c, out=out, out_dtype=out_dtype)
 
@@ -548,14 +543,11 @@ def _float32(x: Any) -> Any:
 _TORCH: Any = None
 
 
-def _through_torch(*xs: Any) -> bool:  # a, b, bias, c
+def _through_torch(a: Any, b: Any, bias: Any, c: Any) -> bool:
     """Tensors that torch.compile traces, or that need gradients: the registered op runs them."""
     t = _TORCH
-    if not isinstance(xs[0], t.Tensor):
-        return False
     if t.compiler.is_compiling():
         return True
-    a, b, bias, c = xs
     return (a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad) or
             (c is not None and c.requires_grad)) and t.is_grad_enabled()
 
@@ -616,7 +608,10 @@ def _torch_backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
     if need[0]:
         ga = _grad_product(grad, b.mT, ctx.alpha, a.dtype).sum_to_size(a.shape)
     if need[1]:
-        gb = _grad_product(a.mT, grad, ctx.alpha, b.dtype).sum_to_size(b.shape)
+        if b.dim() == 2 and a.dim() > 2:  # one product over every row of the batch
+            gb = _grad_product(a.reshape(-1, a.shape[-1]).mT, grad.reshape(-1, grad.shape[-1]), ctx.alpha, b.dtype)
+        else:
+            gb = _grad_product(a.mT, grad, ctx.alpha, b.dtype).sum_to_size(b.shape)
     if need[2] and ctx.bias_meta is not None:
         shape, dtype = ctx.bias_meta
         g_bias = grad.sum_to_size(shape).to(dtype)
