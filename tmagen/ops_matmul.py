@@ -357,7 +357,7 @@ def _eager(a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any, o
 def _dtype_error(av: ArrayView, bv: ArrayView) -> ArgumentError:
     if av.carrier not in IN_TYPES:
         return _error(("matmul-types", "a.dtype", av.dtype, "the tensor cores take bfloat16 or float16 here",
-                       "pass a.to(torch.bfloat16) (or float16), and b of the same type"))
+                       "pass a and b of one of those (PyTorch: a.to(torch.bfloat16); CuPy: a.astype('float16'))"))
     return _error(("matmul-types", "b.dtype", bv.dtype, f"b must have a's type ({av.dtype})",
                    f"pass b of {av.dtype}"))
 
