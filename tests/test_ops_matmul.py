@@ -416,3 +416,35 @@ def test_autograd_formulas_against_torch(family: dict, gen: Any, shapes: tuple, 
             assert (mine.grad.double() - theirs.grad).abs().max().item() <= 2 ** -6 * scale
     finally:
         del lib
+
+
+def test_a_loaded_kernel_hands_keyword_parameters_to_its_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernel(...)(a, b, out=, **params): numbers as they are, arrays read as ArrayViews, each new
+    pointer or value a new launch (the matmul family's epilogue travels this way)."""
+    from tmagen import kernels, runtime
+    from tmagen.kinds.base import Call
+
+    class Raw:
+        def __init__(self, shape: tuple, ptr: int, typestr: str = "<f4") -> None:
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                             "strides": None, "version": 3}
+
+    k = tmagen.load(ops_matmul.ops_spec("float16", "float32", "mn"))
+    bound: list[dict] = []
+
+    def bind(plan: Any, inputs: Any, out: Any, multiprocessors: int, **params: Any) -> Call:
+        bound.append(params)
+        return Call((), skip=True)
+
+    monkeypatch.setattr(k, "launcher", type("L", (), {"bind": staticmethod(bind), "inputs": ("a", "b"),
+                                                      "problems": k.launcher.problems,
+                                                      "output_shape": k.launcher.output_shape})())
+    monkeypatch.setattr(runtime, "pointer_device", lambda ptr: 0)
+    monkeypatch.setattr(kernels, "_multiprocessors", lambda device: 132)
+    a, b, out = Raw((64, 32), 1 << 40, "<f2"), Raw((32, 48), 2 << 40, "<f2"), Raw((64, 48), 3 << 40)
+    for c_ptr in (4 << 40, 4 << 40, 5 << 40):
+        k(a, b, out=out, c=Raw((64, 48), c_ptr), alpha=2.0, beta=0.5, bias=None)
+    assert len(bound) == 2, "the second call of the same pointers and values reused its launch"
+    params = bound[0]
+    assert params["alpha"] == 2.0 and params["beta"] == 0.5 and params["bias"] is None
+    assert params["c"].ptr == 4 << 40 and params["c"].shape == (64, 48) and bound[1]["c"].ptr == 5 << 40
