@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("rendered text and predictions", {"render", "conflicts"}),
     ("the machine: driver, compilers, framework arrays", {"runtime", "toolchain", "nvrtc", "arrays"}),
     ("running kernels", {"launch", "tensor_maps", "kernels", "strided", "verify", "bench"}),
-    ("ready-made operations", {"ops", "torch_ops"}),
+    ("ready-made operations", {"ops", "ops_matmul", "torch_ops"}),
     ("outputs: folders, documents, explanations", {"build", "docs", "explain"}),
     ("the edges", {"cli", "__main__", "__init__"}),
 ]

@@ -1,5 +1,6 @@
 """Ready-made operations on GPU tensors, with the kernels tuned on an H200: ``transpose(x)`` (the
-last two dimensions, any batch), ``copy(x)`` and ``permute(x, dims)``, on any shape and view.
+last two dimensions, any batch), ``copy(x)`` and ``permute(x, dims)``, on any shape and view;
+``matmul(a, b, ...)`` is `tmagen.ops_matmul`'s.
 
 The kernels move bits, so an element type borrows the kernel of any type of its size. The tuned
 configurations are the specs of ``tmagen/ops_specs`` (which benchmarks/run.py times); a rank or
@@ -35,6 +36,7 @@ from tmagen.errors import ArgumentError
 from tmagen.kernels import Kernel, launch_function
 from tmagen.kinds.strided import plan as sp
 from tmagen.kinds.strided.plan import StridedCall
+from tmagen.ops_matmul import matmul
 from tmagen.rules import Violation
 from tmagen.spec import Spec, parse_spec
 
@@ -570,4 +572,4 @@ def _register_torch_ops() -> None:
 if importlib.util.find_spec("torch") is not None:
     _register_torch_ops()
 
-__all__ = ["transpose", "copy", "permute", "spec_for", "kernel", "tuned_specs", "plan_move", "Move"]
+__all__ = ["transpose", "copy", "permute", "matmul", "spec_for", "kernel", "tuned_specs", "plan_move", "Move"]

@@ -2,8 +2,9 @@
 operators, so that ``torch.compile`` traces them (a fake implementation gives the output's shape
 without running anything) and autograd differentiates them. `tmagen.ops` imports this module where
 PyTorch is installed and hands it the eager functions the operators run (`register`), so that this
-module imports nothing of tmagen and the two do not form an import circle; tmagen itself never
-needs PyTorch.
+module imports nothing of tmagen.ops and the two do not form an import circle; tmagen itself never
+needs PyTorch. ``torch.ops.tmagen.matmul`` is defined beside ``tmagen.ops.matmul``, in
+`tmagen.ops_matmul`, and registered from here.
 
 Both are safe in CUDA graphs once warmed up: a call launches on PyTorch's current stream, allocates
 its output with ``torch.empty`` (the graph's pool during capture) and never synchronizes.
@@ -99,3 +100,9 @@ def _permute_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]
 
 
 permute.register_autograd(_permute_backward, setup_context=_permute_setup)
+
+
+# torch.ops.tmagen.matmul: defined beside tmagen.ops.matmul, which it runs
+from tmagen.ops_matmul import register_torch_op  # noqa: E402
+
+register_torch_op()

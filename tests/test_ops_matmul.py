@@ -1,0 +1,450 @@
+"""tmagen.ops.matmul without a GPU: its arguments and messages, the layouts it hands the kernel
+(each one TMA can address, staged into scratch where the user's cannot), its results through a
+stand-in kernel that computes on the CPU what the kernel family is contracted to compute, the
+fast path of a repeated call, and torch.ops.tmagen.matmul (fake, torch.compile, autograd).
+
+The stand-in kernel (`FakeFamily`) reads PyTorch CPU tensors at the pointers, shapes and strides
+it is given, as TMA would read device memory, and asserts what TMA needs of each array first: a
+16-byte aligned address, contiguous rows, a row pitch of whole 16 bytes, and for the output rows of
+whole 16 bytes. The GPU side is tests/gpu/test_ops_matmul.py."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tmagen
+from tmagen import arrays, nvrtc, ops_matmul
+from tmagen.errors import ArgumentError
+from tmagen.plan import resolve
+
+torch = pytest.importorskip("torch")
+
+from tmagen import ops  # noqa: E402  (registers torch.ops.tmagen.*)
+
+BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
+_NAMES = {BF16: "bfloat16", F16: "float16", F32: "float32"}
+
+
+def _read(v: Any) -> np.ndarray:
+    """The elements of an ArrayView over CPU memory, as raw integers of their size."""
+    es = v.itemsize
+    span = sum((n - 1) * s for n, s in zip(v.shape, v.strides)) + 1
+    raw = np.frombuffer((ctypes.c_uint8 * (span * es)).from_address(v.ptr), dtype={2: np.uint16, 4: np.uint32}[es])
+    return np.lib.stride_tricks.as_strided(raw, v.shape, [s * es for s in v.strides])
+
+
+def _values(bits: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):  # scratch padding is never initialised
+        if dtype == "bfloat16":
+            return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        if dtype == "float16":
+            return bits.view(np.float16).astype(np.float64)
+        return bits.view(np.float32).astype(np.float64)
+
+
+def _tma_addressable(v: Any, name: str, stores: bool = False) -> None:
+    assert v.ptr % 16 == 0, f"{name}: address {v.ptr:#x} is not 16-byte aligned"
+    assert v.strides[-1] == 1 or v.shape[-1] == 1, f"{name}: rows are not contiguous ({v.strides})"
+    if len(v.shape) == 2:
+        assert v.strides[0] > 0 and v.strides[0] * v.itemsize % 16 == 0, f"{name}: row pitch {v.strides}"
+    if stores:
+        assert v.shape[-1] * v.itemsize % 16 == 0, f"{name}: a TMA store writes rows of whole 16 bytes ({v.shape})"
+
+
+class FakeFamily:
+    """The matmul family's contract, computed on the CPU: A [M, K], B [N, K] ("k") or [K, N] ("mn"),
+    C [M, N]; alpha, beta, c, bias (1-D) and bias_along as keywords."""
+
+    def __init__(self, in_dtype: str, out_dtype: str, b_major: str) -> None:
+        self.in_dtype, self.out_dtype, self.b_major = in_dtype, out_dtype, b_major
+        self.calls: list[tuple] = []
+
+    def launch(self, inputs: list, out: Any, **params: Any) -> None:
+        a, b = inputs
+        for v, name in ((a, "a"), (b, "b"), (out, "out")):
+            _tma_addressable(v, name, stores=name == "out")
+        assert out.carrier == self.out_dtype and a.carrier == b.carrier == self.in_dtype
+        m, k = a.shape
+        n, kb = b.shape if self.b_major == "k" else b.shape[::-1]
+        assert kb == k and out.shape == (m, n), (a.shape, b.shape, out.shape, self.b_major)
+        x, y = _values(_read(a), self.in_dtype), _values(_read(b), self.in_dtype)
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN in scratch padding gives columns of C dropped
+            product = params.get("alpha", 1.0) * (x @ (y.T if self.b_major == "k" else y))
+        if "c" in params:
+            _tma_addressable(params["c"], "c")
+            assert params["c"].shape == (m, n) and params["c"].carrier == self.out_dtype
+            with np.errstate(invalid="ignore", over="ignore"):
+                product += params["beta"] * _values(_read(params["c"]), self.out_dtype)
+        if "bias" in params:
+            bias = params["bias"]
+            along = params["bias_along"]
+            assert len(bias.shape) == 1 and (bias.strides == (1,) or bias.shape[0] == 1) and bias.ptr % 16 == 0
+            assert bias.carrier == self.out_dtype and bias.shape[0] == (n if along == "n" else m)
+            values = _values(_read(bias), self.out_dtype)
+            product += values[None, :] if along == "n" else values[:, None]
+        result = torch.from_numpy(product).to(getattr(torch, self.out_dtype))
+        target = _read(out)
+        target[...] = result.view({2: torch.int16, 4: torch.int32}[out.itemsize]).numpy().view(target.dtype)
+        self.calls.append((a, b, out, params))
+
+
+@pytest.fixture()
+def family(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The stand-in family, on PyTorch CPU tensors (tmagen allocates its scratch there too)."""
+    kernels: dict[tuple, FakeFamily] = {}
+
+    def kernel(in_dtype: str, out_dtype: str, b_major: str) -> FakeFamily:
+        return kernels.setdefault((in_dtype, out_dtype, b_major), FakeFamily(in_dtype, out_dtype, b_major))
+
+    def empty(like: Any, shape: Any, name: str = "out", dtype: str | None = None) -> Any:
+        return like.obj.new_empty(tuple(shape), dtype=getattr(torch, dtype) if dtype else None)
+
+    monkeypatch.setattr(ops_matmul, "kernel", kernel)
+    monkeypatch.setattr(ops_matmul, "_epilogue_ready", lambda: True)
+    monkeypatch.setattr(arrays, "empty", empty)
+    monkeypatch.setattr(ops_matmul, "_RECIPES", {})
+    return kernels
+
+
+def _launches(kernels: dict) -> list[tuple]:
+    return [(key, call) for key, k in kernels.items() for call in k.calls]
+
+
+def _reference(a: Any, b: Any, alpha: float = 1, beta: float = 0, c: Any = None, bias: Any = None,
+               out_dtype: Any = None) -> Any:
+    """In float64; a bias of another dtype than the output's is cast to it first, as the op does."""
+    r = alpha * (a.double() @ b.double())
+    if c is not None and beta:
+        r = r + beta * c.double()
+    if bias is not None:
+        r = r + bias.to(out_dtype or a.dtype).double()
+    return r
+
+
+def _close(got: Any, ref: Any, dtype: Any) -> None:
+    """Within one rounding of the output type (the stand-in sums in float64, then rounds once)."""
+    assert got.dtype == dtype and got.shape == ref.shape and got.is_contiguous()
+    eps = {BF16: 2.0 ** -8, F16: 2.0 ** -11, F32: 2.0 ** -24}[dtype]
+    assert torch.all((got.double() - ref).abs() <= eps * ref.abs() + 1e-30), (got, ref)
+
+
+def _rand(*shape: int, dtype: Any = BF16, gen: Any = None) -> Any:
+    return torch.randn(*shape, generator=gen).to(dtype)
+
+
+@pytest.fixture()
+def gen() -> Any:
+    return torch.Generator().manual_seed(18)
+
+
+# ----------------------------------------------------------------------------- layouts and results
+SHAPES = [(64, 48, 32), (1, 1, 1), (1, 4096 // 64, 8), (7, 9, 33), (5, 13, 1001), (130, 264, 72), (3, 1, 16),
+          (16, 8, 1)]
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("b_layout", ["kn", "w.T"])
+@pytest.mark.parametrize("in_dtype,out_dtype", [(BF16, BF16), (F16, F16), (BF16, F32), (F16, BF16)])
+def test_results_and_the_layouts_the_kernel_gets(family: dict, gen: Any, m: int, n: int, k: int, b_layout: str,
+                                                 in_dtype: Any, out_dtype: Any) -> None:
+    a = _rand(m, k, dtype=in_dtype, gen=gen)
+    w = _rand(n, k, dtype=in_dtype, gen=gen)
+    b = w.T if b_layout == "w.T" else w.T.contiguous()
+    got = ops.matmul(a, b, out_dtype=out_dtype if out_dtype != in_dtype else None)
+    _close(got, _reference(a, b), out_dtype)
+    ((key, (a_in, b_in, out_in, params)),) = _launches(family)
+    assert key[:2] == (_NAMES[in_dtype], _NAMES[out_dtype]) and params == {}
+    if k * 2 % 16 == 0 or k == 1 or (b_layout == "kn" and n > 1):
+        # B's own memory, read in place: a w.T view as the K-major kernel's [N, K], a [K, N] as the MN-major one's
+        assert key[2] == ("k" if b_layout == "w.T" and k > 1 else "mn" if b_layout == "kn" and n > 1 else key[2])
+    if (n * out_dtype.itemsize) % 16 == 0 and (k * 2 % 16 == 0 or m == 1):
+        assert a_in.ptr == a.data_ptr(), "A read in place"
+        assert out_in.ptr == got.data_ptr(), "the result written in place"
+
+
+def test_a_weight_passed_as_w_T_is_read_in_place_by_the_k_major_kernel(family: dict, gen: Any) -> None:
+    a, w = _rand(64, 128, gen=gen), _rand(256, 128, gen=gen)
+    got = ops.matmul(a, w.T)
+    ((key, (a_in, b_in, _, _)),) = _launches(family)
+    assert key == ("bfloat16", "bfloat16", "k")
+    assert (b_in.ptr, b_in.shape, b_in.strides) == (w.data_ptr(), (256, 128), (128, 1))
+    assert (a_in.ptr, a_in.shape, a_in.strides) == (a.data_ptr(), (64, 128), (128, 1))
+    _close(got, _reference(a, w.T), BF16)
+    b = _rand(128, 256, gen=gen)
+    ops.matmul(a, b)
+    key, (_, b_in, _, _) = _launches(family)[-1]
+    assert key[2] == "mn" and (b_in.ptr, b_in.shape, b_in.strides) == (b.data_ptr(), (128, 256), (256, 1))
+
+
+def test_what_tma_cannot_address_goes_through_scratch(family: dict, gen: Any) -> None:
+    # K = 1001 bfloat16: rows of 2002 bytes; a transposed A; a view 2 bytes off alignment; an out of
+    # N = 13 (rows of 26 bytes); a strided out that is fine as it is
+    a, w = _rand(40, 1001, gen=gen), _rand(13, 1001, gen=gen)
+    _close(ops.matmul(a, w.T), _reference(a, w.T), BF16)
+    (_, (a_in, b_in, out_in, _)), = _launches(family)
+    assert a_in.strides == (1008, 1) and a_in.shape == (40, 1001), "A padded to rows of 1008"
+    assert b_in.shape == (16, 1001) and out_in.shape == (40, 16), "N = 13 padded to 16 for the store"
+    at = _rand(1001, 40, gen=gen).T  # a transposed view: copied
+    _close(ops.matmul(at, w.T), _reference(at, w.T), BF16)
+    base = _rand(48, 130, gen=gen)
+    off = base[:, 1:129]  # 2 bytes past a 16-byte boundary
+    b = _rand(128, 64, gen=gen)
+    _close(ops.matmul(off, b), _reference(off, b), BF16)
+    big = torch.full((64, 100), 7.0, dtype=BF16)
+    window = big[:48, 16:80]  # a pitch of 200 bytes: no whole 16, so staged and copied back
+    got = ops.matmul(_rand(48, 128, gen=gen), b, out=window)
+    assert got is window and torch.all(big[:, :16] == 7) and torch.all(big[:, 80:] == 7) and torch.all(big[48:] == 7)
+    wide = torch.full((64, 128), 7.0, dtype=BF16)
+    x = _rand(48, 128, gen=gen)
+    ops.matmul(x, b, out=wide[:48, 32:96])  # a pitch of 256 bytes, aligned: in place
+    assert _launches(family)[-1][1][2].ptr == wide[:48, 32:96].data_ptr()
+    _close(wide[:48, 32:96].contiguous(), _reference(x, b), BF16)
+
+
+@pytest.mark.parametrize("out_dtype", [BF16, F16, F32])
+@pytest.mark.parametrize("n", [64, 13])
+def test_every_epilogue(family: dict, gen: Any, out_dtype: Any, n: int) -> None:
+    m, k = 24, 40
+    a, w = _rand(m, k, gen=gen), _rand(n, k, gen=gen)
+    c = _rand(m, n, dtype=out_dtype, gen=gen)
+    cases = [dict(alpha=0.5), dict(c=c, beta=2.0), dict(bias=_rand(n, dtype=out_dtype, gen=gen)),
+             dict(bias=_rand(1, n, dtype=F32, gen=gen)), dict(bias=_rand(m, 1, dtype=out_dtype, gen=gen)),
+             dict(alpha=-1.5, c=c, beta=0.25, bias=_rand(n, dtype=BF16, gen=gen)),
+             dict(c=c)]  # beta = 0: c is not read (as torch.addmm with beta=0)
+    for kw in cases:
+        got = ops.matmul(a, w.T, out_dtype=out_dtype, **kw)
+        _close(got, _reference(a, w.T, out_dtype=out_dtype, **kw), out_dtype)
+        _, (_, _, _, params) = _launches(family)[-1]
+        assert ("c" in params) == ("c" in kw and kw.get("beta", 0) != 0)
+        assert ("bias" in params) == ("bias" in kw)
+        if "bias" in kw:
+            assert params["bias_along"] == ("m" if kw["bias"].shape == (m, 1) else "n")
+
+
+def test_batches_flatten_where_rows_lie_evenly_and_loop_elsewhere(family: dict, gen: Any) -> None:
+    a, w = _rand(3, 20, 32, gen=gen), _rand(24, 32, gen=gen)
+    bias = _rand(24, gen=gen)
+    got = ops.matmul(a, w.T, bias=bias)
+    assert got.shape == (3, 20, 24)
+    _close(got, _reference(a, w.T, bias=bias), BF16)
+    ((_, (a_in, _, out_in, _)),) = _launches(family)
+    assert a_in.shape == (60, 32) and out_in.shape == (60, 24), "one product of 60 rows"
+    for k in family.values():
+        k.calls.clear()
+    b3, c, bias = _rand(3, 32, 24, gen=gen), _rand(10, 24, gen=gen), _rand(10, 1, gen=gen)
+    got = ops.matmul(a[:, ::2], b3, c=c, beta=1.0, bias=bias)  # every other row, a batch of B, c for every matrix
+    assert got.shape == (3, 10, 24) and len(_launches(family)) == 3
+    _close(got, _reference(a[:, ::2], b3, c=c, beta=1.0, bias=bias), BF16)
+    x, y = _rand(2, 1, 5, 32, gen=gen), _rand(4, 32, 8, gen=gen)
+    got = ops.matmul(x, y)  # batches broadcast as torch's
+    assert got.shape == (2, 4, 5, 8)
+    _close(got, _reference(x, y), BF16)
+
+
+def test_empty_and_zero_k(family: dict, gen: Any) -> None:
+    assert ops.matmul(_rand(0, 32), _rand(32, 16)).shape == (0, 16)
+    assert ops.matmul(_rand(8, 32), _rand(32, 0)).shape == (8, 0)
+    assert ops.matmul(_rand(0, 4, 32), _rand(32, 16)).shape == (0, 4, 16)
+    z = ops.matmul(_rand(8, 0), _rand(0, 16))
+    assert torch.equal(z, torch.zeros(8, 16, dtype=BF16))
+    c, bias = _rand(8, 16, dtype=F32, gen=gen), _rand(16, gen=gen)
+    got = ops.matmul(_rand(8, 0), _rand(0, 16), c=c, beta=3.0, bias=bias, out_dtype=F32)
+    assert torch.equal(got, c.float() * 3 + bias.float())
+    assert _launches(family) == []
+
+
+# ----------------------------------------------------------------------------- messages
+def _fields(info: pytest.ExceptionInfo) -> list[tuple[str, str]]:
+    return [(v.rule, v.field) for v in info.value.violations]
+
+
+def test_bad_arguments_say_what_to_pass(family: dict) -> None:
+    a, b = _rand(8, 32), _rand(32, 16)
+    cases = [
+        (lambda: ops.matmul(a.float(), b), [("matmul-types", "a.dtype")], "bfloat16 or float16"),
+        (lambda: ops.matmul(a, b.half()), [("matmul-types", "b.dtype")], "b must have a's type"),
+        (lambda: ops.matmul(a, _rand(16, 32)), [("array-shape", "b.shape")], "w.T"),
+        (lambda: ops.matmul(a, _rand(32)), [("array-rank", "b.ndim")], "reshape"),
+        (lambda: ops.matmul(a, b, out_dtype=torch.int32), [("matmul-types", "out_dtype")], "float32"),
+        (lambda: ops.matmul(a, b, out=_rand(8, 16, dtype=F32), out_dtype=BF16), [("array-shape", "out")], "out_dtype="),
+        (lambda: ops.matmul(a, b, out=_rand(8, 15)), [("array-shape", "out")], "(8, 16)"),
+        (lambda: ops.matmul(a, b, bias=_rand(8)), [("array-shape", "bias.shape")], "(8, 1)"),
+        (lambda: ops.matmul(a, b, beta=1.0), [("matmul-scalar", "beta")], "pass c="),
+        (lambda: ops.matmul(a, b, c=_rand(8, 16, dtype=F32), beta=1.0), [("array-shape", "c")], "bfloat16"),
+        (lambda: ops.matmul(a, b, alpha=torch.tensor(2.0)), [("matmul-scalar", "alpha")], "float(alpha)"),
+        (lambda: ops.matmul(_rand(2, 8, 32), _rand(3, 32, 16)), [("array-shape", "a.shape, b.shape")], "broadcast"),
+    ]
+    for call, fields, words in cases:
+        with pytest.raises(ArgumentError) as info:
+            call()
+        assert _fields(info) == fields and words in str(info.value), str(info.value)
+        assert str(info.value).startswith("tmagen.ops.matmul: 1 problem")
+    assert _launches(family) == []
+
+
+def test_arrays_tmagen_cannot_copy_must_come_addressable() -> None:
+    class Raw:
+        def __init__(self, shape: tuple, strides: tuple, typestr: str = "<f2", ptr: int = 0x7F0000000000) -> None:
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                             "strides": strides, "version": 3}
+
+    with pytest.raises(ArgumentError) as info:  # K = 1001: rows of 2002 bytes, and no framework to copy with
+        ops_matmul.matmul_eager(Raw((8, 1001), (2002, 2)), Raw((1001, 16), (32, 2)), out=Raw((8, 16), (32, 2)))
+    assert _fields(info) == [("matmul-layout", "a.strides")] and "tmagen copies only PyTorch and CuPy" in str(
+        info.value)
+
+
+# ----------------------------------------------------------------------------- the fast path
+def test_a_repeated_call_repeats_its_decision_without_re_deciding(family: dict, gen: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    planned: list[int] = []
+    eager = ops_matmul._eager
+    monkeypatch.setattr(ops_matmul, "_eager", lambda *args: planned.append(1) or eager(*args))
+    a, w, bias = _rand(64, 128, gen=gen), _rand(96, 128, gen=gen), _rand(96, gen=gen)
+    for kw in ({}, {"alpha": 2.0}, {"bias": bias}):
+        planned.clear()
+        first = ops.matmul(a, w.T, **kw)
+        a2, w2 = _rand(64, 128, gen=gen), _rand(96, 128, gen=gen)  # new tensors of the same layouts
+        second = ops.matmul(a2, w2.T, **kw)
+        assert planned == [1], "the second call launched what the first decided"
+        _close(first, _reference(a, w.T, **kw), BF16)
+        _close(second, _reference(a2, w2.T, **kw), BF16)
+        assert _launches(family)[-1][1][3].keys() == _launches(family)[-2][1][3].keys()
+    planned.clear()
+    base = _rand(64, 136, gen=gen)
+    ops.matmul(base[:, :128], w.T)
+    ops.matmul(base[:, 8:], w.T)  # 16 bytes on: the same decision
+    ops.matmul(base[:, 1:129], w.T)  # 2 bytes on: TMA cannot read it in place, so decided anew (and staged)
+    assert planned == [1, 1]
+    planned.clear()
+    out = torch.empty(64, 96, dtype=BF16)
+    ops.matmul(a, w.T, out=out)
+    ops.matmul(a, w.T, out=out)
+    assert planned == [1]
+    got = ops.matmul(_rand(64, 8, gen=gen), _rand(8, 13, gen=gen))  # staged: never a recipe
+    ops.matmul(_rand(64, 8, gen=gen), _rand(8, 13, gen=gen))
+    assert planned == [1, 1, 1] and got.shape == (64, 13)
+
+
+# ----------------------------------------------------------------------------- the kernel family
+@pytest.mark.parametrize("in_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("b_major", ["k", "mn"])
+def test_every_family_spec_passes_the_rules_and_compiles(in_dtype: str, out_dtype: str, b_major: str) -> None:
+    spec = ops_matmul.ops_spec(in_dtype, out_dtype, b_major)
+    plan = resolve(spec)  # raises RuleError for a spec that breaks a rule
+    assert plan.kernel.detail.b_major == b_major
+    assert [plan.map(r).dtype_name for r in ("a", "b", "c")] == [in_dtype, in_dtype, out_dtype]
+    try:
+        compiled = nvrtc.compile_plan(plan)
+    except nvrtc.NvrtcError as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"no NVRTC: {exc}")
+    assert f".text.{plan.kernels[0].symbol}\0".encode() in compiled.data
+
+
+# ----------------------------------------------------------------------------- PyTorch
+def test_fake_implementation_gives_shape_and_dtype() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a = torch.empty(3, 64, 32, device="cuda", dtype=BF16)
+        w = torch.empty(48, 32, device="cuda", dtype=BF16)
+        y = torch.ops.tmagen.matmul(a, w.T, None, None, 1.0, 0.0, None)
+        assert y.shape == (3, 64, 48) and y.dtype == BF16 and y.is_contiguous()
+        z = torch.ops.tmagen.matmul(a, torch.empty(5, 1, 32, 8, device="cuda", dtype=BF16), None, None, 1.0, 0.0,
+                                    F32)
+        assert z.shape == (5, 3, 64, 8) and z.dtype == F32
+
+
+def test_torch_compile_traces_matmul_into_one_graph() -> None:
+    graphs: list[Any] = []
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        graphs.append(gm)
+        return lambda *args: (torch.zeros(1),)
+
+    def f(x: Any, w: Any, bias: Any) -> Any:
+        return torch.relu(tmagen.ops.matmul(x, w.T, bias=bias, alpha=0.5, out_dtype=F32))
+
+    x, w, bias = _rand(16, 32), _rand(24, 32), _rand(24)
+    torch.compile(f, backend=backend, fullgraph=True)(x, w, bias)
+    (gm,) = graphs
+    calls = [n for n in gm.graph.nodes if n.op == "call_function" and "tmagen" in str(n.target)]
+    assert [str(n.target) for n in calls] == ["tmagen.matmul"]
+    assert tuple(calls[0].meta["example_value"].shape) == (16, 24)
+    assert calls[0].meta["example_value"].dtype == F32
+
+
+def _leaves(shapes: tuple, out_dtype: Any, double: bool) -> list[Any]:
+    g = torch.Generator().manual_seed(7)
+    a_shape, b_shape, bias_shape, c_shape = shapes
+    made = [_rand(*a_shape, gen=g), _rand(*b_shape, gen=g),
+            None if bias_shape is None else _rand(*bias_shape, dtype=out_dtype, gen=g),
+            None if c_shape is None else _rand(*c_shape, dtype=out_dtype, gen=g)]
+    return [None if t is None else (t.double() if double else t).requires_grad_() for t in made]
+
+
+@pytest.mark.parametrize("shapes,out_dtype", [
+    (((24, 40), (40, 16), (16,), (24, 16)), BF16), (((3, 24, 40), (40, 16), (24, 1), None), BF16),
+    (((24, 40), (2, 40, 16), None, (24, 16)), BF16), (((24, 40), (40, 16), (1, 16), (24, 16)), F32)])
+def test_autograd_formulas_against_torch(family: dict, gen: Any, shapes: tuple, out_dtype: Any) -> None:
+    """The backward of torch.ops.tmagen.matmul against torch's own autograd of the same expression,
+    run on the CPU through the stand-in kernel (registered for CPU tensors for this test)."""
+    lib = torch.library.Library("tmagen", "IMPL")  # a CPU kernel for this test only
+    lib.impl("matmul", ops_matmul._torch_eager, "CPU")
+    try:
+        a, b, bias, c = _leaves(shapes, out_dtype, False)
+        y = ops.matmul(a, b, bias=bias, c=c, alpha=0.75, beta=-1.25 if c is not None else 0, out_dtype=out_dtype)
+        assert "tmagen_matmul" in type(y.grad_fn).__name__
+        seed = torch.randn(y.shape, generator=gen)
+        (y.double() * seed).sum().backward()
+        ra, rb, rbias, rc = _leaves(shapes, out_dtype, True)
+        ref = 0.75 * (ra @ rb) + (0 if rc is None else -1.25 * rc) + (0 if rbias is None else rbias)
+        (ref * seed).sum().backward()
+        for mine, theirs in ((a, ra), (b, rb), (bias, rbias), (c, rc)):
+            if mine is None:
+                continue
+            assert mine.grad is not None and mine.grad.shape == mine.shape and mine.grad.dtype == mine.dtype
+            scale = theirs.grad.abs().max().item() + 1e-9
+            assert (mine.grad.double() - theirs.grad).abs().max().item() <= 2 ** -6 * scale
+    finally:
+        del lib
+
+
+def test_a_loaded_kernel_hands_keyword_parameters_to_its_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernel(...)(a, b, out=, **params): numbers as they are, arrays read as ArrayViews, each new
+    pointer or value a new launch (the matmul family's epilogue travels this way)."""
+    from tmagen import kernels, runtime
+    from tmagen.kinds.base import Call
+
+    class Raw:
+        def __init__(self, shape: tuple, ptr: int, typestr: str = "<f4") -> None:
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                             "strides": None, "version": 3}
+
+    k = tmagen.load(ops_matmul.ops_spec("float16", "float32", "mn"))
+    bound: list[dict] = []
+
+    def bind(plan: Any, inputs: Any, out: Any, multiprocessors: int, **params: Any) -> Call:
+        bound.append(params)
+        return Call((), skip=True)
+
+    monkeypatch.setattr(k, "launcher", type("L", (), {"bind": staticmethod(bind), "inputs": ("a", "b"),
+                                                      "problems": k.launcher.problems,
+                                                      "output_shape": k.launcher.output_shape})())
+    monkeypatch.setattr(runtime, "pointer_device", lambda ptr: 0)
+    monkeypatch.setattr(kernels, "_multiprocessors", lambda device: 132)
+    a, b, out = Raw((64, 32), 1 << 40, "<f2"), Raw((32, 48), 2 << 40, "<f2"), Raw((64, 48), 3 << 40)
+    for c_ptr in (4 << 40, 4 << 40, 5 << 40):
+        k(a, b, out=out, c=Raw((64, 48), c_ptr), alpha=2.0, beta=0.5, bias=None)
+    assert len(bound) == 2, "the second call of the same pointers and values reused its launch"
+    params = bound[0]
+    assert params["alpha"] == 2.0 and params["beta"] == 0.5 and params["bias"] is None
+    assert params["c"].ptr == 4 << 40 and params["c"].shape == (64, 48) and bound[1]["c"].ptr == 5 << 40

@@ -1,0 +1,613 @@
+"""``tmagen.ops.matmul``: the matmul kernel family on PyTorch tensors and CuPy arrays.
+
+``matmul(a, b, *, bias=None, alpha=1, beta=0, c=None, out=None, out_dtype=None)`` is
+``alpha * (a @ b) + beta * c + bias``, accumulated in fp32 and written as ``out_dtype``. B's layout
+is read from its strides, so both ``b`` ([K, N], N contiguous: the kernel's "mn" B) and ``w.T``
+(a transposed view of a [N, K] ``w``: the kernel's "k" B) run without a copy. One kernel family per
+(input type, output type, B layout) is loaded once per process (`kernel`); it picks its tiles per
+call. What TMA cannot address goes through a scratch copy (see `matmul`'s docstring).
+
+With PyTorch installed, `register_torch_op` (called by `tmagen.torch_ops`) registers
+``torch.ops.tmagen.matmul``, with its fake implementation and autograd formula.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import numbers
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tmagen.arrays import ArrayView, describe, empty_view, merge_dims
+from tmagen.errors import ArgumentError
+from tmagen.kernels import Kernel
+from tmagen.rules import Violation
+from tmagen.spec import Spec, parse_spec
+
+CALL = "tmagen.ops.matmul"
+IN_TYPES = ("bfloat16", "float16")  # wgmma's 16-bit inputs (the matmul kind's rule matmul-types)
+OUT_TYPES = ("bfloat16", "float16", "float32")
+CHUNK = 16  # TMA: a global address and every row pitch are whole 16 bytes (rules global-*-alignment, -multiple)
+PAD = 8  # elements a scratch row is rounded up to: whole 16 bytes for 2-byte and 4-byte elements
+_ELEMENT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+_COPIES = ("torch", "cupy")  # the frameworks whose arrays tmagen copies into scratch (others: pass a layout TMA takes)
+
+
+# ----------------------------------------------------------------------------- the kernel family
+@cache
+def ops_spec(in_dtype: str, out_dtype: str, b_major: str) -> Spec:
+    """The spec of the kernel family for these types and B layout ("k": B is [N, K]; "mn": [K, N]):
+    the tuned bf16 spec (tmagen/ops_specs/bench_matmul_bfloat16.json: 64-row boxes, so that every
+    tile shape of the family reads the same maps) with the types and B's layout changed; an
+    MN-major B box is [64 K rows, 64 N columns], an fp32 C box [64, 32] (128 bytes, its swizzle)."""
+    raw = json.loads((Path(__file__).resolve().parent / "ops_specs" / "bench_matmul_bfloat16.json").read_text())
+    a, b, c = raw["tensors"]
+    a["dtype"] = b["dtype"] = in_dtype
+    c["dtype"] = out_dtype
+    if b_major == "mn":
+        b["box"] = [64, 64]
+    if out_dtype == "float32":
+        c["box"] = [64, 32]
+    raw["kernel"]["b_major"] = b_major
+    raw["name"] = f"ops_matmul_{in_dtype}_{out_dtype}_{b_major}"
+    raw["description"] = f"Derived by tmagen.ops.matmul from bench_matmul_bfloat16: {b_major}-major B."
+    return parse_spec(raw, "derived from tmagen/ops_specs/bench_matmul_bfloat16.json")
+
+
+@cache
+def kernel(in_dtype: str, out_dtype: str, b_major: str) -> Kernel:
+    """The family's kernel for these types and B layout, compiled at its first call and loaded once
+    per process and device."""
+    return Kernel(ops_spec(in_dtype, out_dtype, b_major), caller=CALL)
+
+
+# ----------------------------------------------------------------------------- messages
+def _error(*problems: tuple[str, str, str, str, str]) -> ArgumentError:
+    return ArgumentError(CALL, [Violation(rule, fld, value, why, fix, CALL) for rule, fld, value, why, fix in problems])
+
+
+def _dtype_name(x: Any) -> str | None:
+    """A framework's dtype (torch.bfloat16, numpy.float32, "float16") as tmagen names it, or None."""
+    try:
+        return _DTYPE_NAMES[x]
+    except (KeyError, TypeError):
+        pass
+    text = str(x).removeprefix("torch.").removeprefix("<class 'numpy.").rstrip("'>").lower()
+    name = {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(
+        text, text)
+    try:
+        _DTYPE_NAMES[x] = name
+    except TypeError:
+        pass
+    return name
+
+
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
+def _scalar(value: Any, name: str) -> float:
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)  # Python and numpy numbers; a tensor would make the call wait for the GPU
+    raise _error(("matmul-scalar", name, repr(value), f"{name} is a Python number the kernel takes by value",
+                  f"pass a float (e.g. float({name}))"))
+
+
+# ----------------------------------------------------------------------------- layouts
+def _rows_view(view: ArrayView, shape: tuple[int, int], pitch: int) -> ArrayView:
+    """``view`` as ``shape`` rows of contiguous elements, ``pitch`` apart."""
+    return view.with_layout(shape, (pitch, 1))
+
+
+def _addressable(view: ArrayView, rows: int, cols: int, pitch: int) -> bool:
+    """Whether TMA reads or writes the rows in place: a 16-byte aligned address and, with more than
+    one row, a positive pitch of whole 16 bytes."""
+    es = view.itemsize
+    return view.ptr % CHUNK == 0 and (rows <= 1 or (pitch > 0 and pitch * es % CHUNK == 0))
+
+
+def _padded(n: int) -> int:
+    return -(-n // PAD) * PAD
+
+
+class _Operand:
+    """A 2-D operand the kernel takes: the framework array holding its data and the data's
+    (rows, cols) as the kernel reads them (B's memory order; ``source`` is then ``b.T`` for a "k" B)."""
+
+    __slots__ = ("source", "view", "rows", "cols", "pitch", "contiguous_rows")
+
+    def __init__(self, source: Any, view: ArrayView, rows: int, cols: int, pitch: int, contiguous_rows: bool) -> None:
+        self.source, self.view, self.rows, self.cols, self.pitch = source, view, rows, cols, pitch
+        self.contiguous_rows = contiguous_rows
+
+
+def _as_rows(source: Any, view: ArrayView, transposed: bool) -> _Operand:
+    """``view`` (2-D) as the kernel reads it: its own rows, or with ``transposed`` the rows of the
+    memory it views (a ``w.T`` view read as ``w``)."""
+    (r, c), (s0, s1) = view.shape, view.strides
+    if transposed:
+        r, c, s0, s1 = c, r, s1, s0
+        source = _t(source)
+    ok = c <= 1 or s1 == 1
+    pitch = s0 if r > 1 else _padded(c)
+    return _Operand(source, _rows_view(view, (r, c), pitch) if ok else view, r, c, pitch, ok)
+
+
+def _t(x: Any) -> Any:
+    return x.T
+
+
+def _stage(op: _Operand, like: ArrayView, shape: tuple[int, int], dtype: str | None, name: str, why: str) -> ArrayView:
+    """A scratch copy of ``op`` for the kernel: ``shape`` (at least the data's), rows padded to whole
+    16 bytes; what lies past the data is never read into the result (TMA zero-fills past the
+    kernel's K; columns past N give columns of C that are dropped)."""
+    if like.framework not in _COPIES:
+        raise _error(("matmul-layout", f"{name}.strides", f"{list(op.view.strides)} elements (shape "
+                      f"{list(op.view.shape)}, address {op.view.ptr:#x})", f"{why}, and tmagen copies only PyTorch "
+                      f"and CuPy arrays", f"pass {name} with contiguous rows of whole 16 bytes, 16-byte aligned"))
+    rows, cols = shape
+    pitch = _padded(cols)
+    scratch, view = empty_view(like, (rows, pitch), dtype=dtype)
+    scratch[: op.rows, : op.cols] = op.source
+    return view.with_layout((rows, cols), (pitch, 1))
+
+
+def _take(op: _Operand, like: ArrayView, shape: tuple[int, int], dtype: str | None, name: str) -> ArrayView:
+    """``op`` as the kernel reads it, in place where TMA can and ``shape`` is the data's, else staged."""
+    if op.contiguous_rows and shape == (op.rows, op.cols) and _addressable(op.view, op.rows, op.cols, op.pitch):
+        return op.view
+    if not op.contiguous_rows:
+        why = "its rows are not contiguous (a transposed view is copied first)"
+    elif shape != (op.rows, op.cols):
+        why = "the output's rows are not whole 16 bytes, so N is padded"
+    else:
+        why = "TMA needs a 16-byte aligned address and a row pitch of whole 16 bytes"
+    return _stage(op, like, shape, dtype, name, why)
+
+
+# ----------------------------------------------------------------------------- the call
+def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 0, c: Any = None, out: Any = None,
+           out_dtype: Any = None) -> Any:
+    """``alpha * (a @ b) + beta * c + bias``: products of bfloat16 or float16 ``a`` and ``b``, summed in
+    fp32, written as ``out_dtype`` (bfloat16, float16 or float32; default ``out``'s dtype, else
+    ``a``'s) into a new contiguous array of ``a``'s framework, or into ``out``.
+
+    - ``a`` is [M, K] (or [..., M, K]); ``b`` is [K, N] (or [..., K, N], batch dimensions broadcast as
+      torch.matmul does) with N contiguous, or K contiguous: a transposed view ``w.T`` of a [N, K]
+      ``w`` is read as ``w``, no copy.
+    - ``c`` is [M, N] (or the output's shape, or [M, N] for every batch), of the output's dtype;
+      with ``beta = 0`` (the default) it is not read. ``bias`` is (N,) or (1, N), added to every
+      row, or (M, 1), added along each row; another dtype than the output's is cast first.
+    - ``alpha`` and ``beta`` are Python numbers. ``M``, ``N`` or ``K`` may be 0 (K = 0 gives
+      ``beta * c + bias``) or 1.
+
+    Where TMA cannot address an array in place, it goes through a scratch copy of PyTorch or CuPy
+    (one extra pass over that array): ``a`` whose rows are not contiguous (a transposed view); any
+    array whose row pitch is not whole 16 bytes (K = 1001 in bfloat16) or whose address is not
+    16-byte aligned; and where the output's rows are not whole 16 bytes (N not a multiple of 8 for
+    16-bit outputs, of 4 for float32), B, C and the bias are padded to a multiple of 8 columns
+    and the result copied out. A batch [B, M, K] @ [K, N] whose rows lie evenly is one product of
+    B*M rows; other batches are one launch per matrix.
+    """
+    t = _TORCH
+    if t is not None and isinstance(a, t.Tensor):
+        if out is None and _through_torch(a, b, bias, c):
+            return t.ops.tmagen.matmul(a, b, bias, c, float(alpha), float(beta), _torch_dtype(out_dtype))
+        if type(a) is t.Tensor and type(b) is t.Tensor:
+            return _torch_call(t, a, b, bias, alpha, beta, c, out, out_dtype)
+    return matmul_eager(a, b, bias=bias, alpha=alpha, beta=beta, c=c, out=out, out_dtype=out_dtype)
+
+
+def matmul_eager(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 0, c: Any = None,
+                 out: Any = None, out_dtype: Any = None) -> Any:
+    """`matmul` without going through ``torch.ops.tmagen.matmul`` (what that operator runs)."""
+    return _eager(a, b, bias, alpha, beta, c, out, out_dtype, None)
+
+
+# ----------------------------------------------------------------------------- the fast path
+class _Recipe:
+    """A PyTorch call whose arrays all go to the kernel in place, as one launch: what the call of the
+    same dtypes, shapes, strides, 16-byte alignments and devices decided, to repeat without deciding."""
+
+    __slots__ = ("kernel", "out_shape", "out_dtype", "layouts", "along", "dtypes")
+
+    def __init__(self, kern: Kernel, out_shape: tuple[int, ...] | None, out_dtype: Any,
+                 layouts: tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, ...], along: str | None,
+                 dtypes: tuple[tuple[str, str | None, int | None, int], ...]) -> None:
+        self.kernel, self.out_shape, self.out_dtype, self.layouts = kern, out_shape, out_dtype, layouts
+        self.along, self.dtypes = along, dtypes
+
+
+_RECIPES: dict[tuple, _Recipe | None] = {}
+_RECIPE_LIMIT = 256
+
+
+def _sig(x: Any) -> tuple | None:
+    return None if x is None else (x.dtype, x.shape, x.stride(), x.data_ptr() & 15, x.get_device())
+
+
+def _torch_call(t: Any, a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any, out_dtype: Any) -> Any:
+    """PyTorch tensors: a call like one seen before (the same layouts) launches what that one decided;
+    others take the general path, which leaves its decision here when it is one launch in place."""
+    try:
+        key = (_sig(a), _sig(b), _sig(out), None if c is None else _sig(c), beta == 0, _sig(bias), alpha == 1,
+               out_dtype)
+        recipe = _RECIPES.get(key)
+    except (AttributeError, TypeError):  # an argument that is not a tensor, or an unhashable out_dtype
+        return matmul_eager(a, b, bias=bias, alpha=alpha, beta=beta, c=c, out=out, out_dtype=out_dtype)
+    if recipe is None:
+        record: list = []
+        result = _eager(a, b, bias, alpha, beta, c, out, out_dtype, record)
+        if len(_RECIPES) >= _RECIPE_LIMIT:
+            _RECIPES.clear()
+        _RECIPES[key] = _recipe(record, out is None, result)
+        return result
+    if out is None:
+        out = a.new_empty(recipe.out_shape, dtype=recipe.out_dtype)
+    lay, d = recipe.layouts, recipe.dtypes
+    av, bv, ov = _view(a, lay[0], d[0]), _view(b, lay[1], d[1]), _view(out, lay[2], d[2])
+    if recipe.along is None and lay[3] is None:
+        if alpha == 1:
+            recipe.kernel.launch([av, bv], ov)
+        else:
+            recipe.kernel.launch([av, bv], ov, params={"alpha": _scalar(alpha, "alpha"), "beta": 0.0})
+        return out
+    params: dict[str, Any] = {"alpha": _scalar(alpha, "alpha"), "beta": 0.0 if lay[3] is None else
+                              _scalar(beta, "beta")}
+    if lay[3] is not None:
+        params["c"] = _view(c, lay[3], d[3])
+    if lay[4] is not None:
+        params.update(bias=_view(bias, lay[4], d[4]), bias_along=recipe.along)
+    recipe.kernel.launch([av, bv], ov, params=params)
+    return out
+
+
+def _view(x: Any, layout: Any, d: tuple[str, str | None, int | None, int]) -> ArrayView:
+    return ArrayView(x, "torch", x.data_ptr(), layout[0], layout[1], d[3], d[0], d[1], d[2])
+
+
+def _recipe(record: list, new_out: bool, result: Any) -> _Recipe | None:
+    """The recipe of a call that made one launch with every array in place, else None."""
+    if len(record) != 1:
+        return None
+    kern, views, in_place, along = record[0]
+    if not in_place:
+        return None
+    layouts = tuple(None if v is None else (v.shape, v.strides) for v in views)
+    dtypes = tuple(("", None, None, 0) if v is None else (v.dtype, v.carrier, v.device, v.itemsize) for v in views)
+    return _Recipe(kern, tuple(result.shape) if new_out else None, result.dtype, layouts, along, dtypes)
+
+
+def _eager(a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any, out_dtype: Any,
+           record: list | None) -> Any:
+    av, bv = describe(a, "a"), describe(b, "b")
+    in_dtype = av.carrier
+    if in_dtype not in IN_TYPES or bv.carrier != in_dtype:
+        raise _dtype_error(av, bv)
+    if av.rank < 2 or bv.rank < 2:
+        bad = "a" if av.rank < 2 else "b"
+        raise _error(("array-rank", f"{bad}.ndim", str((av if bad == "a" else bv).rank),
+                      "a matmul operand is a matrix or a batch of matrices (torch.matmul's vector forms are not "
+                      "taken)", f"pass {bad} as a matrix: {bad}.reshape(1, -1) or {bad}.reshape(-1, 1)"))
+    ov = describe(out, "out") if out is not None else None
+    od = _dtype_name(out_dtype) if out_dtype is not None else ov.carrier if ov is not None else in_dtype
+    if od not in OUT_TYPES:
+        raise _error(("matmul-types", "out_dtype" if out_dtype is not None else "out.dtype",
+                      str(out_dtype if out_dtype is not None else ov.dtype if ov else od),
+                      "the matmul writes bfloat16, float16 or float32", "pass one of those"))
+    alpha_f, beta_f = _scalar(alpha, "alpha"), _scalar(beta, "beta")
+    m, k = av.shape[-2:]
+    kb, n = bv.shape[-2:]
+    batch = _batch(av, bv)
+    if kb != k:
+        raise _error(("array-shape", "b.shape", str(bv.shape), f"a is {av.shape}, so b needs K = {k} rows "
+                      "([K, N]; a [N, K] weight w is passed as w.T)", f"pass b of shape ({k}, N)"))
+    shape = (*batch, m, n)
+    if ov is None:
+        out, ov = empty_view(av, shape, dtype=od if od != in_dtype else None)
+    elif ov.shape != shape or ov.carrier != od:
+        raise _error(("array-shape", "out", f"{ov.dtype} {ov.shape}", f"the product is {od} {shape}",
+                      f"pass out of shape {shape} and dtype {od} (or out_dtype= its dtype)"))
+    cv = None
+    if c is not None and beta_f != 0.0:
+        cv = describe(c, "c")
+        if cv.shape[-2:] != (m, n) or len(cv.shape) > len(shape) or cv.carrier != od or \
+                any(x not in (1, y) for x, y in zip(cv.shape[-3::-1], batch[::-1])):
+            raise _error(("array-shape", "c", f"{cv.dtype} {cv.shape}", f"beta * c is added to the {od} product of "
+                          f"shape {shape}", f"pass c of dtype {od} and shape ({m}, {n})"
+                          + (f" or {shape}" if batch else "") + " (a vector is a bias)"))
+    elif c is None and beta_f != 0.0:
+        raise _error(("matmul-scalar", "beta", repr(beta), "beta scales c, and no c is given", "pass c=, or beta=0"))
+    unit = CHUNK // _ELEMENT_BYTES[od]
+    n_kernel = n if n % unit == 0 else _padded(n)  # the output's rows as TMA stores them: whole 16 bytes
+    bias_v, along = _bias(bias, av, m, n, n_kernel, od) if bias is not None and 0 not in shape else (None, "n")
+    if 0 in shape:
+        return out
+    if k == 0:
+        _empty_sum(out, ov, c if cv is not None else None, bias, beta_f, in_dtype, od)
+        return out
+    args = _Args(in_dtype, od, n_kernel, alpha_f, beta_f, bias_v, along, bias_v is None or bias_v.obj is bias, record)
+    if not batch:
+        _product(args, a, av, b, bv, out, ov, c if cv is not None else None, cv)
+    else:
+        _batched(args, a, av, b, bv, out, ov, c if cv is not None else None, cv, batch)
+    return out
+
+
+def _dtype_error(av: ArrayView, bv: ArrayView) -> ArgumentError:
+    if av.carrier not in IN_TYPES:
+        return _error(("matmul-types", "a.dtype", av.dtype, "the tensor cores take bfloat16 or float16 here",
+                       "pass a and b of one of those (PyTorch: a.to(torch.bfloat16); CuPy: a.astype('float16'))"))
+    return _error(("matmul-types", "b.dtype", bv.dtype, f"b must have a's type ({av.dtype})",
+                   f"pass b of {av.dtype}"))
+
+
+def _batch(av: ArrayView, bv: ArrayView) -> tuple[int, ...]:
+    """The batch shape, a's and b's leading dimensions broadcast as torch.matmul does."""
+    a_batch, b_batch = av.shape[:-2], bv.shape[:-2]
+    if not a_batch and not b_batch:
+        return ()
+    out = []
+    for x, y in itertools.zip_longest(a_batch[::-1], b_batch[::-1], fillvalue=1):
+        if x != y and 1 not in (x, y):
+            raise _error(("array-shape", "a.shape, b.shape", f"{av.shape}, {bv.shape}", "their batch dimensions "
+                          "must broadcast (equal, or 1)", "pass batches that broadcast"))
+        out.append(max(x, y) if 0 not in (x, y) else 0)
+    return tuple(out[::-1])
+
+
+def _bias(bias: Any, av: ArrayView, m: int, n: int, n_kernel: int, od: str) -> tuple[ArrayView, str]:
+    """The bias as the kernel takes it (1-D, contiguous, 16-byte aligned, the output's dtype, as long
+    as the kernel's N where that is padded) and the dimension it runs along: "n" for (N,) and (1, N),
+    "m" for (M, 1)."""
+    v = describe(bias, "bias")
+    if v.shape in ((n,), (1, n)):
+        along, length, want = "n", n, n_kernel
+    elif v.shape == (m, 1):
+        along, length, want = "m", m, m
+    else:
+        raise _error(("array-shape", "bias.shape", str(v.shape), f"a bias is added to every row ({n},) or (1, {n}), "
+                      f"or along each row ({m}, 1)", "pass one of those shapes"))
+    stride = v.strides[-1] if along == "n" else v.strides[0]
+    if v.carrier == od and (length <= 1 or stride == 1) and v.ptr % CHUNK == 0 and want == length:
+        return v.with_layout((length,), (1,)), along
+    if v.framework not in _COPIES:
+        raise _error(("matmul-layout", "bias", f"{v.dtype} {v.shape}", f"the kernel takes a contiguous, 16-byte "
+                      f"aligned {od} bias, and tmagen copies only PyTorch and CuPy arrays", "pass such a bias"))
+    scratch, sv = empty_view(av, (_padded(want),), dtype=od)
+    scratch[:length] = bias.reshape(-1)
+    return sv.with_layout((want,), (1,)), along
+
+
+class _Args:
+    """What every product of one call shares."""
+
+    __slots__ = ("in_dtype", "out_dtype", "n_kernel", "alpha", "beta", "bias", "along", "bias_in_place", "record")
+
+    def __init__(self, in_dtype: str, out_dtype: str, n_kernel: int, alpha: float, beta: float,
+                 bias: ArrayView | None, along: str, bias_in_place: bool, record: list | None) -> None:
+        self.in_dtype, self.out_dtype, self.n_kernel, self.alpha, self.beta = in_dtype, out_dtype, n_kernel, alpha, beta
+        self.bias, self.along, self.bias_in_place, self.record = bias, along, bias_in_place, record
+
+
+def _b_major(bv: ArrayView) -> str:
+    """"mn" where B's rows ([K, N], N contiguous) lie as TMA reads them, "k" where its columns do
+    (a transposed view of a [N, K] array); where both or neither, the one TMA takes in place, else "k"."""
+    (k, n), (s0, s1) = bv.shape, bv.strides
+    mn = n <= 1 or s1 == 1
+    km = k <= 1 or s0 == 1
+    if mn and km:  # a single row or column: whichever pitch TMA takes
+        if _addressable(bv, k, n, s0 if k > 1 else _padded(n)):
+            return "mn"
+        return "k"
+    return "mn" if mn else "k"
+
+
+def _product(args: _Args, a: Any, av: ArrayView, b: Any, bv: ArrayView, out: Any, ov: ArrayView, c: Any,
+             cv: ArrayView | None) -> None:
+    """One 2-D product into ``out``: the operands as the kernel takes them, staged where they must be."""
+    m, k = av.shape
+    n = bv.shape[1]
+    b_major = _b_major(bv)
+    np_ = args.n_kernel
+    a_op = _as_rows(a, av, False)
+    a_in = _take(a_op, av, (m, k), None, "a")
+    b_op = _as_rows(b, bv, b_major == "k")
+    b_in = _take(b_op, av, (np_, k) if b_major == "k" else (k, np_), None, "b")
+    o_op = _as_rows(out, ov, False)
+    direct = o_op.contiguous_rows and np_ == n and _addressable(o_op.view, m, n, o_op.pitch)
+    if direct:
+        o_in = o_op.view
+    else:
+        if ov.framework not in _COPIES:
+            raise _error(("matmul-layout", "out.strides", f"{list(ov.strides)} elements (shape {list(ov.shape)})",
+                          "TMA writes rows of whole 16 bytes at a 16-byte aligned address with a pitch of whole 16 "
+                          "bytes, and tmagen copies only PyTorch and CuPy arrays",
+                          "pass out with such rows (N a multiple of 8)"))
+        scratch, o_in = empty_view(av, (m, _padded(np_)), dtype=args.out_dtype)
+        o_in = o_in.with_layout((m, np_), (_padded(np_), 1))
+    params: dict[str, Any] = {}
+    c_in = c_op = None
+    if args.alpha != 1.0 or cv is not None or args.bias is not None:
+        params = {"alpha": args.alpha, "beta": args.beta if cv is not None else 0.0}
+        if cv is not None:
+            c_op = _as_rows(c, cv, False)
+            c_in = params["c"] = _take(c_op, av, (m, np_), args.out_dtype, "c")
+        if args.bias is not None:
+            params.update(bias=args.bias, bias_along=args.along)
+    kern = kernel(args.in_dtype, args.out_dtype, b_major)
+    _launch(kern, a_in, b_in, o_in, params)
+    if args.record is not None:
+        in_place = a_in is a_op.view and b_in is b_op.view and direct and args.bias_in_place and \
+            (c_op is None or c_in is c_op.view)
+        args.record.append((kern, (a_in, b_in, o_in, c_in, args.bias), in_place,
+                            args.along if args.bias is not None else None))
+    if not direct:
+        out[...] = scratch[:, :n]
+
+
+def _launch(kern: Kernel, a: ArrayView, b: ArrayView, out: ArrayView, params: dict[str, Any]) -> None:
+    """The contract with the matmul family: A [M, K], B [N, K] ("k") or [K, N] ("mn"), C [M, N], and
+    the epilogue's alpha, beta, c, bias (1-D) and bias_along as keywords."""
+    if params:
+        kern.launch([a, b], out, params=params)
+    else:
+        kern.launch([a, b], out)
+
+
+def _batched(args: _Args, a: Any, av: ArrayView, b: Any, bv: ArrayView, out: Any, ov: ArrayView, c: Any,
+             cv: ArrayView | None, batch: tuple[int, ...]) -> None:
+    """A batch: one product of all rows where B is one matrix and A's, C's and the output's rows lie
+    evenly (a bias along M differs per matrix), else one product per matrix."""
+    m, n = ov.shape[-2:]
+    if bv.rank == 2 and av.rank == len(batch) + 2 and args.along == "n" and (cv is None or cv.shape == ov.shape):
+        views = [av, ov] + ([cv] if cv is not None else [])
+        merged, strides = merge_dims(ov.shape[:-1], *(v.strides[:-1] for v in views))
+        if len(merged) == 1:
+            rows = merged[0]
+            a2 = av.with_layout((rows, av.shape[-1]), (strides[0][0], av.strides[-1]))
+            o2 = ov.with_layout((rows, n), (strides[1][0], ov.strides[-1]))
+            c2 = cv.with_layout((rows, n), (strides[2][0], cv.strides[-1])) if cv is not None else None
+            _product(args, _flat(a, a2), a2, b, bv, _flat(out, o2), o2, _flat(c, c2), c2)
+            return
+    for index in itertools.product(*(range(x) for x in batch)):
+        sub = [_at(x, v, index) for x, v in ((a, av), (b, bv), (out, ov))]
+        c_i = _at(c, cv, index) if cv is not None else (None, None)
+        _product(args, *sub[0], *sub[1], *sub[2], *c_i)
+
+
+def _flat(x: Any, view: ArrayView | None) -> Any:
+    """The framework array of a merged view (for a scratch copy or a copy back), or None."""
+    if view is None:
+        return None
+    if view.framework not in _COPIES:
+        return x
+    return x.reshape(view.shape)
+
+
+def _at(x: Any, view: ArrayView, index: tuple[int, ...]) -> tuple[Any, ArrayView]:
+    """Matrix ``index`` of the batch (broadcast: a dimension of 1, or a missing one, is index 0)."""
+    lead = view.shape[:-2]
+    own = tuple(0 if extent == 1 else i for extent, i in zip(lead, index[len(index) - len(lead):]))
+    offset = sum(i * s for i, s in zip(own, view.strides))
+    sub = view.with_layout(view.shape[-2:], view.strides[-2:])
+    sub.ptr = view.ptr + offset * view.itemsize
+    return (x[own] if view.framework in _COPIES else x), sub
+
+
+def _empty_sum(out: Any, ov: ArrayView, c: Any, bias: Any, beta: float, in_dtype: str, od: str) -> None:
+    """K = 0: ``beta * c + bias`` (an empty sum of products is 0), by the framework."""
+    if c is None and bias is None:
+        if ov.framework in _COPIES:
+            out[...] = 0
+            return
+        raise _error(("matmul-layout", "a.shape", "K = 0", "tmagen writes the zeros of an empty product with "
+                      "PyTorch or CuPy", "pass PyTorch or CuPy arrays"))
+    if ov.framework not in _COPIES:
+        raise _error(("matmul-layout", "a.shape", "K = 0", "tmagen adds c and bias to an empty product with "
+                      "PyTorch or CuPy", "pass PyTorch or CuPy arrays"))
+    total: Any = 0
+    if c is not None:
+        total = _float32(c) * beta
+    if bias is not None:
+        total = total + _float32(bias)
+    out[...] = total
+
+
+def _float32(x: Any) -> Any:
+    return x.float() if hasattr(x, "float") and callable(x.float) else x.astype("float32")
+
+
+# ----------------------------------------------------------------------------- PyTorch
+_TORCH: Any = None
+
+
+def _through_torch(a: Any, b: Any, bias: Any, c: Any) -> bool:
+    """Tensors that torch.compile traces, or that need gradients: the registered op runs them."""
+    t = _TORCH
+    if t.compiler.is_compiling():
+        return True
+    return (a.requires_grad or b.requires_grad or (bias is not None and bias.requires_grad) or
+            (c is not None and c.requires_grad)) and t.is_grad_enabled()
+
+
+def _torch_dtype(x: Any) -> Any:
+    if x is None or isinstance(x, _TORCH.dtype):
+        return x
+    name = _dtype_name(x)
+    if name not in OUT_TYPES:
+        raise _error(("matmul-types", "out_dtype", str(x), "the matmul writes bfloat16, float16 or float32",
+                      "pass one of those"))
+    return getattr(_TORCH, name)
+
+
+def register_torch_op() -> None:
+    """Registers ``torch.ops.tmagen.matmul`` (`tmagen.torch_ops` calls this once): the eager path as
+    a custom operator, its fake implementation (shapes and dtype for torch.compile) and its autograd
+    formula."""
+    global _TORCH
+    import torch
+
+    op = torch.library.custom_op(
+        "tmagen::matmul", _torch_eager, mutates_args=(), device_types="cuda",
+        schema="(Tensor a, Tensor b, Tensor? bias, Tensor? c, float alpha, float beta, ScalarType? out_dtype) "
+               "-> Tensor")
+    op.register_fake(_torch_fake)
+    op.register_autograd(_torch_backward, setup_context=_torch_setup)
+    _TORCH = torch
+
+
+def _torch_eager(a: Any, b: Any, bias: Any, c: Any, alpha: float, beta: float, out_dtype: Any) -> Any:
+    return matmul_eager(a, b, bias=bias, c=c, alpha=alpha, beta=beta,
+                        out_dtype=None if out_dtype is None else str(out_dtype).removeprefix("torch."))
+
+
+def _torch_fake(a: Any, b: Any, bias: Any, c: Any, alpha: float, beta: float, out_dtype: Any) -> Any:
+    torch = _TORCH
+    torch._check(a.dim() >= 2 and b.dim() >= 2, lambda: "tmagen::matmul takes matrices or batches of them")
+    torch._check(a.shape[-1] == b.shape[-2], lambda: f"tmagen::matmul: a is {tuple(a.shape)}, b {tuple(b.shape)}")
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return a.new_empty((*batch, a.shape[-2], b.shape[-1]), dtype=out_dtype if out_dtype is not None else a.dtype)
+
+
+def _torch_setup(ctx: Any, inputs: Sequence[Any], output: Any) -> None:
+    a, b, bias, c, alpha, beta, _ = inputs
+    ctx.save_for_backward(a, b)
+    ctx.alpha, ctx.beta = alpha, beta
+    ctx.bias_meta = None if bias is None else (tuple(bias.shape), bias.dtype)
+    ctx.c_meta = None if c is None else (tuple(c.shape), c.dtype)
+
+
+def _torch_backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
+    """grad_a = alpha grad b^T, grad_b = alpha a^T grad (by the op itself where the types let it),
+    grad_c = beta grad, grad_bias = grad summed along the bias's broadcast dimensions."""
+    a, b = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    ga = gb = g_bias = g_c = None
+    if need[0]:
+        ga = _grad_product(grad, b.mT, ctx.alpha, a.dtype).sum_to_size(a.shape)
+    if need[1]:
+        if b.dim() == 2 and a.dim() > 2:  # one product over every row of the batch
+            gb = _grad_product(a.reshape(-1, a.shape[-1]).mT, grad.reshape(-1, grad.shape[-1]), ctx.alpha, b.dtype)
+        else:
+            gb = _grad_product(a.mT, grad, ctx.alpha, b.dtype).sum_to_size(b.shape)
+    if need[2] and ctx.bias_meta is not None:
+        shape, dtype = ctx.bias_meta
+        g_bias = grad.sum_to_size(shape).to(dtype)
+    if need[3] and ctx.c_meta is not None:
+        shape, dtype = ctx.c_meta
+        g_c = (grad * ctx.beta).sum_to_size(shape).to(dtype)
+    return ga, gb, g_bias, g_c, None, None, None
+
+
+def _grad_product(x: Any, y: Any, alpha: float, dtype: Any) -> Any:
+    torch = _TORCH
+    if x.dtype == y.dtype and x.dtype in (torch.bfloat16, torch.float16):
+        return torch.ops.tmagen.matmul(x, y, None, None, alpha, 0.0, dtype)
+    # an fp32 gradient (out_dtype float32): the tensor cores take 16-bit inputs, so torch's product
+    return (torch.matmul(x.float(), y.float()) * alpha).to(dtype)
+
+
+__all__ = ["matmul", "matmul_eager", "kernel", "ops_spec", "register_torch_op"]
