@@ -64,7 +64,8 @@ class FakeFamily:
         self.in_dtype, self.out_dtype, self.b_major = in_dtype, out_dtype, b_major
         self.calls: list[tuple] = []
 
-    def launch(self, inputs: list, out: Any, **params: Any) -> None:
+    def launch(self, inputs: list, out: Any, stream: Any = None, params: dict[str, Any] | None = None) -> None:
+        params = params or {}
         a, b = inputs
         for v, name in ((a, "a"), (b, "b"), (out, "out")):
             _tma_addressable(v, name, stores=name == "out")
@@ -105,7 +106,6 @@ def family(monkeypatch: pytest.MonkeyPatch) -> dict:
         return like.obj.new_empty(tuple(shape), dtype=getattr(torch, dtype) if dtype else None)
 
     monkeypatch.setattr(ops_matmul, "kernel", kernel)
-    monkeypatch.setattr(ops_matmul, "_epilogue_ready", lambda: True)
     monkeypatch.setattr(arrays, "empty", empty)
     monkeypatch.setattr(ops_matmul, "_RECIPES", {})
     return kernels
@@ -432,15 +432,16 @@ def test_a_loaded_kernel_hands_keyword_parameters_to_its_launcher(monkeypatch: p
     k = tmagen.load(ops_matmul.ops_spec("float16", "float32", "mn"))
     bound: list[dict] = []
 
-    def bind(plan: Any, inputs: Any, out: Any, multiprocessors: int, **params: Any) -> Call:
+    def bind(plan: Any, inputs: Any, out: Any, multiprocessors: int, workspace: Any = None, **params: Any) -> Call:
         bound.append(params)
         return Call((), skip=True)
 
     monkeypatch.setattr(k, "launcher", type("L", (), {"bind": staticmethod(bind), "inputs": ("a", "b"),
+                                                      "parameters": k.launcher.parameters,
                                                       "problems": k.launcher.problems,
                                                       "output_shape": k.launcher.output_shape})())
     monkeypatch.setattr(runtime, "pointer_device", lambda ptr: 0)
-    monkeypatch.setattr(kernels, "_multiprocessors", lambda device: 132)
+    monkeypatch.setattr(kernels, "multiprocessors", lambda device: 132)
     a, b, out = Raw((64, 32), 1 << 40, "<f2"), Raw((32, 48), 2 << 40, "<f2"), Raw((64, 48), 3 << 40)
     for c_ptr in (4 << 40, 4 << 40, 5 << 40):
         k(a, b, out=out, c=Raw((64, 48), c_ptr), alpha=2.0, beta=0.5, bias=None)
