@@ -2,7 +2,7 @@
 in tmagen/ops_specs (the tuned specs tmagen.ops runs) at 1 GiB (transposes, and two copies, also on
 ragged and odd-stride shapes),
 each case's candidates (tmagen, cudaMemcpyAsync, PyTorch, CuPy, Triton) interleaved on the same
-tensors; the matmul section (lab/matmul_bench.py: 50 named shapes in six classes, tmagen.ops.matmul
+tensors; the matmul section (lab/matmul_bench.py: 53 named shapes in six classes, tmagen.ops.matmul
 beside cuBLAS and Triton); and a size sweep for the plot.
 
     python3 benchmarks/run.py OUTDIR                 # writes OUTDIR/bench.json (after every case)

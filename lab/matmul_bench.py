@@ -37,7 +37,7 @@ CLASSES: dict[str, str] = {
                              "(K = 4104, N = 14344, or A and B sliced views of rows K + 8 long)",
 }
 LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336))
-LLM_M = (1, 16, 64, 256, 1024, 4096, 16384)
+LLM_M = (1, 16, 64, 256, 1024, 2048, 8192, 16384)
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class MatmulShape:
 
 
 def matmul_shapes() -> list[MatmulShape]:
-    """The named shape set: 50 shapes in six classes."""
+    """The named shape set: 53 shapes in six classes."""
     shapes = [MatmulShape(s, s, s, "square-tile-multiple") for s in (256, 512, 1024, 2048, 4096, 8192, 16384)]
     shapes += [MatmulShape(s, s, s, "square-ragged") for s in (264, 1000, 2056, 3000, 4000, 6000, 10000, 15000)]
     shapes += [MatmulShape(m, n, k, "llm-projection") for n, k in LLM_NK for m in LLM_M]
