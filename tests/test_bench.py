@@ -575,3 +575,46 @@ def test_matmul_report_of_a_run_before_the_shape_set() -> None:
     text = bench_report.markdown_report(data)
     assert _row(text, "| unclassified | 4096 | 4096 | 4096 | K | 687 | 723 | 598 | 0.950 (0.950-0.950) met |")
     assert _row(text, "| unclassified | 2 |")
+
+
+class _DeviceArray:
+    """What the spec path reads of a torch tensor (data_ptr, shape, stride), over emulated memory."""
+
+    def __init__(self, ptr: int, shape: tuple[int, int], strides: tuple[int, int]) -> None:
+        self.ptr, self.shape, self.strides = ptr, shape, strides
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def stride(self) -> tuple[int, int]:
+        return self.strides
+
+
+def test_matmul_spec_path_binds_sliced_views_by_their_strides(monkeypatch) -> None:
+    """tmagen's candidate through the tuned spec, on the emulated GPU: A and B sliced views (rows
+    K + 8 long, NaN past K) and a C whose rows are no multiple of 128 bytes give A B^T, so the
+    maps were encoded with each operand's own pitch."""
+    import numpy as np
+
+    import emulated_gpu
+
+    device = emulated_gpu.install(monkeypatch)
+    plan = load_plan(REPO / "tmagen" / "ops_specs" / "bench_matmul_bfloat16.json")
+    monkeypatch.setattr(emulated_gpu.Module, "b_major", {plan.kernel.symbol: "k"})
+    m, n, k, ld = 100, 72, 40, 48
+    rng = np.random.default_rng(5)
+
+    def operand(rows: int) -> tuple[np.ndarray, _DeviceArray]:
+        bits = np.full((rows, ld), 0x7FC0, dtype=np.uint16)  # bfloat16 NaN past K
+        bits[:, :k] = (rng.standard_normal((rows, k)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        buf = emulated_gpu.Buffer.from_array(bits.view(np.uint8))
+        values = (bits[:, :k].astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        return values, _DeviceArray(buf.ptr, (rows, k), (ld, 1))
+
+    (av, a), (bv, b) = operand(m), operand(n)
+    out = emulated_gpu.Buffer(m * n * 2)
+    launch = matmul_bench.tmagen_spec(plan.spec, b"emulated", device)
+    launch(a, b, _DeviceArray(out.ptr, (m, n), (n, 1)))
+    c = (out.download(np.uint16, (m, n)).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    reference = av @ bv.T
+    assert np.abs(c - reference).max() <= 2.0 ** -7 * np.abs(reference).max()
