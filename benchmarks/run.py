@@ -275,7 +275,7 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
             record = run_case(case, by_name, cubins, device, method, triton)
         except Exception as exc:  # noqa: BLE001 - the case is reported as failed and the suite goes on
             first = str(exc).splitlines()[0] if str(exc) else ""
-            record = {"shape": case.shape, "dtype": case.dtype, "candidates": [], "retried_rounds": 0,
+            record = {"shape": case.shape, "ld": case.ld, "dtype": case.dtype, "candidates": [], "retried_rounds": 0,
                       "failed": [{"name": "the whole case", "role": "tmagen", "why": f"{type(exc).__name__}: {first}"}]}
         record = {"group": case.group, "spec": case.spec, "shape_kind": case.shape_kind, "size_mib": case.size_mib,
                   **record, "seconds": round(time.perf_counter() - t0, 1)}

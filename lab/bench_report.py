@@ -342,8 +342,8 @@ def _matmul_lines(matmuls: list[dict[str, Any]]) -> list[str]:
                   f"- Shapes at or above {MATMUL_FLOOR_OF_CUBLAS:.2f} of cuBLAS: "
                   f"{_tally(matmuls, _cublas, MATMUL_FLOOR_OF_CUBLAS)}",
                   f"- Shapes ahead of Triton: {_tally(matmuls, best_triton, OF_BEST_PEER)}"]
-        untimed = [_mnk(c) for c in matmuls if _mine(c) is None and c.get("candidates") is not None]
-        if len(untimed) < len(matmuls) and untimed:
+        untimed = [_mnk(c) for c in matmuls if _mine(c) is None]
+        if untimed:
             lines.append(f"- Without a tmagen figure (see the notes): {', '.join(untimed)}")
         lines.append("")
     lines += ["Each class's geometric means (lowest-highest as above), each over the shapes where both candidates "
