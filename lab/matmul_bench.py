@@ -184,7 +184,9 @@ def tmagen_ops() -> MatmulLaunch:
     user holding a linear layer's weight would."""
     import tmagen.ops
 
-    matmul = tmagen.ops.matmul  # type: ignore[attr-defined]  # another part of issue 18 adds it
+    matmul = getattr(tmagen.ops, "matmul", None)  # another part of issue 18 adds it
+    if matmul is None:
+        raise RuntimeError("this tmagen.ops has no matmul: time the tuned spec (run.py --tmagen-matmul spec)")
 
     def launch(a: Any, b: Any, c: Any) -> None:
         matmul(a, b.T, out=c)
