@@ -121,23 +121,25 @@ def transpose_tma(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
 MATMUL_SMEM_BYTES = 227 * 1024  # a Hopper block's shared memory
 
 
-# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): the tiles of Triton's tutorials and their
-# neighbours, from 64 x 128 for short problems to 128 x 256 (and 256 x 128) for large ones, and
-# BLOCK_K = 128 where the tiles are small enough to hold it; GROUP_M 8 throughout.
-MATMUL_TMA_TILES = [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3),
-                    (128, 128, 64, 4, 3), (128, 128, 64, 4, 4), (128, 128, 64, 8, 3), (128, 128, 64, 8, 4),
-                    (128, 128, 128, 4, 3), (128, 128, 128, 8, 3),
-                    (64, 256, 64, 4, 3), (64, 256, 64, 4, 4),
-                    (64, 128, 128, 4, 3), (64, 128, 128, 4, 4),
-                    (128, 64, 64, 4, 3), (128, 64, 64, 4, 4)]
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M): the tiles of Triton's tutorials and
+# their neighbours, from 64 x 128 for short problems to 128 x 256 (and 256 x 128) for large ones,
+# BLOCK_K = 128 where the tiles are small enough to hold it; groups of 8 rows of tiles, and of 16
+# for the large tiles (more reuse of B in L2 on wide problems).
+MATMUL_TMA_TILES = [(128, 256, 64, 8, 3, 8), (256, 128, 64, 8, 3, 8),
+                    (128, 256, 64, 8, 3, 16), (256, 128, 64, 8, 3, 16),
+                    (128, 128, 64, 4, 3, 8), (128, 128, 64, 4, 4, 8), (128, 128, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8),
+                    (128, 128, 128, 4, 3, 8), (128, 128, 128, 8, 3, 8),
+                    (64, 256, 64, 4, 3, 8), (64, 256, 64, 4, 4, 8),
+                    (64, 128, 128, 4, 3, 8), (64, 128, 128, 4, 4, 8),
+                    (128, 64, 64, 4, 3, 8), (128, 64, 64, 4, 4, 8)]
 
 
 def matmul_configs() -> list[triton.Config]:
-    """The 14 configurations of MATMUL_TMA_TILES; :func:`fitting_matmul_configs` keeps those a
-    Hopper SM can hold for the operands' element size (all 14 for 2-byte elements)."""
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_warps=w, num_stages=s,
+    """The 16 configurations of MATMUL_TMA_TILES; :func:`fitting_matmul_configs` keeps those a
+    Hopper SM can hold for the operands' element size (all 16 for 2-byte elements)."""
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g}, num_warps=w, num_stages=s,
                           pre_hook=_matmul_blocks)
-            for bm, bn, bk, w, s in MATMUL_TMA_TILES]
+            for bm, bn, bk, w, s, g in MATMUL_TMA_TILES]
 
 
 def fitting_matmul_configs(configs: list[triton.Config], named_args: dict[str, Any],

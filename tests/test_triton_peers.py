@@ -33,7 +33,7 @@ def test_triton_peers_match_pytorch_in_the_interpreter() -> None:
 
 
 def test_autotuning_sets_are_what_the_budget_counts() -> None:
-    """18 configurations for each copy and transpose kernel, the matmul's 14 (TMA; all of which a
+    """18 configurations for each copy and transpose kernel, the matmul's 16 (TMA; all of which a
     Hopper SM holds for bfloat16: accumulator registers, shared memory) and 10 (pointer tiles):
     benchmarks/run.py's estimate counts these."""
     _need_triton()
@@ -62,6 +62,7 @@ def test_autotuning_sets_are_what_the_budget_counts() -> None:
     # the tutorials' large tiles, and tiles of 64 rows for short M
     tiles = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) for c in kept}
     assert {(128, 256, 64), (256, 128, 64), (128, 128, 64), (64, 128, 128)} <= tiles
+    assert {c.kwargs["GROUP_M"] for c in kept} == {8, 16}
     # fp32 operands: the prune drops what a Hopper SM cannot hold
     fp32 = types.SimpleNamespace(base=types.SimpleNamespace(element_size=lambda: 4))
     assert 0 < len(tp.fitting_matmul_configs(tp.matmul_configs(), {"a_desc": fp32})) < len(kept)
