@@ -2,11 +2,13 @@
 in tmagen/ops_specs (the tuned specs tmagen.ops runs) at 1 GiB (transposes, and two copies, also on
 ragged and odd-stride shapes),
 each case's candidates (tmagen, cudaMemcpyAsync, PyTorch, CuPy, Triton) interleaved on the same
-tensors; the matmul shapes (cuBLAS, Triton and tmagen's matmul when a launcher is given); and a
-size sweep for the plot.
+tensors; the matmul section (lab/matmul_bench.py: 53 named shapes in six classes, tmagen.ops.matmul
+beside cuBLAS and Triton); and a size sweep for the plot.
 
     python3 benchmarks/run.py OUTDIR                 # writes OUTDIR/bench.json (after every case)
     python3 benchmarks/run.py OUTDIR --only matmul   # or copy, transpose, sweep; comma-separated
+    python3 benchmarks/run.py OUTDIR --only matmul --matmul-class short-K,long-K   # some classes only
+    python3 benchmarks/run.py OUTDIR --only matmul --tmagen-matmul spec  # the tuned spec, not tmagen.ops.matmul
     python3 benchmarks/run.py OUTDIR --quick         # fewer rounds: a smoke run
     python3 benchmarks/run.py --estimate             # the plan and its expected duration; runs nothing
     python3 -m lab.bench_report OUTDIR/bench.json    # BENCHMARKS.md and its plot, on any machine
@@ -32,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 SPECS = HERE.parent / "tmagen" / "ops_specs"  # the tuned specs, one copy: what tmagen.ops runs is what is timed
 sys.path.insert(0, str(HERE.parent))
 
+from lab import matmul_bench  # noqa: E402
 from tmagen.bench import Method  # noqa: E402
 from tmagen.dtypes import DTYPES  # noqa: E402
 from tmagen.plan import load as load_plan  # noqa: E402
@@ -39,7 +42,6 @@ from tmagen.plan import resolve  # noqa: E402
 from tmagen.spec import MatmulKernel, Spec, TransposeKernel  # noqa: E402
 
 GROUPS = ("copy", "transpose", "matmul", "sweep")
-MATMUL_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000), (8192, 8192, 1024), (6144, 6144, 2048)]
 SWEEP = {"bench_copy_float32": 4, "bench_transpose_float32": 4, "bench_transpose_bfloat16": 2,
          "bench_transpose_uint8": 1}
 SWEEP_MIB = (16, 64, 256, 1024, 2048)
@@ -75,9 +77,11 @@ class Case:
     shape: list[int]
     dtype: str
     size_mib: int | None = None  # sweep cases
+    ld: int | None = None  # matmul cases: A's and B's row pitch in elements where they are sliced views
 
 
-def plan(specs: list[Spec], groups: set[str]) -> list[Case]:
+def plan(specs: list[Spec], groups: set[str], tmagen_matmul: str = "spec",
+         matmul_classes: set[str] | None = None) -> list[Case]:
     cases = []
     for spec in specs:
         if isinstance(spec.kernel, MatmulKernel):
@@ -94,10 +98,8 @@ def plan(specs: list[Spec], groups: set[str]) -> list[Case]:
             box = list(t.box) if is_t else [b if b <= 128 // es else 128 // es for b in t.box]
             cases.append(Case(group, spec.name, "ragged", ragged(shape, es, box), t.dtype))
             cases.append(Case(group, spec.name, "odd strides", odd(shape, es), t.dtype))
-    if "matmul" in groups:  # tmagen's matmul of each benchmark spec beside the peers (the peers alone without one)
-        matmuls = [s for s in specs if isinstance(s.kernel, MatmulKernel)] or [None]
-        cases += [Case("matmul", m.name if m else "", "x".join(map(str, s)), list(s),
-                       m.tensors[2].dtype if m else "bfloat16") for m in matmuls for s in MATMUL_SHAPES]
+    if "matmul" in groups:
+        cases += matmul_cases(specs, tmagen_matmul, matmul_classes)
     if "sweep" in groups:
         dtypes = {s.name: s.tensors[0].dtype for s in specs}
         for mib in SWEEP_MIB:
@@ -109,9 +111,27 @@ def plan(specs: list[Spec], groups: set[str]) -> list[Case]:
     return cases
 
 
+def matmul_cases(specs: list[Spec], tmagen_matmul: str, classes: set[str] | None = None) -> list[Case]:
+    """The matmul section: each shape of the named set (of ``classes``, or all) once with
+    tmagen.ops.matmul ("ops"), or once per matmul spec among ``specs`` ("spec": the tuned spec
+    launched directly), or with the peers alone where there is no spec."""
+    shapes = [s for s in matmul_bench.matmul_shapes() if classes is None or s.shape_class in classes]
+    if tmagen_matmul == "ops":
+        tmagens = [(matmul_bench.OPS, "bfloat16")]
+    else:
+        tmagens = [(m.name, m.tensors[2].dtype) for m in specs if isinstance(m.kernel, MatmulKernel)]
+        tmagens = tmagens or [("", "bfloat16")]
+    return [Case("matmul", name, s.shape_class, [s.m, s.n, s.k], dtype, ld=s.ld) for name, dtype in tmagens
+            for s in shapes]
+
+
+def matmul_shape(case: Case) -> matmul_bench.MatmulShape:
+    return matmul_bench.MatmulShape(*case.shape, case.shape_kind, case.ld)
+
+
 # ----------------------------------------------------------------------------- the budget
 # Rough rates for the estimate (H200): what matters is the order of magnitude of each term.
-GOOD_GBPS, SLOW_TRANSPOSE_GBPS, MATMUL_TFLOPS = 3800.0, 400.0, 600.0
+GOOD_GBPS, SLOW_TRANSPOSE_GBPS = 3800.0, 400.0
 CASE_OVERHEAD_S = {"sweep": 0.3}  # allocation, random data, the checks, CuPy's first compile of a kernel
 CASE_OVERHEAD_DEFAULT_S = 1.5
 TRITON_COMPILE_S = 0.3  # one configuration of a small kernel (measured 0.1 to 0.5 s for sm_90 on 2 cores)
@@ -119,7 +139,8 @@ TRITON_LAUNCHERS_S = 20.0  # Triton builds a C launcher per kernel signature wit
 AUTOTUNE_PER_CONFIG_S = 0.08  # do_bench's 10 ms warm-up and 40 ms of runs, and its overheads
 # Triton kernels per group: (configurations, compiled variants per dtype: the pointer transpose
 # specialises on whether M and N are multiples of 16). tests/test_triton_peers.py checks the counts.
-TRITON_KERNELS = {"copy": [(18, 1)], "transpose": [(18, 2), (18, 1)], "matmul": [(8, 1)]}
+# The matmul's are counted by lab.matmul_bench.estimate.
+TRITON_KERNELS = {"copy": [(18, 1)], "transpose": [(18, 2), (18, 1)]}
 
 
 def estimate(cases: list[Case], method: Method, triton: bool = True) -> tuple[float, list[str]]:
@@ -129,14 +150,16 @@ def estimate(cases: list[Case], method: Method, triton: bool = True) -> tuple[fl
     for c in cases:
         by_group.setdefault(c.group, []).append(c)
     for group, cs in by_group.items():
+        if group == "matmul":
+            seconds, line = matmul_bench.estimate([matmul_shape(c) for c in cs], method, tmagen=any(c.spec for c in cs),
+                                                  triton=triton, ops=any(c.spec == matmul_bench.OPS for c in cs))
+            total += seconds
+            lines.append(f"{line}: ~{seconds:.0f} s")
+            continue
         m = SWEEP_METHOD if group == "sweep" else method
         samples = m.repetitions * m.rounds + m.warmup
         timed = 0.0
         for c in cs:
-            if group == "matmul":
-                one = 2 * math.prod(c.shape) / (MATMUL_TFLOPS * 1e12)
-                timed += samples * (2 + triton) * one * 1.1
-                continue
             nbytes = 2 * math.prod(c.shape) * DTYPES[c.dtype].nbytes
             one = nbytes / (GOOD_GBPS * 1e9)
             if group == "sweep":
@@ -158,7 +181,7 @@ def estimate(cases: list[Case], method: Method, triton: bool = True) -> tuple[fl
                      f"~{compiles * TRITON_COMPILE_S:.0f} s, autotuning {keys} keys ~{tune:.0f} s")
             total += compiles * TRITON_COMPILE_S + tune
         lines.append(line)
-    if triton and set(by_group) - {"sweep"}:
+    if triton and set(by_group) - {"sweep"}:  # the matmul's kernels among them
         total += TRITON_LAUNCHERS_S
         lines.append(f"Triton's launchers ~{TRITON_LAUNCHERS_S:.0f} s")
     return total, lines
@@ -191,6 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", action="append", default=[], help="only these benchmark specs (by name)")
     ap.add_argument("--quick", action="store_true", help=f"{QUICK.rounds} rounds x {QUICK.repetitions} repetitions")
     ap.add_argument("--no-triton", action="store_true", help="leave the Triton peers out")
+    ap.add_argument("--tmagen-matmul", choices=("auto", "ops", "spec"), default="auto",
+                    help="tmagen's matmul: tmagen.ops.matmul (ops), the tuned matmul spec of tmagen/ops_specs "
+                         "launched directly (spec), or ops where tmagen.ops has it (auto, the default)")
+    ap.add_argument("--matmul-class", default="", help="only these classes of matmul shapes (comma-separated: "
+                    f"{', '.join(matmul_bench.CLASSES)})")
     ap.add_argument("--estimate", action="store_true", help="print the plan and its expected duration, run nothing")
     args = ap.parse_args(argv)
     groups = set(args.only.split(","))
@@ -200,7 +228,16 @@ def main(argv: list[str] | None = None) -> int:
     specs = [load_plan(p).spec for p in sorted(SPECS.glob("*.json"))]
     if args.spec:
         specs = [s for s in specs if s.name in args.spec]
-    cases = plan(specs, groups)
+    classes = set(args.matmul_class.split(",")) if args.matmul_class else None
+    if classes and not classes <= set(matmul_bench.CLASSES):
+        ap.error(f"--matmul-class takes {', '.join(matmul_bench.CLASSES)}, not "
+                 f"{', '.join(sorted(classes - set(matmul_bench.CLASSES)))}")
+    tmagen_matmul = args.tmagen_matmul
+    if tmagen_matmul == "auto":
+        tmagen_matmul = "ops" if matmul_bench.has_ops_matmul() else "spec"
+    elif tmagen_matmul == "ops" and not matmul_bench.has_ops_matmul():
+        ap.error("--tmagen-matmul ops: this tmagen.ops has no matmul (use spec)")
+    cases = plan(specs, groups, tmagen_matmul, classes)
     seconds, lines = estimate(cases, method, triton=not args.no_triton)
     print(f"plan: {len(cases)} cases, {method.rounds} rounds x {method.repetitions} repetitions; expected "
           f"~{seconds:.0f} s after the specs compile", flush=True)
@@ -238,7 +275,7 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
             record = run_case(case, by_name, cubins, device, method, triton)
         except Exception as exc:  # noqa: BLE001 - the case is reported as failed and the suite goes on
             first = str(exc).splitlines()[0] if str(exc) else ""
-            record = {"shape": case.shape, "dtype": case.dtype, "candidates": [], "retried_rounds": 0,
+            record = {"shape": case.shape, "ld": case.ld, "dtype": case.dtype, "candidates": [], "retried_rounds": 0,
                       "failed": [{"name": "the whole case", "role": "tmagen", "why": f"{type(exc).__name__}: {first}"}]}
         record = {"group": case.group, "spec": case.spec, "shape_kind": case.shape_kind, "size_mib": case.size_mib,
                   **record, "seconds": round(time.perf_counter() - t0, 1)}
@@ -254,17 +291,30 @@ def run_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, bytes], dev
     from lab import peers
 
     if case.group == "matmul":
-        m, n, k = case.shape
-        tmagen = peers.tmagen_matmul(by_name[case.spec], cubins[case.spec], device) if case.spec else None
-        return peers.matmul_case(m, n, k, method, dtype=case.dtype, triton=triton, tmagen=tmagen)
+        return run_matmul_case(case, by_name, cubins, device, method, triton)
     if case.group == "sweep":
         return peers.sweep_case(by_name[case.spec], cubins[case.spec], device, case.shape, SWEEP_METHOD)
     return peers.data_movement_case(by_name[case.spec], cubins[case.spec], device, case.shape, method, triton=triton)
 
 
+def run_matmul_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, bytes], device: Any, method: Method,
+                    triton: bool) -> dict[str, Any]:
+    if case.spec == matmul_bench.OPS:
+        tmagen, name = matmul_bench.tmagen_ops(), matmul_bench.OPS
+    elif case.spec:
+        tmagen = matmul_bench.tmagen_spec(by_name[case.spec], cubins[case.spec], device)
+        name = f"tmagen {case.spec} (spec)"
+    else:
+        tmagen, name = None, ""
+    return matmul_bench.matmul_case(matmul_shape(case), method, tmagen, name, dtype=case.dtype, triton=triton)
+
+
 def one_line(record: dict[str, Any]) -> str:
     """What a case measured, for the log."""
-    what = f"{record['group']:9s} {record['spec'] or 'matmul':26s} {record['shape_kind']:11s} {record['dtype']:8s}"
+    kind = record["shape_kind"]
+    if record["group"] == "matmul":
+        kind += " " + "x".join(map(str, record["shape"])) + (f" ld {record['ld']}" if record.get("ld") else "")
+    what = f"{record['group']:9s} {record['spec'] or 'matmul':26s} {kind:11s} {record['dtype']:8s}"
     figures = []
     for c in record["candidates"]:
         value = f"{c['tflops']:.0f} TFLOP/s" if c.get("tflops") else f"{c['gbps']:.0f}"

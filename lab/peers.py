@@ -6,9 +6,8 @@ Everything here runs on a GPU with PyTorch; CuPy and Triton are optional (a miss
 reported as such). tmagen imports this module only for benchmarks, and it imports PyTorch,
 CuPy and Triton only when called, so tmagen stays importable without them.
 
-Every candidate's output is checked against PyTorch's before it is timed (bit for bit for copies
-and transposes; for matmuls against a float64 product, within the output type's rounding), and
-one that fails is reported as failed, never timed.
+Every candidate's output is checked against PyTorch's before it is timed (bit for bit), and one
+that fails is reported as failed, never timed. The matmul's candidates are in lab/matmul_bench.py.
 """
 
 from __future__ import annotations
@@ -319,90 +318,4 @@ def sweep_case(spec: Spec, cubin: bytes, device: runtime.Device, shape: Sequence
 
 
 # ----------------------------------------------------------------------------- matmul
-MatmulLaunch = Callable[[Any, Any, Any], object]  # (a [M,K], b [N,K], c [M,N]) -> queues c = a @ b.T
-
-
-def matmul_check(c: Any, reference: Any) -> str | None:
-    """None when ``c`` matches ``reference`` (float64) within twice the rounding of bfloat16
-    (2^-7 of the largest magnitude), else the error; NaN (the poison) fails."""
-    err = (c.double() - reference).abs().max().item()
-    tol = 2.0 ** -7 * reference.abs().max().item()
-    if not err <= tol:  # NaN fails too
-        return f"max |C - A B^T| = {err:.3g}, more than {tol:.3g}"
-    return None
-
-
-def tmagen_matmul(spec: Spec, cubin: bytes, device: runtime.Device) -> MatmulLaunch:
-    """The launch of ``spec``'s matmul kernel on torch tensors a, b, c (C = A B^T, K-major B), on
-    the default stream; the tensor maps of each set of tensors are encoded once."""
-    module = runtime.Module(cubin)
-    plan = resolve(spec)
-    family = plan.kernel.family
-    kernels = [module.function(v.symbol, v.smem_bytes) for v in family]
-    prepared: dict[tuple[int, ...], tuple[Any, list]] = {}
-    workspaces: list[runtime.Buffer] = []
-
-    def workspace(counter_bytes: int, partial_bytes: int) -> tuple[int, int]:
-        workspaces.extend((runtime.Buffer(counter_bytes), runtime.Buffer(partial_bytes)))
-        workspaces[-2].fill(0)
-        return workspaces[-2].ptr, workspaces[-1].ptr
-
-    def launch(a: Any, b: Any, c: Any) -> None:
-        key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), *a.shape, *b.shape)
-        if key not in prepared:
-            prepared[key] = launch_parameters(plan, [Array.of(a.data_ptr(), a.shape), Array.of(b.data_ptr(), b.shape)],
-                                              Array.of(c.data_ptr(), c.shape), device.multiprocessors, workspace)
-        call, params = prepared[key]
-        kernels[call.kernel].launch(call.grid, family[call.kernel].threads, params)
-
-    launch.module = module  # type: ignore[attr-defined]  # alive as long as the launch
-    return launch
-
-
-def matmul_case(m: int, n: int, k: int, method: Method, dtype: str = "bfloat16",
-                tmagen: MatmulLaunch | None = None, seed: int = 0, triton: bool = True) -> dict[str, Any]:
-    """C = A @ B.T for A [M, K] and B [N, K] (K-major), fp32 accumulation, output in ``dtype``:
-    cuBLAS (through torch.mm), Triton's persistent TMA matmul (autotuned) and, when given,
-    tmagen's matmul (``tmagen(a, b, c)`` queues it on the default stream), on the same tensors,
-    interleaved; TFLOP/s count 2 M N K. Inputs rotate through several sets where A and B would
-    fit in L2."""
-    free_memory()
-    torch = _torch()
-    dt = torch_dtype(dtype)
-    in_bytes = (m * k + n * k) * dt.itemsize
-    sets = rotation(in_bytes, l2_bytes())
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(seed)
-    a_s = [torch.randn(m, k, device="cuda", generator=gen).to(dt) for _ in range(sets)]
-    b_s = [torch.randn(n, k, device="cuda", generator=gen).to(dt) for _ in range(sets)]
-    c_s = [torch.empty(m, n, device="cuda", dtype=dt) for _ in range(sets)]
-    reference = a_s[0].double() @ b_s[0].double().T
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-
-    def candidate(name: str, role: str, fn: MatmulLaunch, note: Callable[[], str] = lambda: "") -> Candidate:
-        def check() -> str | None:
-            c_s[0].fill_(float("nan"))
-            fn(a_s[0], b_s[0], c_s[0])
-            return matmul_check(c_s[0], reference)
-
-        return Candidate(name, role, lambda i: fn(a_s[i], b_s[i], c_s[i]), check, note)
-
-    cands = []
-    if tmagen is not None:
-        cands.append(candidate("tmagen matmul", "tmagen", tmagen))
-    cands.append(candidate("cuBLAS (torch.mm)", "peer", lambda a, b, c: torch.mm(a, b.T, out=c)))
-    tp = _triton(triton)
-    if tp is not None:
-        cands.append(candidate("Triton TMA persistent (autotuned)", "peer",
-                               lambda a, b, c: tp.matmul(a, b, c, num_sms),
-                               note=lambda: tp.chosen_config(tp.matmul_kernel)))
-    return time_case(cands, method, shape=(m, n, k), dtype=dtype, bytes_moved=in_bytes + m * n * dt.itemsize,
-                     flops=2 * m * n * k, sets=sets)
-
-
-def time_matmul(m: int, n: int, k: int, tmagen: MatmulLaunch | None = None, dtype: str = "bfloat16",
-                method: Method | None = None) -> dict[str, Any]:
-    """The entry point for tmagen's matmul: ``tmagen(a, b, c)`` must queue C = A @ B.T on the
-    default stream for torch tensors a [M, K], b [N, K] and c [M, N] of ``dtype``. Returns the case
-    record (each candidate's TFLOP/s, median and spread, and the checks that failed)."""
-    return matmul_case(m, n, k, method or Method(), dtype, tmagen)
+# The matmul's case, its shape set and tmagen's candidates are in lab/matmul_bench.py.

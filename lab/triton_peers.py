@@ -1,7 +1,8 @@
 """The Triton kernels tmagen's benchmark measures itself against, written as a Triton user would
 write them: a pointer-tile transpose (``tl.load``, ``tl.trans``, ``tl.store`` on a 2-D grid, a
-third grid axis for batches), a transpose on TMA tensor descriptors, a plain copy, and a
-persistent matmul on TMA descriptors in the manner of Triton's tutorial 09. Each is
+third grid axis for batches), a transpose on TMA tensor descriptors, a plain copy, a
+persistent matmul on TMA descriptors in the manner of Triton's tutorial 09, and a plain matmul on
+pointer tiles (``tl.load`` with masks) in the manner of its tutorial 03, for small M. Each is
 ``@triton.autotune``d over a set of configurations a user would try.
 
 This module imports Triton (and so needs it and PyTorch); tmagen imports it only when a
@@ -120,13 +121,25 @@ def transpose_tma(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
 MATMUL_SMEM_BYTES = 227 * 1024  # a Hopper block's shared memory
 
 
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M): the tiles of Triton's tutorials and
+# their neighbours, from 64 x 128 for short problems to 128 x 256 (and 256 x 128) for large ones,
+# BLOCK_K = 128 where the tiles are small enough to hold it; groups of 8 rows of tiles, and of 16
+# for the large tiles (more reuse of B in L2 on wide problems).
+MATMUL_TMA_TILES = [(128, 256, 64, 8, 3, 8), (256, 128, 64, 8, 3, 8),
+                    (128, 256, 64, 8, 3, 16), (256, 128, 64, 8, 3, 16),
+                    (128, 128, 64, 4, 3, 8), (128, 128, 64, 4, 4, 8), (128, 128, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8),
+                    (128, 128, 128, 4, 3, 8), (128, 128, 128, 8, 3, 8),
+                    (64, 256, 64, 4, 3, 8), (64, 256, 64, 4, 4, 8),
+                    (64, 128, 128, 4, 3, 8), (64, 128, 128, 4, 4, 8),
+                    (128, 64, 64, 4, 3, 8), (128, 64, 64, 4, 4, 8)]
+
+
 def matmul_configs() -> list[triton.Config]:
-    """BLOCK_M x BLOCK_N x BLOCK_K in {128, 256} x {128, 256} x {64}, 4 or 8 warps, 3 to 5 stages,
-    GROUP_M 8: 24 configurations, of which :func:`fitting_matmul_configs` keeps those a Hopper SM
-    can hold."""
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=w, num_stages=s,
+    """The 16 configurations of MATMUL_TMA_TILES; :func:`fitting_matmul_configs` keeps those a
+    Hopper SM can hold for the operands' element size (all 16 for 2-byte elements)."""
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g}, num_warps=w, num_stages=s,
                           pre_hook=_matmul_blocks)
-            for bm in (128, 256) for bn in (128, 256) for w in (4, 8) for s in (3, 4, 5)]
+            for bm, bn, bk, w, s, g in MATMUL_TMA_TILES]
 
 
 def fitting_matmul_configs(configs: list[triton.Config], named_args: dict[str, Any],
@@ -163,7 +176,7 @@ def _tile_of(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 @triton.autotune(configs=matmul_configs(), key=["M", "N", "K"], do_bench=_bench,
                  prune_configs_by={"early_config_prune": fitting_matmul_configs})
-@triton.jit
+@triton.jit(do_not_specialize=["M", "N", "K"])  # the descriptors carry the shape: one compile per configuration
 def matmul_kernel(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -194,6 +207,53 @@ def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: int) -> t
     c_desc = TensorDescriptor.from_tensor(c, [128, 128])
     grid = lambda meta: (min(num_sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)  # noqa: E731
     matmul_kernel[grid](a_desc, b_desc, c_desc, m, n, k, NUM_SMS=num_sms)
+    return c
+
+
+# ----------------------------------------------------------------------------- matmul, pointer tiles
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): small row tiles for few rows (M of 1 to 256),
+# narrow column tiles so that a small M still spreads over the SMs, long K steps to keep loads in flight.
+MATMUL_POINTER_TILES = [(16, 32, 256, 4, 4), (16, 64, 128, 4, 4), (16, 64, 256, 4, 3), (16, 128, 128, 4, 4),
+                        (32, 64, 128, 4, 4), (32, 128, 64, 4, 4), (64, 64, 128, 4, 4), (64, 128, 64, 4, 4),
+                        (64, 128, 128, 8, 3), (128, 128, 64, 8, 4)]
+
+
+def matmul_pointer_configs() -> list[triton.Config]:
+    """The 10 configurations of MATMUL_POINTER_TILES, GROUP_M 8."""
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_warps=w, num_stages=s)
+            for bm, bn, bk, w, s in MATMUL_POINTER_TILES]
+
+
+@triton.autotune(configs=matmul_pointer_configs(), key=["M", "N", "K"], do_bench=_bench)
+@triton.jit
+def matmul_pointer_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bn, stride_cm,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    # rows of A, B and C at their own pitches, the last dimension of each contiguous
+    pid_m, pid_n = _tile_of(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + rows[:, None].to(tl.int64) * stride_am + ks[None, :]
+    b_ptrs = b_ptr + cols[None, :].to(tl.int64) * stride_bn + ks[:, None]  # a [BLOCK_K, BLOCK_N] tile of B^T
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=(rows[:, None] < M) & (ks[None, :] < left), other=0.0)
+        b = tl.load(b_ptrs, mask=(ks[:, None] < left) & (cols[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K
+        b_ptrs += BLOCK_K
+    c_ptrs = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :]
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+def matmul_pointer(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """``c`` = ``a @ b.T`` for ``a`` [M, K], ``b`` [N, K] and ``c`` [M, N], each row-contiguous at
+    its own pitch, fp32 accumulation."""
+    m, k = a.shape
+    n = b.shape[0]
+    grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
+    matmul_pointer_kernel[grid](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0))
     return c
 
 

@@ -17,7 +17,7 @@
 # The campaign writes OUT/reliability/: reliability.json and .md (docs/reliability.md's source),
 # failures/ (each failing spec, to copy into tests/data/reliability/) and logs/.
 # With BENCH=full (or BENCH=quick) it also runs the benchmark suite with its peers (benchmarks/run.py,
-# about 5 minutes; it needs PyTorch, and CuPy and Triton for their peers) into $OUT/bench/:
+# about 7 minutes; it needs PyTorch, and CuPy and Triton for their peers) into $OUT/bench/:
 # bench.json, bench.log and the page it renders.
 set -uo pipefail
 reliability=""

@@ -33,8 +33,9 @@ def test_triton_peers_match_pytorch_in_the_interpreter() -> None:
 
 
 def test_autotuning_sets_are_what_the_budget_counts() -> None:
-    """18 configurations for each copy and transpose kernel, the matmul's 24 cut to the 8 a Hopper
-    SM holds (accumulator registers, shared memory): benchmarks/run.py's estimate counts these."""
+    """18 configurations for each copy and transpose kernel, the matmul's 16 (TMA; all of which a
+    Hopper SM holds for bfloat16: accumulator registers, shared memory) and 10 (pointer tiles):
+    benchmarks/run.py's estimate counts these."""
     _need_triton()
     import importlib.util
     import types
@@ -48,15 +49,25 @@ def test_autotuning_sets_are_what_the_budget_counts() -> None:
     assert [n for n, _ in run.TRITON_KERNELS["copy"]] == [len(tp.copy_kernel.configs)] == [18]
     assert [n for n, _ in run.TRITON_KERNELS["transpose"]] == [len(tp.transpose_kernel.configs),
                                                                len(tp.transpose_tma_kernel.configs)] == [18, 18]
+    from lab import matmul_bench
+
     bf16 = types.SimpleNamespace(base=types.SimpleNamespace(element_size=lambda: 2))
     kept = tp.fitting_matmul_configs(tp.matmul_configs(), {"a_desc": bf16})
-    assert len(tp.matmul_configs()) == 24 and [n for n, _ in run.TRITON_KERNELS["matmul"]] == [len(kept)] == [8]
+    assert len(tp.matmul_configs()) == len(kept) == len(tp.matmul_kernel.configs) == matmul_bench.TRITON_TMA_CONFIGS
+    assert len(tp.matmul_pointer_kernel.configs) == matmul_bench.TRITON_POINTER_CONFIGS
     for c in kept:
-        bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
+        bm, bn, bk = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]
         assert bm * bn // (32 * c.num_warps) <= 128
-        assert (c.num_stages * (bm + bn) * 64 + bm * bn) * 2 <= 227 * 1024
-    assert {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps) for c in kept} == {
-        (128, 128, 4), (128, 128, 8), (128, 256, 8), (256, 128, 8)}
+        assert (c.num_stages * (bm + bn) * bk + bm * bn) * 2 <= 227 * 1024
+    # the tutorials' large tiles, and tiles of 64 rows for short M
+    tiles = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) for c in kept}
+    assert {(128, 256, 64), (256, 128, 64), (128, 128, 64), (64, 128, 128)} <= tiles
+    assert {c.kwargs["GROUP_M"] for c in kept} == {8, 16}
+    # fp32 operands: the prune drops what a Hopper SM cannot hold
+    fp32 = types.SimpleNamespace(base=types.SimpleNamespace(element_size=lambda: 4))
+    assert 0 < len(tp.fitting_matmul_configs(tp.matmul_configs(), {"a_desc": fp32})) < len(kept)
+    # the pointer kernel's row tiles start at 16 (M of 1 to 256)
+    assert min(c.kwargs["BLOCK_M"] for c in tp.matmul_pointer_kernel.configs) == 16
 
 
 def test_tmagen_imports_without_torch_triton_or_cupy() -> None:

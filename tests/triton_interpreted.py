@@ -93,6 +93,33 @@ for (m, n, k), (bm, bn, bk, group, sms) in (((200, 136, 104), (64, 64, 32, 2, 3)
     expect(err <= 2.0 ** -7 * ref.abs().max().item(), f"matmul {m}x{n}x{k} tiles {bm}x{bn}x{bk} on {sms} programs: "
                                                        f"max error {err:.3g}")
 
+# The same on sliced views (rows of A and B K + 8 long, as the benchmark's odd-leading-dimension
+# shapes), and the pointer-tile matmul: one row (M = 1), partial tiles, K not a multiple of its step.
+def operand(rows: int, k: int, ld: int | None) -> torch.Tensor:
+    if ld is None:
+        return torch.randn(rows, k).to(torch.float16)
+    base = torch.full((rows, ld), float("nan"), dtype=torch.float16)
+    base[:, :k] = torch.randn(rows, k).to(torch.float16)
+    return base[:, :k]
+
+
+def matmul_ok(fn: object, m: int, n: int, k: int, ld: int | None, what: str) -> None:
+    a, b = operand(m, k, ld), operand(n, k, ld)
+    c = torch.full((m, n), float("nan"), dtype=torch.float16)
+    fn(a, b, c)  # type: ignore[operator]
+    ref = a.double() @ b.double().T
+    err = (c.double() - ref).abs().max().item()
+    expect(err <= 2.0 ** -7 * ref.abs().max().item(), f"{what} {m}x{n}x{k} ld {ld}: max error {err:.3g}")
+
+
+only(tp.matmul_kernel, triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 2},
+                                     pre_hook=tp._matmul_blocks))
+matmul_ok(lambda a, b, c: tp.matmul(a, b, c, num_sms=3), 72, 136, 96, 104, "matmul TMA on views")
+for bm, bn, bk in ((16, 32, 64), (32, 64, 32)):
+    only(tp.matmul_pointer_kernel, triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}))
+    for m, n, k, ld in ((1, 72, 200, None), (33, 136, 104, None), (40, 96, 72, 80)):
+        matmul_ok(tp.matmul_pointer, m, n, k, ld, f"matmul pointer tiles {bm}x{bn}x{bk}")
+
 # The benchmark's glue around the peers (lab.peers: the candidates, their checks against
 # PyTorch, the poisoned outputs), on CPU tensors. CuPy is left out: it would move them to a GPU.
 sys.modules["cupy"] = None  # type: ignore[assignment] - makes `import cupy` fail
