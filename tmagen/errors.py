@@ -100,3 +100,8 @@ class ArgumentError(RuleError, ValueError):
         lines = [f"{self.source}: {n} problem{'s' if n != 1 else ''}"]
         lines += [f"  {i}. {v}" for i, v in enumerate(self.violations, 1)]
         return "\n".join(lines)
+
+
+class NoWorkspace(RuntimeError):
+    """A launch's workspace (a matmul's split of K) cannot be allocated now: the stream is being
+    captured into a CUDA graph. The launcher then picks a launch that needs none."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from tmagen import runtime
 from tmagen.arrays import ArrayView, current_stream, describe, empty_view
-from tmagen.errors import ArgumentError, SpecError
+from tmagen.errors import ArgumentError, NoWorkspace, SpecError
 from tmagen.kinds.base import Launcher
 from tmagen.launch import array_args, encode
 from tmagen.plan import Plan, resolve
@@ -120,6 +120,7 @@ class Kernel:
         self._launches: dict[tuple, Launch] = {}
         # (device, stream) -> a split launch's counters and partials
         self._workspaces: dict[tuple[int, int], tuple[runtime.Buffer, runtime.Buffer]] = {}
+        self._retired: list[runtime.Buffer] = []  # outgrown workspaces, which graphs captured earlier may use
         # the last launch made: (function, grid, threads, shared memory, parameters), which tmagen.ops replays
         self.last_launch: tuple[int, int, int, int, Any] | None = None
         self._lock = threading.Lock()
@@ -353,17 +354,13 @@ class Kernel:
             have = self._workspaces.get((device, stream))
             if have is not None and have[0].nbytes >= counter_bytes and have[1].nbytes >= partial_bytes:
                 return have[0].ptr, have[1].ptr
-            if runtime.stream_is_capturing(stream):
-                raise runtime.GpuError(
-                    f"{self.plan.name}: this shape splits K, and its first call on a stream allocates the split's "
-                    "workspace, which a CUDA graph capture does not allow: call it once before capturing")
+            if runtime.stream_is_capturing(stream):  # allocating is not allowed: the launcher goes unsplit
+                raise NoWorkspace(f"{self.plan.name}: no workspace for a split of K on a stream being captured")
             with runtime.OnDevice(device):
-                if have is not None:
-                    runtime.check(runtime._driver().cuStreamSynchronize(stream), "cuStreamSynchronize")
-                    counter_bytes, partial_bytes = max(counter_bytes, have[0].nbytes), max(partial_bytes,
-                                                                                           have[1].nbytes)
-                    for buffer in have:
-                        buffer.free()
+                if have is not None:  # grown by half again at least, the old kept: a captured graph may use it
+                    counter_bytes = max(counter_bytes, have[0].nbytes * 3 // 2)
+                    partial_bytes = max(partial_bytes, have[1].nbytes * 3 // 2)
+                    self._retired.extend(have)
                 counters, partials = runtime.Buffer(counter_bytes), runtime.Buffer(partial_bytes)
                 counters.fill(0)
             self._workspaces[(device, stream)] = (counters, partials)

@@ -258,13 +258,14 @@ uint64_t matmul_time_ns(const matmul_tile_cost& c, uint64_t M, uint64_t N, uint6
   return time;
 }
 
-void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* variant, uint32_t* splits) {
+void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* variant, uint32_t* splits,
+                   uint32_t max_splits = matmul_max_splits) {
   uint64_t best_time = 0;
   *variant = 0, *splits = 1;
   uint64_t k_steps = (K + matmul_costs[0].bk - 1) / matmul_costs[0].bk;
   if (k_steps == 0) k_steps = 1;
   for (uint32_t v = 0; v < 5; ++v) {
-    for (uint32_t s = 1; s <= matmul_max_splits && s <= k_steps; ++s) {
+    for (uint32_t s = 1; s <= max_splits && s <= k_steps; ++s) {
       const uint64_t t = matmul_time_ns(matmul_costs[v], M, N, K, sms, s);
       if ((v == 0 && s == 1) || t < best_time) best_time = t, *variant = v, *splits = s;
     }
@@ -311,8 +312,8 @@ matmul_f16_nn_f32_status cached_encode(cached_map& slot, Encode encode, const vo
 // A split launch's workspace: per device and stream (two streams never share one), allocated on
 // first need and grown when a launch needs more. Its arrival counters are zeroed once on the stream
 // (every launch leaves them at zero) and kept apart from the partials, which another launch's
-// layout would put on them. Allocating is not allowed while a stream is being captured into a
-// graph: run a shape once before capturing it.
+// layout would put on them. Nothing is allocated while the stream is being captured into a CUDA
+// graph (not allowed there): the launch then goes unsplit (*capturing is set).
 struct workspace_slot {
   int device;
   void* stream;
@@ -325,7 +326,7 @@ std::mutex workspace_lock;
 workspace_slot workspace_slots[32] = {};
 
 matmul_f16_nn_f32_status matmul_workspace(int device, void* stream, size_t counter_bytes, size_t partial_bytes,
-                                    uint32_t** counters, float** partials) {
+                                    uint32_t** counters, float** partials, bool* capturing) {
   std::lock_guard<std::mutex> guard(workspace_lock);
   workspace_slot* slot = nullptr;
   for (workspace_slot& w : workspace_slots) {
@@ -334,12 +335,16 @@ matmul_f16_nn_f32_status matmul_workspace(int device, void* stream, size_t count
   }
   if (slot == nullptr) return fail(matmul_f16_nn_f32_launch_failed, "matmul: workspaces for more than 32 streams");
   if (slot->counters == nullptr || slot->counter_bytes < counter_bytes || slot->partial_bytes < partial_bytes) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture);
+    if (capture != cudaStreamCaptureStatusNone) {
+      *capturing = true;
+      return matmul_f16_nn_f32_ok;
+    }
     if (slot->counters != nullptr) {
-      cudaStreamSynchronize(static_cast<cudaStream_t>(stream));  // its last launch is done with the old one
-      cudaFree(slot->counters);
-      cudaFree(slot->partials);
-      if (slot->counter_bytes > counter_bytes) counter_bytes = slot->counter_bytes;
-      if (slot->partial_bytes > partial_bytes) partial_bytes = slot->partial_bytes;
+      // Grown by half again at least; the old one is not freed: a CUDA graph captured earlier may use it.
+      if (slot->counter_bytes * 3 / 2 > counter_bytes) counter_bytes = slot->counter_bytes * 3 / 2;
+      if (slot->partial_bytes * 3 / 2 > partial_bytes) partial_bytes = slot->partial_bytes * 3 / 2;
     }
     *slot = {};
     void* c = nullptr;
@@ -414,15 +419,22 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_epilogue(
   if (status != matmul_f16_nn_f32_ok) return status;
   uint32_t variant = 0, splits = 1;
   matmul_choose(M, N, K, sms, &variant, &splits);
-  const uint64_t tiles = ((M + matmul_costs[variant].bm - 1) / matmul_costs[variant].bm) *
+  uint64_t tiles = ((M + matmul_costs[variant].bm - 1) / matmul_costs[variant].bm) *
                          ((N + matmul_costs[variant].bn - 1) / matmul_costs[variant].bn);
   if (tiles * splits > 0xFFFFFFFFull) return fail(matmul_f16_nn_f32_bad_shape, "matmul: %llu tiles are more than 2^32", (unsigned long long)tiles);
   matmul_f16_nn_f32::matmul_split split = {nullptr, nullptr, splits};
   if (splits > 1) {  // the sizes of MatmulFamily.workspace_bytes
+    bool capturing = false;
     status = matmul_workspace(device, stream, tiles * matmul_costs[variant].consumers * 4,
                               tiles * splits * matmul_costs[variant].bm * matmul_costs[variant].bn * 4, &split.counters,
-                              &split.partials);
+                              &split.partials, &capturing);
     if (status != matmul_f16_nn_f32_ok) return status;
+    if (capturing) {  // no workspace can be had in a capture: the best launch without one
+      matmul_choose(M, N, K, sms, &variant, &splits, 1);
+      split.splits = 1;
+      tiles = ((M + matmul_costs[variant].bm - 1) / matmul_costs[variant].bm) *
+              ((N + matmul_costs[variant].bn - 1) / matmul_costs[variant].bn);
+    }
   }
   const uint32_t grid = static_cast<uint32_t>(tiles * splits < sms ? tiles * splits : sms);
   const CUtensorMap* maps[3] = {reinterpret_cast<const CUtensorMap*>(&a_cache.map), reinterpret_cast<const CUtensorMap*>(&b_cache.map),

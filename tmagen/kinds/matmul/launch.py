@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tmagen.errors import Violation
+from tmagen.errors import NoWorkspace, Violation
 from tmagen.kinds.base import Call, MapBinding, Operand, Plan
 from tmagen.kinds.matmul.dispatch import Choice
 
@@ -35,7 +35,9 @@ class MatmulSplit(ctypes.Structure):
 
 # (counter bytes, partial bytes) -> (counters, partials): the counters zero (every launch leaves them
 # so) and never shared with another launch's partials; the partials anything.
+# It raises NoWorkspace where none can be had (allocating while a stream is captured into a graph).
 Workspace = Callable[[int, int], tuple[int, int]]
+
 
 
 class MatmulLauncher:
@@ -128,12 +130,19 @@ class MatmulLauncher:
             return Call((out_map,), clear_output=True)
         family = plan.kernel.detail
         picked = family.choose(m, n, k, multiprocessors) if choice is None else Choice(*choice)
-        p = family.kernels[picked.variant]
         split = MatmulSplit(None, None, picked.splits)
         if picked.splits > 1:
-            if workspace is None:
-                raise ValueError(f"{plan.name}: a launch that splits K needs a workspace")
-            split.counters, split.partials = workspace(*family.workspace_bytes(picked, m, n))
+            try:
+                if workspace is None:
+                    raise NoWorkspace(f"{plan.name}: no workspace for a split of K")
+                split.counters, split.partials = workspace(*family.workspace_bytes(picked, m, n))
+            except NoWorkspace:
+                if choice is not None:
+                    raise
+                # none can be had now (a stream being captured into a CUDA graph): the best unsplit kernel
+                picked = family.choose(m, n, k, multiprocessors, max_splits=1)
+                split = MatmulSplit(None, None, 1)
+        p = family.kernels[picked.variant]
         if k == 0:  # the epilogue alone (beta c + bias): maps of one column that nothing loads
             a_map = MapBinding("a", a.ptr, (m, 1), (8, 1))
             b_map = (MapBinding("b", b.ptr, (n, 1), (8, 1)) if family.b_major == "k"

@@ -132,8 +132,9 @@ class MatmulFamily:
         """The model's constants of each kernel, as the C API's choice prints them."""
         return tuple(self.dispatch.cost(p.shape) for p in self.kernels)
 
-    def choose(self, m: int, n: int, k: int, multiprocessors: int) -> Choice:
-        return self.dispatch.choose([p.shape for p in self.kernels], m, n, k, multiprocessors, self.max_splits)
+    def choose(self, m: int, n: int, k: int, multiprocessors: int, max_splits: int | None = None) -> Choice:
+        splits = self.max_splits if max_splits is None else min(max_splits, self.max_splits)
+        return self.dispatch.choose([p.shape for p in self.kernels], m, n, k, multiprocessors, splits)
 
     def workspace_bytes(self, choice: Choice, m: int, n: int) -> tuple[int, int]:
         """The global memory a launch with ``choice`` needs: one arrival counter per tile and consumer
