@@ -66,17 +66,22 @@ def _measure(args: argparse.Namespace) -> None:
         flops = 2.0 * m * n * k
         reps = max(3, min(20, int(2e12 / flops)))
         times: dict[str, float] = {}
-        for variant, splits in itertools.product(range(len(family.kernels)), SPLITS):
-            if splits > k_steps or (splits > 1 and flops > 2e12):
+        for variant, splits, tail in itertools.product(range(len(family.kernels)), SPLITS, (False, True)):
+            p = family.kernels[variant]
+            tiles = -(-m // p.bm) * -(-n // p.bn)
+            tail_from = tiles // sms * sms
+            if splits > k_steps or (splits > 1 and flops > 2e12 and not tail) or (tail and not 0 < tail_from < tiles):
                 continue
-            choice = (variant, splits)
+            if tail and splits == 1:
+                continue
+            choice = (variant, splits, tail_from if tail else 0)
             kernel(a[0], b[0], out=c, choice=choice)
             torch.cuda.synchronize()
             err = (c.float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
             if not err < 2 ** -6:
-                times[f"{variant}/{splits}"] = float("inf")
+                times["/".join(map(str, choice))] = float("inf")
                 continue
-            times[f"{variant}/{splits}"] = _median_us(
+            times["/".join(map(str, choice))] = _median_us(
                 torch, lambda r, a=a, b=b, c=c, sets=sets, choice=choice: kernel(
                     a[r % sets], b[r % sets], out=c, choice=choice), reps * sets)
         cublas = _median_us(torch, lambda r, a=a, b=b, c=c, sets=sets: torch.matmul(
@@ -113,16 +118,23 @@ def _score(d: Dispatch, data: dict[str, Any], shapes: list[TileShape]) -> tuple[
     """Sum over shapes of log(measured time of the model's choice / measured best), and each shape's line."""
     total, lines = 0.0, []
     for row in data["rows"]:
-        times = {tuple(int(x) for x in key.split("/")): t for key, t in row["us"].items()}
+        times = {_key(key): t for key, t in row["us"].items()}
         best = min(times.values())
         c = d.choose(shapes, row["m"], row["n"], row["k"], data["sms"], 16)
-        got = times.get((c.variant, c.splits))
+        got = times.get((c.variant, c.splits, c.split_from if c.splits > 1 else 0))
         if got is None:  # a split the measurement did not try: the nearest it did
-            near = [key for key in times if key[0] == c.variant]
+            near = [key for key in times if key[0] == c.variant and (key[2] > 0) == (c.split_from > 0)]
             got = times[min(near, key=lambda key: abs(key[1] - c.splits))] if near else best * 2
         total += math.log(got / best)
-        lines.append((row["m"], row["n"], row["k"], f"{c.variant}/{c.splits}", got, best, row["cublas_us"]))
+        lines.append((row["m"], row["n"], row["k"], f"{c.variant}/{c.splits}/{c.split_from}", got, best,
+                      row["cublas_us"]))
     return total, lines
+
+
+def _key(key: str) -> tuple[int, int, int]:
+    """A measured candidate "kernel/splits[/first split tile]" as a tuple."""
+    parts = [int(x) for x in key.split("/")]
+    return parts[0], parts[1], parts[2] if len(parts) > 2 else 0
 
 
 def _fit(args: argparse.Namespace) -> None:

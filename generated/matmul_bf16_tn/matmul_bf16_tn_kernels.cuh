@@ -43,14 +43,28 @@ struct matmul_epilogue {
   uint32_t plain;  // 1: alpha 1, no C_in, no bias: the epilogue converts the accumulators alone
 };
 
-// A launch that splits K ways: each split leaves its fp32 partial tile in `partials`, and the last
-// of a tile's splits to arrive (counted in `counters`, which start and end at zero) sums them in
-// the order of the splits, so the result does not depend on which finished first.
+// A launch that splits K `splits` ways for the tiles from `split_from` on (those before it are
+// whole: the waves that fill every SM, then the tail split to fill the last one): each split
+// leaves its fp32 partial tile in `partials`, and the last of a tile's splits to arrive (counted
+// in `counters`, which start and end at zero) sums them in the order of the splits, so the result
+// does not depend on which finished first.
 struct matmul_split {
   float* partials;
   uint32_t* counters;
   uint32_t splits;
+  uint32_t split_from;
 };
+
+// Work unit u of the persistent walk: its tile, which split of K it is, and of how many.
+struct matmul_unit {
+  uint32_t tile, split, splits;
+};
+
+__device__ __forceinline__ matmul_unit matmul_unit_at(uint32_t u, const matmul_split& split) {
+  if (u < split.split_from) return {u, 0, 1};
+  const uint32_t v = u - split.split_from;
+  return {split.split_from + v / split.splits, v % split.splits, split.splits};
+}
 
 struct matmul_tile {
   uint32_t m, n;  // tile coordinates, in tiles
@@ -70,11 +84,6 @@ __device__ __forceinline__ matmul_tile matmul_tile_at(uint32_t t, uint32_t tiles
 // Synchronizes the 128 threads of one warpgroup (barrier 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_barrier(uint32_t id) {
   asm volatile("bar.sync %0, 128;" :: "r"(id) : "memory");
-}
-
-// Brings a kernel parameter's tensor map into the constant cache before the first copy needs it.
-__device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
-  asm volatile("prefetch.tensormap [%0];" :: "l"(map) : "memory");
 }
 
 __device__ __forceinline__ float to_float(float x) { return x; }
@@ -114,8 +123,8 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   __shared__ uint32_t last_split[Consumers];
   uint8_t* pattern = align_to_pattern(smem_raw);
 
-  const uint32_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, splits = split.splits;
-  const uint32_t units = tiles_m * tiles_n * splits, k_tiles = (K + BK - 1) / BK;
+  const uint32_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+  const uint32_t units = split.split_from + (tiles - split.split_from) * split.splits, k_tiles = (K + BK - 1) / BK;
   const uint32_t warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     for (uint32_t s = 0; s < Stages; ++s) {
@@ -132,14 +141,14 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(ProducerRegisters));
     if (threadIdx.x != 0) return;
-    prefetch_map(a_map);
-    prefetch_map(b_map);
+    tma::prefetch_tensormap(a_map);  // the descriptors are in cache before the first copy needs them
+    tma::prefetch_tensormap(b_map);
     uint32_t it = 0;
     for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
-      const uint32_t t = u / splits, s = u % splits;
-      const matmul_tile tile = matmul_tile_at(t, tiles_m, tiles_n);
-      const uint32_t kt_end = static_cast<uint32_t>(uint64_t(s + 1) * k_tiles / splits);
-      for (uint32_t kt = static_cast<uint32_t>(uint64_t(s) * k_tiles / splits); kt < kt_end; ++kt, ++it) {
+      const matmul_unit unit = matmul_unit_at(u, split);
+      const matmul_tile tile = matmul_tile_at(unit.tile, tiles_m, tiles_n);
+      const uint32_t kt_end = static_cast<uint32_t>(uint64_t(unit.split + 1) * k_tiles / unit.splits);
+      for (uint32_t kt = static_cast<uint32_t>(uint64_t(unit.split) * k_tiles / unit.splits); kt < kt_end; ++kt, ++it) {
         const uint32_t stage = it % Stages;
         tma::mbarrier_wait(&empty[stage], ((it / Stages) & 1u) ^ 1u);  // a fresh barrier passes parity 1 at once
         tma::mbarrier_arrive_expect_tx(&full[stage], stage_tx);
@@ -167,8 +176,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   float acc[m_blocks][BN / 2];
   uint32_t it = 0, stores = 0;
   for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
-    const uint32_t t = u / splits, s = u % splits;
-    const matmul_tile tile = matmul_tile_at(t, tiles_m, tiles_n);
+    const matmul_unit unit = matmul_unit_at(u, split);
+    const uint32_t splits = unit.splits, s = unit.split, t = unit.tile - split.split_from;  // t: among the split tiles
+    const matmul_tile tile = matmul_tile_at(unit.tile, tiles_m, tiles_n);
     const uint32_t kt_begin = static_cast<uint32_t>(uint64_t(s) * k_tiles / splits);
     const uint32_t kt_end = static_cast<uint32_t>(uint64_t(s + 1) * k_tiles / splits);
     for (uint32_t kt = kt_begin; kt < kt_end; ++kt, ++it) {

@@ -246,30 +246,50 @@ constexpr matmul_tile_cost matmul_costs[5] = {
 constexpr uint64_t matmul_sm_bytes_per_us = 100000, matmul_hbm_bytes_per_us = 4200000;
 constexpr uint32_t matmul_max_splits = 16;
 
-uint64_t matmul_time_ns(const matmul_tile_cost& c, uint64_t M, uint64_t N, uint64_t K, uint64_t sms, uint64_t splits) {
-  const uint64_t tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn), units = tiles * splits;
-  const uint64_t running = units < sms ? units : sms, waves = (units + sms - 1) / sms;
-  const uint64_t steps = ((K + c.bk - 1) / c.bk + splits - 1) / splits;
+// `units` work units of `steps` K steps each on a persistent grid of `sms` blocks.
+uint64_t matmul_phase_ns(const matmul_tile_cost& c, uint64_t units, uint64_t steps, uint64_t sms) {
+  if (units == 0) return 0;
+  const uint64_t waves = (units + sms - 1) / sms, running = units < sms ? units : sms;
   const uint64_t per_sm = matmul_hbm_bytes_per_us / running;
   const uint64_t bandwidth = per_sm < matmul_sm_bytes_per_us ? per_sm : matmul_sm_bytes_per_us;
   const uint64_t load_ns = (c.bm + c.bn) * c.bk * 2 * 1000 / bandwidth;
-  uint64_t time = waves * (c.tile_ns + steps * (c.step_ns > load_ns ? c.step_ns : load_ns));
-  if (splits > 1) time += 2 * units * c.bm * c.bn * 4 * 1000 / matmul_hbm_bytes_per_us;
+  return waves * (c.tile_ns + steps * (c.step_ns > load_ns ? c.step_ns : load_ns));
+}
+
+// The whole tiles before `split_from`, then the rest split `splits` ways, and their partials' traffic.
+uint64_t matmul_time_ns(const matmul_tile_cost& c, uint64_t M, uint64_t N, uint64_t K, uint64_t sms, uint64_t splits,
+                        uint64_t split_from) {
+  const uint64_t tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn);
+  const uint64_t whole = splits == 1 ? tiles : (split_from < tiles ? split_from : tiles);
+  const uint64_t k_steps = (K + c.bk - 1) / c.bk;
+  uint64_t time = matmul_phase_ns(c, whole, k_steps, sms) +
+                  matmul_phase_ns(c, (tiles - whole) * splits, (k_steps + splits - 1) / splits, sms);
+  if (splits > 1) time += 2 * (tiles - whole) * splits * c.bm * c.bn * 4 * 1000 / matmul_hbm_bytes_per_us;
   return time;
 }
 
+// A split on every tile, or on the tail alone (the tiles past the last whole wave); the first of equals.
 void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* variant, uint32_t* splits,
-                   uint32_t max_splits = matmul_max_splits) {
+                   uint32_t* split_from, uint32_t max_splits = matmul_max_splits) {
   uint64_t best_time = 0;
-  *variant = 0, *splits = 1;
+  bool first = true;
+  *variant = 0, *splits = 1, *split_from = 0;
   uint64_t k_steps = (K + matmul_costs[0].bk - 1) / matmul_costs[0].bk;
   if (k_steps == 0) k_steps = 1;
   for (uint32_t v = 0; v < 5; ++v) {
+    const uint64_t tiles = ((M + matmul_costs[v].bm - 1) / matmul_costs[v].bm) * ((N + matmul_costs[v].bn - 1) / matmul_costs[v].bn);
+    const uint64_t tail_from = tiles / sms * sms;
     for (uint32_t s = 1; s <= max_splits && s <= k_steps; ++s) {
-      const uint64_t t = matmul_time_ns(matmul_costs[v], M, N, K, sms, s);
-      if ((v == 0 && s == 1) || t < best_time) best_time = t, *variant = v, *splits = s;
+      const int options = s > 1 && tail_from > 0 && tail_from < tiles ? 2 : 1;
+      for (int o = 0; o < options; ++o) {
+        const uint64_t from = o == 0 ? 0 : tail_from;
+        const uint64_t t = matmul_time_ns(matmul_costs[v], M, N, K, sms, s, from);
+        if (first || t < best_time) best_time = t, *variant = v, *splits = s, *split_from = static_cast<uint32_t>(from);
+        first = false;
+      }
     }
   }
+  if (*splits == 1) *split_from = 0;
 }
 
 // The multiprocessors of the current device, asked of the runtime once per device.
@@ -368,9 +388,11 @@ matmul_f16_nn_f32_status matmul_workspace(int device, void* stream, size_t count
 }  // namespace
 
 extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_choice(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* kernel,
-                                                uint32_t* splits) {
-  if (kernel == nullptr || splits == nullptr) return fail(matmul_f16_nn_f32_bad_argument, "matmul_choice: kernel and splits are required");
-  matmul_choose(M, N, K, sms ? sms : 1, kernel, splits);
+                                                uint32_t* splits, uint32_t* split_from) {
+  if (kernel == nullptr || splits == nullptr || split_from == nullptr) {
+    return fail(matmul_f16_nn_f32_bad_argument, "matmul_choice: kernel, splits and split_from are required");
+  }
+  matmul_choose(M, N, K, sms ? sms : 1, kernel, splits, split_from);
   return ok();
 }
 
@@ -417,26 +439,28 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_epilogue(
   if (status != matmul_f16_nn_f32_ok) return status;
   status = cached_encode(c_cache, matmul_f16_nn_f32_encode_c, c, c_shape, c_strides);
   if (status != matmul_f16_nn_f32_ok) return status;
-  uint32_t variant = 0, splits = 1;
-  matmul_choose(M, N, K, sms, &variant, &splits);
+  uint32_t variant = 0, splits = 1, split_from = 0;
+  matmul_choose(M, N, K, sms, &variant, &splits, &split_from);
   uint64_t tiles = ((M + matmul_costs[variant].bm - 1) / matmul_costs[variant].bm) *
                          ((N + matmul_costs[variant].bn - 1) / matmul_costs[variant].bn);
   if (tiles * splits > 0xFFFFFFFFull) return fail(matmul_f16_nn_f32_bad_shape, "matmul: %llu tiles are more than 2^32", (unsigned long long)tiles);
-  matmul_f16_nn_f32::matmul_split split = {nullptr, nullptr, splits};
+  matmul_f16_nn_f32::matmul_split split = {nullptr, nullptr, splits, split_from};
   if (splits > 1) {  // the sizes of MatmulFamily.workspace_bytes
     bool capturing = false;
-    status = matmul_workspace(device, stream, tiles * matmul_costs[variant].consumers * 4,
-                              tiles * splits * matmul_costs[variant].bm * matmul_costs[variant].bn * 4, &split.counters,
-                              &split.partials, &capturing);
+    const uint64_t split_tiles = tiles - split_from;
+    status = matmul_workspace(device, stream, split_tiles * matmul_costs[variant].consumers * 4,
+                              split_tiles * splits * matmul_costs[variant].bm * matmul_costs[variant].bn * 4,
+                              &split.counters, &split.partials, &capturing);
     if (status != matmul_f16_nn_f32_ok) return status;
     if (capturing) {  // no workspace can be had in a capture: the best launch without one
-      matmul_choose(M, N, K, sms, &variant, &splits, 1);
-      split.splits = 1;
+      matmul_choose(M, N, K, sms, &variant, &splits, &split_from, 1);
+      split.splits = 1, split.split_from = 0;
       tiles = ((M + matmul_costs[variant].bm - 1) / matmul_costs[variant].bm) *
               ((N + matmul_costs[variant].bn - 1) / matmul_costs[variant].bn);
     }
   }
-  const uint32_t grid = static_cast<uint32_t>(tiles * splits < sms ? tiles * splits : sms);
+  const uint64_t units = splits == 1 ? tiles : split_from + (tiles - split_from) * splits;
+  const uint32_t grid = static_cast<uint32_t>(units < sms ? units : sms);
   const CUtensorMap* maps[3] = {reinterpret_cast<const CUtensorMap*>(&a_cache.map), reinterpret_cast<const CUtensorMap*>(&b_cache.map),
                                 reinterpret_cast<const CUtensorMap*>(&c_cache.map)};
   const uint32_t m32 = static_cast<uint32_t>(M), n32 = static_cast<uint32_t>(N), k32 = static_cast<uint32_t>(K);

@@ -57,7 +57,7 @@ def _check(got, a, b_nk, out_dtype: str, alpha: float = 1.0, plus=None) -> None:
     assert bad == 0, f"{bad} of {err.size} elements outside {rule}"
 
 
-SHAPES = [(1, 72, 520), (129, 264, 1000), (300, 520, 456), (64, 128, 64)]
+SHAPES = [(1, 72, 520), (129, 264, 1000), (300, 520, 456), (64, 128, 64), (700, 1000, 200)]
 
 
 @pytest.mark.parametrize("name", SPECS)
@@ -70,11 +70,13 @@ def test_every_kernel_at_every_split_matches(device, name: str) -> None:
     for i, (m, n, k) in enumerate(SHAPES):
         plan, a, b_nk, b = _operands(spec, m, n, k, seed=i)
         for variant in range(len(family.kernels)):
-            for splits in (1, 2, 3, 7):
+            p = family.kernels[variant]
+            tiles = -(-m // p.bm) * -(-n // p.bn)
+            for splits, split_from in ((1, 0), (2, 0), (3, 0), (7, 0), (2, tiles // 2), (3, tiles - 1)):
                 if splits > -(-k // family.kernels[0].bk):
                     continue
                 out = torch.full((m, n), float("nan"), device="cuda", dtype=TORCH[out_dtype])
-                kernel(a, b, out=out, choice=(variant, splits))
+                kernel(a, b, out=out, choice=(variant, splits, split_from))  # every tile split, or the tail
                 torch.cuda.synchronize()
                 _check(out, a, b_nk, out_dtype)
                 cases += 1
@@ -122,8 +124,7 @@ def _library(name: str):
     lib = ctypes.CDLL(str(result.shared_library))
     getattr(lib, f"{name}_last_error").restype = ctypes.c_char_p
     choice = getattr(lib, f"{name}_matmul_choice")
-    choice.argtypes = [ctypes.c_uint64] * 3 + [ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32),
-                                               ctypes.POINTER(ctypes.c_uint32)]
+    choice.argtypes = [ctypes.c_uint64] * 3 + [ctypes.c_uint32] + [ctypes.POINTER(ctypes.c_uint32)] * 3
     launch = getattr(lib, f"{name}_matmul_launch_epilogue")
     launch.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_uint64] * 3 + [ctypes.c_int64] * 3
                        + [ctypes.c_float, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
@@ -139,13 +140,14 @@ def test_the_c_api_chooses_as_python_does_and_splits_through_its_workspace(devic
     shapes = [(1, 4096, 4096), (64, 4096, 14336), (128, 14336, 4096), (8192, 8192, 8192), (16384, 4096, 4096)]
     shapes += [(int(rng.integers(1, 20000)), 8 * int(rng.integers(1, 2500)), int(rng.integers(1, 20000)))
                for _ in range(400)]  # N whole 16 bytes of bfloat16: C's rows as TMA stores them
-    variant, splits = ctypes.c_uint32(), ctypes.c_uint32()
+    variant, splits, split_from = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
     split_shapes = []
     for sms in (132, 114, 7):
         for m, n, k in shapes:
-            assert choice(m, n, k, sms, ctypes.byref(variant), ctypes.byref(splits)) == 0
+            assert choice(m, n, k, sms, ctypes.byref(variant), ctypes.byref(splits), ctypes.byref(split_from)) == 0
             want = family.choose(m, n, k, sms)
-            assert (variant.value, splits.value) == (want.variant, want.splits), (m, n, k, sms)
+            assert (variant.value, splits.value, split_from.value) == (want.variant, want.splits, want.split_from), \
+                (m, n, k, sms)
             if sms == device.multiprocessors and want.splits > 1 and m * n * k < 2 ** 34:
                 split_shapes.append((m, n, k))
     assert split_shapes, "some shape splits K"

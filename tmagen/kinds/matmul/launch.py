@@ -30,7 +30,8 @@ class MatmulEpilogue(ctypes.Structure):
 class MatmulSplit(ctypes.Structure):
     """The kernel's ``matmul_split`` parameter: the workspace of a launch that splits K."""
 
-    _fields_ = [("partials", ctypes.c_void_p), ("counters", ctypes.c_void_p), ("splits", ctypes.c_uint32)]
+    _fields_ = [("partials", ctypes.c_void_p), ("counters", ctypes.c_void_p), ("splits", ctypes.c_uint32),
+                ("split_from", ctypes.c_uint32)]
 
 
 # (counter bytes, partial bytes) -> (counters, partials): the counters zero (every launch leaves them
@@ -84,11 +85,13 @@ class MatmulLauncher:
                            choice: tuple[int, int] | None = None, family: Any = None) -> list[Violation]:
         found = []
         if choice is not None and family is not None:
-            kernel, splits = choice
-            if not (0 <= kernel < len(family.kernels)) or not (1 <= splits <= 16):
+            kernel, splits, split_from = (*choice, 0)[:3]
+            tiles = (math.ceil(m / family.kernels[kernel].bm) * math.ceil(n / family.kernels[kernel].bn)
+                     if 0 <= kernel < len(family.kernels) else 0)
+            if not (0 <= kernel < len(family.kernels)) or not (1 <= splits <= 16) or not 0 <= split_from <= tiles:
                 found.append(Violation("matmul-choice", "choice", repr(choice), f"a kernel of 0 .. "
-                                       f"{len(family.kernels) - 1} and 1 to 16 splits", "pass a valid choice, or none",
-                                       source))
+                                       f"{len(family.kernels) - 1}, 1 to 16 splits, and a first split tile of 0 .. "
+                                       "the tiles", "pass a valid choice, or none", source))
         if beta != 0 and c is None:
             found.append(Violation("matmul-epilogue", "beta", repr(beta), "beta scales c, and no c is given",
                                    "pass c=, or beta=0", source))
@@ -114,8 +117,9 @@ class MatmulLauncher:
     def bind(self, plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int,
              workspace: Workspace | None = None, c: Operand | None = None, alpha: float = 1.0, beta: float = 0.0,
              bias: Operand | None = None, bias_along: str | None = None,
-             choice: tuple[int, int] | None = None) -> Call:
-        """``choice``: (kernel, splits) to run instead of the family's own choice (tests, tuning)."""
+             choice: tuple[int, ...] | None = None) -> Call:
+        """``choice``: (kernel, splits[, first split tile]) to run instead of the family's own choice
+        (tests, tuning)."""
         a, b = inputs
         m, n, k, _ = self._mnk(plan, [tuple(a.shape), tuple(b.shape)])
         if m == 0 or n == 0:
@@ -130,7 +134,7 @@ class MatmulLauncher:
             return Call((out_map,), clear_output=True)
         family = plan.kernel.detail
         picked = family.choose(m, n, k, multiprocessors) if choice is None else Choice(*choice)
-        split = MatmulSplit(None, None, picked.splits)
+        split = MatmulSplit(None, None, picked.splits, picked.split_from)
         if picked.splits > 1:
             try:
                 if workspace is None:
@@ -141,8 +145,7 @@ class MatmulLauncher:
                     raise
                 # none can be had now (a stream being captured into a CUDA graph): the best unsplit kernel
                 picked = family.choose(m, n, k, multiprocessors, max_splits=1)
-                split = MatmulSplit(None, None, 1)
-        p = family.kernels[picked.variant]
+                split = MatmulSplit(None, None, 1, 0)
         if k == 0:  # the epilogue alone (beta c + bias): maps of one column that nothing loads
             a_map = MapBinding("a", a.ptr, (m, 1), (8, 1))
             b_map = (MapBinding("b", b.ptr, (n, 1), (8, 1)) if family.b_major == "k"
@@ -150,7 +153,6 @@ class MatmulLauncher:
         else:
             a_map = MapBinding("a", a.ptr, tuple(a.shape), tuple(a.strides))
             b_map = MapBinding("b", b.ptr, tuple(b.shape), tuple(b.strides))
-        tiles = math.ceil(m / p.bm) * math.ceil(n / p.bn)
         return Call((a_map, b_map, out_map), (ctypes.c_uint32(m), ctypes.c_uint32(n), ctypes.c_uint32(k), epilogue,
                                               split),
-                    max(1, min(tiles * picked.splits, multiprocessors)), kernel=picked.variant)
+                    max(1, min(family.units(picked, m, n), multiprocessors)), kernel=picked.variant)

@@ -134,17 +134,27 @@ class MatmulFamily:
 
     def choose(self, m: int, n: int, k: int, multiprocessors: int, max_splits: int | None = None) -> Choice:
         splits = self.max_splits if max_splits is None else min(max_splits, self.max_splits)
-        return self.dispatch.choose([p.shape for p in self.kernels], m, n, k, multiprocessors, splits)
+        choice = self.dispatch.choose([p.shape for p in self.kernels], m, n, k, multiprocessors, splits)
+        return choice if choice.splits > 1 else Choice(choice.variant, 1, 0)
 
     def workspace_bytes(self, choice: Choice, m: int, n: int) -> tuple[int, int]:
         """The global memory a launch with ``choice`` needs: one arrival counter per tile and consumer
-        (they must start at zero; the kernel leaves them so), and each split's fp32 partial tile.
+        (they must start at zero; the kernel leaves them so) and each split's fp32 partial tile, for
+        the split tiles (from ``split_from`` on).
         Kept apart: another launch's partials must never land on counters."""
         if choice.splits == 1:
             return 0, 0
         p = self.kernels[choice.variant]
+        split_tiles = math.ceil(m / p.bm) * math.ceil(n / p.bn) - choice.split_from
+        return split_tiles * p.consumers * 4, split_tiles * choice.splits * p.partial_floats * 4
+
+    def units(self, choice: Choice, m: int, n: int) -> int:
+        """Work units of a launch: the whole tiles, and each split tile's splits."""
+        p = self.kernels[choice.variant]
         tiles = math.ceil(m / p.bm) * math.ceil(n / p.bn)
-        return tiles * p.consumers * 4, tiles * choice.splits * p.partial_floats * 4
+        if choice.splits == 1:
+            return tiles
+        return choice.split_from + (tiles - choice.split_from) * choice.splits
 
 
 def setmaxnreg_consumers(consumers: int) -> int:
