@@ -236,8 +236,9 @@ namespace {
 struct matmul_tile_cost {
   uint64_t bm, bn, bk, consumers, step_ns, tile_ns;
 };
-constexpr matmul_tile_cost matmul_costs[5] = {
+constexpr matmul_tile_cost matmul_costs[6] = {
     {128, 256, 64, 2, 700, 1500},  // matmul_f16_nn_f32_matmul
+    {128, 192, 64, 2, 530, 1200},  // matmul_f16_nn_f32_matmul_128x192
     {128, 128, 64, 2, 370, 1000},  // matmul_f16_nn_f32_matmul_128x128
     {64, 256, 64, 1, 400, 1000},  // matmul_f16_nn_f32_matmul_64x256
     {64, 128, 64, 1, 220, 800},  // matmul_f16_nn_f32_matmul_64x128
@@ -276,7 +277,7 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* v
   *variant = 0, *splits = 1, *split_from = 0;
   uint64_t k_steps = (K + matmul_costs[0].bk - 1) / matmul_costs[0].bk;
   if (k_steps == 0) k_steps = 1;
-  for (uint32_t v = 0; v < 5; ++v) {
+  for (uint32_t v = 0; v < 6; ++v) {
     const uint64_t tiles = ((M + matmul_costs[v].bm - 1) / matmul_costs[v].bm) * ((N + matmul_costs[v].bn - 1) / matmul_costs[v].bn);
     const uint64_t tail_from = tiles / sms * sms;
     for (uint32_t s = 1; s <= max_splits && s <= k_steps; ++s) {
@@ -474,27 +475,34 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_epilogue(
       return launch_status("matmul_f16_nn_f32_matmul", before);
     }
     case 1: {
+      static const matmul_f16_nn_f32_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x192), matmul_f16_nn_f32_matmul_128x192_smem_bytes, "matmul_f16_nn_f32_matmul_128x192");
+      if (allowed != matmul_f16_nn_f32_ok) return fail(allowed, "%s", "matmul_f16_nn_f32_matmul_128x192: cannot allow its shared memory");
+      matmul_f16_nn_f32_matmul_128x192<<<grid, matmul_f16_nn_f32_matmul_128x192_threads, matmul_f16_nn_f32_matmul_128x192_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
+          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
+      return launch_status("matmul_f16_nn_f32_matmul_128x192", before);
+    }
+    case 2: {
       static const matmul_f16_nn_f32_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x128), matmul_f16_nn_f32_matmul_128x128_smem_bytes, "matmul_f16_nn_f32_matmul_128x128");
       if (allowed != matmul_f16_nn_f32_ok) return fail(allowed, "%s", "matmul_f16_nn_f32_matmul_128x128: cannot allow its shared memory");
       matmul_f16_nn_f32_matmul_128x128<<<grid, matmul_f16_nn_f32_matmul_128x128_threads, matmul_f16_nn_f32_matmul_128x128_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_f16_nn_f32_matmul_128x128", before);
     }
-    case 2: {
+    case 3: {
       static const matmul_f16_nn_f32_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x256), matmul_f16_nn_f32_matmul_64x256_smem_bytes, "matmul_f16_nn_f32_matmul_64x256");
       if (allowed != matmul_f16_nn_f32_ok) return fail(allowed, "%s", "matmul_f16_nn_f32_matmul_64x256: cannot allow its shared memory");
       matmul_f16_nn_f32_matmul_64x256<<<grid, matmul_f16_nn_f32_matmul_64x256_threads, matmul_f16_nn_f32_matmul_64x256_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_f16_nn_f32_matmul_64x256", before);
     }
-    case 3: {
+    case 4: {
       static const matmul_f16_nn_f32_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x128), matmul_f16_nn_f32_matmul_64x128_smem_bytes, "matmul_f16_nn_f32_matmul_64x128");
       if (allowed != matmul_f16_nn_f32_ok) return fail(allowed, "%s", "matmul_f16_nn_f32_matmul_64x128: cannot allow its shared memory");
       matmul_f16_nn_f32_matmul_64x128<<<grid, matmul_f16_nn_f32_matmul_64x128_threads, matmul_f16_nn_f32_matmul_64x128_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_f16_nn_f32_matmul_64x128", before);
     }
-    case 4: {
+    case 5: {
       static const matmul_f16_nn_f32_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x64), matmul_f16_nn_f32_matmul_64x64_smem_bytes, "matmul_f16_nn_f32_matmul_64x64");
       if (allowed != matmul_f16_nn_f32_ok) return fail(allowed, "%s", "matmul_f16_nn_f32_matmul_64x64: cannot allow its shared memory");
       matmul_f16_nn_f32_matmul_64x64<<<grid, matmul_f16_nn_f32_matmul_64x64_threads, matmul_f16_nn_f32_matmul_64x64_smem_bytes, static_cast<cudaStream_t>(stream)>>>(

@@ -54,7 +54,7 @@ matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_c(matmul_f16_nn_f32_tensor_map
 /* C = A x B: A is M x K, B is K x N, C is M x N, all row-major with leading
    dimensions lda, ldb, ldc in elements (0: contiguous; each a multiple of 16 bytes, as TMA needs),
    __half in, fp32 accumulation, float out; M, N, K below 2^31. K = 0 sets C to zeros.
-   Each call picks one of the spec's 5 kernel(s) and a split of K (of every tile, or of the last
+   Each call picks one of the spec's 6 kernel(s) and a split of K (of every tile, or of the last
    wave's) for its M, N and K (matmul_f16_nn_f32_matmul_choice);
    tensor maps are encoded again only when a pointer, shape or leading dimension changes. A split
    launch sums fp32 partials in a workspace the library allocates per device and stream on first
@@ -69,7 +69,7 @@ matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_epilogue(const void* a,
     uint64_t K, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta, const void* c_in, int64_t ldc_in,
     const void* bias, uint32_t bias_along, void* stream);
 
-/* Which kernel (0 .. 4: 128x256, 128x128, 64x256, 64x128, 64x64), how many splits of K and from which tile on
+/* Which kernel (0 .. 5: 128x256, 128x192, 128x128, 64x256, 64x128, 64x64), how many splits of K and from which tile on
    (the tiles before it whole) a launch of M x N x K on `sms` multiprocessors runs. */
 matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_choice(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* kernel, uint32_t* splits,
     uint32_t* split_from);

@@ -10,8 +10,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-// C = alpha * A x B + beta * C_in + bias on the tensor cores, in a family of 5 kernel(s) of different tile
-// shapes: matmul_f16_nn_f32_matmul (128 x 256, 4 stages), matmul_f16_nn_f32_matmul_128x128 (128 x 128, 6 stages), matmul_f16_nn_f32_matmul_64x256 (64 x 256, 5 stages), matmul_f16_nn_f32_matmul_64x128 (64 x 128, 8 stages), matmul_f16_nn_f32_matmul_64x64 (64 x 64, 12 stages).
+// C = alpha * A x B + beta * C_in + bias on the tensor cores, in a family of 6 kernel(s) of different tile
+// shapes: matmul_f16_nn_f32_matmul (128 x 256, 4 stages), matmul_f16_nn_f32_matmul_128x192 (128 x 192, 4 stages), matmul_f16_nn_f32_matmul_128x128 (128 x 128, 6 stages), matmul_f16_nn_f32_matmul_64x256 (64 x 256, 5 stages), matmul_f16_nn_f32_matmul_64x128 (64 x 128, 8 stages), matmul_f16_nn_f32_matmul_64x64 (64 x 64, 12 stages).
 // Each launch picks one, and a split of K, for its M, N and K (matmul_f16_nn_f32_matmul_choice).
 // Warpgroup 0 produces: one thread keeps a ring of stages full with TMA (full/empty mbarriers).
 // Warpgroups 1..consumers consume: each multiplies 64-row blocks of the tile with wgmma (m64nBNk16),
@@ -21,6 +21,8 @@
 // Edges need no care: TMA fills loads outside A and B with zeros and drops stores outside C.
 constexpr uint32_t matmul_f16_nn_f32_matmul_threads = 384;
 constexpr uint32_t matmul_f16_nn_f32_matmul_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_f16_nn_f32_matmul_128x192_threads = 384;
+constexpr uint32_t matmul_f16_nn_f32_matmul_128x192_smem_bytes = 197632;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_f16_nn_f32_matmul_128x128_threads = 384;
 constexpr uint32_t matmul_f16_nn_f32_matmul_128x128_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_f16_nn_f32_matmul_64x256_threads = 256;
@@ -248,20 +250,25 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       warpgroup_barrier(1 + consumer);
       if (!last_split[consumer]) continue;
       __threadfence();
+      // Every split's partial, this one's too (it is in the workspace already), added in the order
+      // of the splits: the sum does not depend on which split arrived last. Split by split, a
+      // whole block of rows at a time, so that its loads are all in flight together.
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) {
         if (row0 + 64 * mb >= M) continue;
+        const float4* chunk = partials + consumer * chunks * 128 + thread + mb * (BN / 8) * 128;
 #pragma unroll
         for (uint32_t q = 0; q < BN / 8; ++q) {
-          // Every split's partial, this one's too (it is in the workspace already), in the order of
-          // the splits: the sum does not depend on which split arrived last.
-          const float4* chunk = partials + consumer * chunks * 128 + thread + (mb * (BN / 8) + q) * 128;
-          float4 sum = __ldcg(chunk);
-          for (uint32_t r = 1; r < splits; ++r) {
-            const float4 v = __ldcg(chunk + size_t(r) * Consumers * chunks * 128);
-            sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+          const float4 v = __ldcg(chunk + q * 128);
+          acc[mb][4 * q] = v.x, acc[mb][4 * q + 1] = v.y, acc[mb][4 * q + 2] = v.z, acc[mb][4 * q + 3] = v.w;
+        }
+        for (uint32_t r = 1; r < splits; ++r) {
+          const float4* part = chunk + size_t(r) * Consumers * chunks * 128;
+#pragma unroll
+          for (uint32_t q = 0; q < BN / 8; ++q) {
+            const float4 v = __ldcg(part + q * 128);
+            acc[mb][4 * q] += v.x, acc[mb][4 * q + 1] += v.y, acc[mb][4 * q + 2] += v.z, acc[mb][4 * q + 3] += v.w;
           }
-          acc[mb][4 * q] = sum.x, acc[mb][4 * q + 1] = sum.y, acc[mb][4 * q + 2] = sum.z, acc[mb][4 * q + 3] = sum.w;
         }
       }
     }
@@ -314,6 +321,17 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
   matmul_f16_nn_f32::matmul_body<128, 256, 2, 4, 2, 4,
+                          56, 224>(
+      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+}
+
+// 128 x 192 tiles, 2 consumer warpgroup(s), 4 stages of 40960 bytes.
+// Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
+extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul_128x192(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
+  matmul_f16_nn_f32::matmul_body<128, 192, 2, 4, 2, 3,
                           56, 224>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
