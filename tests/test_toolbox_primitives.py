@@ -20,8 +20,15 @@ from tmagen.errors import RuleError
 from tmagen.plan import check, resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
-from tmagen.toolbox import (CLUSTER_RULES, HW_REDUCE_FAULTS, PTX_REDUCE_TYPES, REDUCE_OPS, REDUCE_TYPES, check_cluster,
-                            reduce_ops_for)
+from tmagen.toolbox import (
+    CLUSTER_RULES,
+    HW_REDUCE_FAULTS,
+    PTX_REDUCE_TYPES,
+    REDUCE_OPS,
+    REDUCE_TYPES,
+    check_cluster,
+    reduce_ops_for,
+)
 
 from conftest import REPO
 
