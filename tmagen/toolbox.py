@@ -226,6 +226,7 @@ def check_cluster(dims: Sequence[int], *, cta_masks: Sequence[int] = (), non_por
     return found
 
 
-__all__ = ["REDUCE_OPS", "REDUCE_TYPES", "PTX_REDUCE_TYPES", "HW_REDUCE_FAULTS", "HW_RED", "ReduceOp", "reduce_ops_for", "reduce_problem", "L2_HINTS",
+__all__ = ["REDUCE_OPS", "REDUCE_TYPES", "PTX_REDUCE_TYPES", "HW_REDUCE_FAULTS", "HW_RED", "ReduceOp", "reduce_ops_for",
+           "reduce_problem", "L2_HINTS",
            "ClusterUse", "ClusterRule", "CLUSTER_RULES", "check_cluster", "MAX_CLUSTER_PORTABLE",
            "MAX_CLUSTER_NON_PORTABLE", "CTA_MASK_BITS"]
