@@ -1,6 +1,8 @@
 """Replays what the GPU said (tests/data/hw_h200, recorded by scripts/probe/probe_hw.py on an
 H200, driver 580.159): the model must reproduce every recorded shared-memory dump byte for
-byte, and the validator's errors must agree with the driver's verdict on every recorded set."""
+byte, and the validator's errors must agree with the driver's verdict on every recorded set.
+The reductions' record (reduce_ops.json, from tests/gpu/test_toolbox.py on an H200) holds rule
+reduce-op-for-type to what ran: it refuses exactly the op/type pairs that faulted."""
 
 from __future__ import annotations
 
@@ -179,3 +181,48 @@ def test_the_driver_is_judged_on_what_it_receives() -> None:
         assert any(s >= 1 << 64 for s in args["global_strides"])
         assert {v.rule for v in check_encode_tiled(**args)} == {"global-stride-limit"}
         assert check_encode_tiled(**as_sent(args)) == [], args
+
+
+# ----------------------------------------------------------------------------- reductions
+def _reduce_record() -> dict:
+    return json.loads((HW_DATA / "reduce_ops.json").read_text())
+
+
+def test_the_reduction_record_covers_the_ptx_isa_s_table() -> None:
+    """Every op/type pair the PTX ISA's table allows ran once on the H200, and nothing else."""
+    from tmagen.toolbox import PTX_REDUCE_TYPES
+
+    record = _reduce_record()
+    assert (record["gpu"], record["driver"], record["date"]) == ("NVIDIA H200", "580.159", "2026-11-24")
+    ran = [(c["op"], c["dtype"]) for c in record["cases"]]
+    assert len(ran) == len(set(ran))
+    assert set(ran) == {(op, d) for op, types in PTX_REDUCE_TYPES.items() for d in types}
+    assert {c["outcome"] for c in record["cases"]} == {"exact", "illegal_instruction"}
+
+
+def _reduce_case_ids() -> list[str]:
+    return [f"{c['op']}-{c['dtype']}" for c in _reduce_record()["cases"]]
+
+
+@pytest.mark.parametrize("case", _reduce_record()["cases"], ids=_reduce_case_ids())
+def test_the_reduction_rule_agrees_with_the_h200(case: dict) -> None:
+    """A spec reducing by the recorded op on the recorded type: refused by reduce-op-for-type (and
+    only by it) exactly where the H200 faulted, and the message names the value, the fix and the
+    measurement."""
+    from tmagen.dtypes import DTYPES
+    from tmagen.plan import check
+    from tmagen.spec import parse_spec
+
+    op, dtype = case["op"], case["dtype"]
+    size = DTYPES[dtype].nbytes
+    spec = {"name": "r", "tensors": [{"name": "t", "dtype": dtype, "shape": [64, 64], "box": [8, 64 // size],
+                                      "reduce": op}]}
+    found = check(parse_spec(spec))
+    if case["outcome"] == "exact":
+        assert found == [], [v.message for v in found]
+        return
+    assert [v.rule for v in found] == ["reduce-op-for-type"]
+    message = found[0].message
+    assert f"= '{op}'" in message and dtype in message and "illegal instruction" in message
+    assert "two uint32 halves" in message  # the fix
+    assert "H200" in message and "580.159" in message and "PTX ISA" in message  # the sources

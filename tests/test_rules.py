@@ -402,7 +402,8 @@ CASES = [
          fragments=("smem_offset 128",), id="offset"),
     spec("mma-k-major-boxes-contiguous", False, tensor={"dtype": "bfloat16", "box": [16, 32],
                                                         "mma": {"operand": "a", "mn_boxes": 2}}, id="1024-byte-boxes"),
-    # --- reduce-op-for-type (spec only): the PTX ISA's table of reductions and element types
+    # --- reduce-op-for-type (spec only): the PTX ISA's table of reductions and element types, less what faults
+    # on the H200 (and, or, xor on int64: tests/data/hw_h200/reduce_ops.json)
     spec("reduce-op-for-type", True, tensor={"reduce": "min"}, kernel=None,
          fragments=("tensors[0].reduce = 'min'", "no .min on float32", "use one of add on float32"),
          field_name="tensors[0].reduce", id="min-f32"),
@@ -416,8 +417,14 @@ CASES = [
     spec("reduce-op-for-type", False, tensor={"reduce": "add"}, kernel=None, id="add-f32"),
     spec("reduce-op-for-type", False, tensor={"dtype": "bfloat16", "box": [8, 16], "reduce": "max"}, kernel=None,
          id="max-bf16"),
-    spec("reduce-op-for-type", False, tensor={"dtype": "int64", "box": [8, 4], "reduce": "xor"}, kernel=None,
-         id="xor-s64"),
+    spec("reduce-op-for-type", True, tensor={"dtype": "int64", "box": [8, 4], "reduce": "xor"}, kernel=None,
+         fragments=("tensors[0].reduce = 'xor'", ".xor on int64 elements faults on the GPU (illegal instruction)",
+                    "table allows .xor on .b64", "split the 64-bit values into two uint32 halves",
+                    "measured on an NVIDIA H200"), field_name="tensors[0].reduce", id="xor-s64"),
+    spec("reduce-op-for-type", False, tensor={"dtype": "uint64", "box": [8, 4], "reduce": "xor"}, kernel=None,
+         id="xor-u64"),
+    spec("reduce-op-for-type", False, tensor={"dtype": "int64", "box": [8, 4], "reduce": "min"}, kernel=None,
+         id="min-s64"),
     spec("reduce-op-for-type", False, tensor={"dtype": "uint32", "reduce": "dec"}, kernel=None, id="dec-u32"),
     # --- reduce-in-kernel (spec only): tmagen's storing kernels store plainly; inspect only loads
     spec("reduce-in-kernel", True, tensor={"reduce": "add"}, kernel={"kind": "copy"},

@@ -661,7 +661,8 @@ def _mma_contiguous(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 # --- rules of the toolbox's copies: reductions and L2 hints (tmagen.toolbox)
 @rule("reduce-op-for-type", "a map's reduction is one its element type has (add: u32 s32 u64 f32 f16 bf16; min, max: "
-      "u32 s32 u64 s64 f16 bf16; inc, dec: u32; and, or, xor: 32- and 64-bit integers)", toolbox.PTX_RED)
+      "u32 s32 u64 s64 f16 bf16; inc, dec: u32; and, or, xor: u32 s32 u64, not s64, which faults on the GPU)",
+      f"{toolbox.PTX_RED}; and, or, xor on s64: {toolbox.HW_RED}")
 def _reduce_type(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
     if a.reduce is None:
         return

@@ -3,7 +3,8 @@ reductions into global memory, L2 cache hints, prefetches, and multicast to the 
 Each with the facts it rests on and its named rules, sources cited.
 
 The reductions (``tma::reduce_Nd<op>``, ``cp.reduce.async.bulk.tensor``) exist for some element
-types only: `REDUCE_TYPES`, from the PTX ISA's table. The cluster rules (`CLUSTER_RULES`) check a
+types only: `REDUCE_TYPES`, the PTX ISA's table (`PTX_REDUCE_TYPES`) less the cases that fault on
+the GPU (`HW_REDUCE_FAULTS`: and, or, xor on int64). The cluster rules (`CLUSTER_RULES`) check a
 cluster launch and a multicast's CTA mask, for kernels of the user's own (the header's primitives)
 and for the kinds that launch clusters; `check_cluster` runs them all.
 
@@ -11,6 +12,7 @@ Sources, as cited in messages:
   PTX_RED   PTX ISA 9.4, 9.7.10.28.5.4 cp.reduce.async.bulk.tensor (valid .redOp and element types)
   PTX_TC    PTX ISA 9.4, 9.7.10.28.5.3 cp.async.bulk.tensor (.multicast::cluster, ctaMask, targets)
   PTX_POL   PTX ISA 9.4, 9.7.10.21 createpolicy (fractional L2 eviction priorities)
+  HW_RED    measured on an H200: and, or, xor through an int64 map are illegal instructions
   CPG_CL    CUDA Programming Guide, Thread Block Clusters: 8 CTAs portable, 16 on sm_90 with
             cudaFuncAttributeNonPortableClusterSizeAllowed; the grid a multiple of the cluster
 """
@@ -55,7 +57,7 @@ REDUCE_OPS: dict[str, ReduceOp] = {o.name: o for o in (
 # No reduction takes 8-bit data, uint16, float64, or the FTZ and TF32 float32 variants (the table
 # names .f32 alone), nor the packed types.
 _BITS = ("uint32", "int32", "uint64", "int64")
-REDUCE_TYPES: dict[str, tuple[str, ...]] = {
+PTX_REDUCE_TYPES: dict[str, tuple[str, ...]] = {
     "add": ("uint32", "int32", "uint64", "float32", "float16", "bfloat16"),
     "min": ("uint32", "int32", "uint64", "int64", "float16", "bfloat16"),
     "max": ("uint32", "int32", "uint64", "int64", "float16", "bfloat16"),
@@ -65,6 +67,18 @@ REDUCE_TYPES: dict[str, tuple[str, ...]] = {
     "or": _BITS,
     "xor": _BITS,
 }
+
+# What the hardware says of the table (HW_RED): every op on every type above ran on an H200 and
+# matched numpy, except .and, .or and .xor through an int64 map, which the PTX ISA allows (.b64) and
+# ptxas assembles but which fault with CUDA_ERROR_ILLEGAL_INSTRUCTION; through a uint64 map the same
+# ops are exact. tests/data/hw_h200/reduce_ops.json holds every case; tests/test_hw_replay.py replays it.
+HW_RED = ("measured on an NVIDIA H200 (driver 580.159, CUDA 13.0, 2026-11-24): illegal instruction; "
+          "tests/data/hw_h200/reduce_ops.json")
+HW_REDUCE_FAULTS: frozenset[tuple[str, str]] = frozenset({("and", "int64"), ("or", "int64"), ("xor", "int64")})
+
+# The element types tmagen lets each reduction take: the PTX ISA's table less what faults on the GPU.
+REDUCE_TYPES: dict[str, tuple[str, ...]] = {
+    op: tuple(d for d in types if (op, d) not in HW_REDUCE_FAULTS) for op, types in PTX_REDUCE_TYPES.items()}
 
 
 def reduce_ops_for(dtype: str) -> tuple[str, ...]:
@@ -76,9 +90,16 @@ def reduce_problem(op: str, dtype: str) -> tuple[str, str] | None:
     """Why reduction ``op`` cannot run on ``dtype`` data and what to do, or None where it can."""
     if dtype in REDUCE_TYPES[op]:
         return None
+    ptx = REDUCE_OPS[op].ptx
+    if (op, dtype) in HW_REDUCE_FAULTS:
+        why = (f"cp.reduce.async.bulk.tensor .{ptx} on {dtype} elements faults on the GPU (illegal instruction), "
+               f"although the PTX ISA's table allows .{ptx} on .b64 and ptxas assembles it")
+        fix = (f"use a 32-bit type: split the 64-bit values into two uint32 halves, which .{ptx} treats "
+               f"independently (or a uint64 map over the same memory: .{ptx} on uint64 was measured exact)")
+        return why, fix
     allowed = reduce_ops_for(dtype)
-    why = f"cp.reduce.async.bulk.tensor has no .{REDUCE_OPS[op].ptx} on {dtype} elements (it takes " \
-          f"{', '.join(REDUCE_TYPES[op])})"
+    why = f"cp.reduce.async.bulk.tensor has no .{ptx} on {dtype} elements (it takes " \
+          f"{', '.join(PTX_REDUCE_TYPES[op])})"
     fix = (f"use one of {', '.join(allowed)} on {dtype}" if allowed else
            f"no reduction takes {dtype}: reduce in a type that has one (float32, int32, uint32, ...)")
     return why, fix
@@ -205,6 +226,7 @@ def check_cluster(dims: Sequence[int], *, cta_masks: Sequence[int] = (), non_por
     return found
 
 
-__all__ = ["REDUCE_OPS", "REDUCE_TYPES", "ReduceOp", "reduce_ops_for", "reduce_problem", "L2_HINTS",
+__all__ = ["REDUCE_OPS", "REDUCE_TYPES", "PTX_REDUCE_TYPES", "HW_REDUCE_FAULTS", "HW_RED", "ReduceOp", "reduce_ops_for",
+           "reduce_problem", "L2_HINTS",
            "ClusterUse", "ClusterRule", "CLUSTER_RULES", "check_cluster", "MAX_CLUSTER_PORTABLE",
            "MAX_CLUSTER_NON_PORTABLE", "CTA_MASK_BITS"]

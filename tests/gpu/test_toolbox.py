@@ -5,9 +5,10 @@ without a kernel (tests/gpu/toolbox_probe.py), one per primitive, each checked b
   exactly where the layout model puts it, a CTA left out keeps its poison, and the issuing CTA
   hears every CTA's remote arrival (mbarrier_arrive_cluster); and the split form, each CTA loading
   one box of its cluster's tile and multicasting it to all;
-- every reduction on every element type the PTX ISA allows, against numpy, on a ragged tensor
-  (partial boxes at both edges: what falls outside is dropped, and a guard after the tensor keeps
-  its poison);
+- every reduction on every element type rule reduce-op-for-type allows (the PTX ISA's table less
+  and, or, xor on int64), against numpy, on a ragged tensor (partial boxes at both edges: what falls
+  outside is dropped, and a guard after the tensor keeps its poison); and, last, in a child process,
+  that and on int64 still faults as recorded (tests/data/hw_h200/reduce_ops.json);
 - cache hints (each policy maker, and the box's own l2_hint) on loads and stores, with and without
   prefetching the tensor map and the box into L2 first: the copy must still be exact.
 
@@ -18,6 +19,8 @@ right, not that the bytes were in L2. Cheap: one compile and about 50 launches o
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -27,7 +30,7 @@ from tmagen import runtime
 from tmagen.launch import array_args, encode
 from tmagen.toolbox import REDUCE_TYPES
 
-from conftest import REPO
+from conftest import REPO, pythonpath_with_repo
 
 sys.path.insert(0, str(REPO / "tests" / "gpu"))
 import toolbox_probe  # noqa: E402  (the spec, the compile and the reductions' model)
@@ -121,6 +124,9 @@ def test_multicast_slices_give_every_cta_the_whole_tile(device, toolbox, n: int)
 
 
 # ----------------------------------------------------------------------------- reductions
+# Every op/type pair rule reduce-op-for-type allows: the PTX ISA's table less what faulted on the
+# H200 (and, or, xor on int64, tests/data/hw_h200/reduce_ops.json), which is never launched here: a
+# fault is sticky and would poison this process's context for every test after it.
 CASES = [(dtype, op) for dtype in toolbox_probe.REDUCE_MAPS for op in toolbox_probe.REDUCE_OP_CODES
          if dtype in REDUCE_TYPES[op]]
 
@@ -129,15 +135,15 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).view(np.dtype(f"u{a.itemsize}"))
 
 
-@pytest.mark.parametrize("dtype, op", CASES, ids=[f"{op}-{dtype}" for dtype, op in CASES])
-def test_reduce_matches_numpy(device, toolbox, dtype: str, op: str) -> None:
-    p, module = toolbox
+def reduce_case(p, module: runtime.Module, device, dtype: str, op: str, seed: int) -> None:
+    """Reduces a ragged tensor by ``op`` through a ``dtype`` map and asserts numpy's result, with
+    nothing written past the tensor. Raises GpuError if the kernel faults."""
     m = p.map(toolbox_probe.REDUCE_MAPS[dtype])
     box_rows, box_cols = m.box
     es = m.elem_bytes
     rows, cols = 2 * box_rows + 3, 2 * box_cols + 16 // es  # partial boxes on both axes, rows of whole 16 bytes
     tiles_x, tiles_y = -(-cols // box_cols), -(-rows // box_rows)
-    rng = np.random.default_rng(CASES.index((dtype, op)))
+    rng = np.random.default_rng(seed)
     dst0, src = toolbox_probe.operands(rng, op, dtype, (rows, cols))
     expected = toolbox_probe.reduce_model(op, dtype, dst0, src)
     guard = np.full(GUARD, OUT_POISON, dtype=np.uint8)
@@ -161,6 +167,12 @@ def test_reduce_matches_numpy(device, toolbox, dtype: str, op: str) -> None:
     assert differ.size == 0, (f"{len(differ)} of {rows * cols} elements differ, first at {tuple(differ[0])}: dst "
                               f"{_bits(dst0)[tuple(differ[0])]:#x} {op} src {_bits(src)[tuple(differ[0])]:#x} gave "
                               f"{got[tuple(differ[0])]:#x}, expected {want[tuple(differ[0])]:#x}")
+
+
+@pytest.mark.parametrize("dtype, op", CASES, ids=[f"{op}-{dtype}" for dtype, op in CASES])
+def test_reduce_matches_numpy(device, toolbox, dtype: str, op: str) -> None:
+    p, module = toolbox
+    reduce_case(p, module, device, dtype, op, CASES.index((dtype, op)))
 
 
 # ----------------------------------------------------------------------------- prefetch and cache hints
@@ -192,3 +204,46 @@ def test_hinted_and_prefetched_copies_are_exact(device, toolbox, policy: int, pr
     assert np.all(flags == 1)
     assert np.array_equal(memory[:host.nbytes].view(np.uint32).reshape(rows, cols), host)
     assert np.all(memory[host.nbytes:] == OUT_POISON)
+
+
+# ----------------------------------------------------------------------------- what the rule refuses
+# Last in the file, and in a child process of its own: the fault it expects is sticky and kills the
+# child's context only, never this one's.
+_FAULT_PROBE = """
+import sys
+sys.path[:0] = sys.argv[1:3]
+from tmagen import runtime
+from tmagen.errors import GpuError
+import test_toolbox, toolbox_probe
+device = runtime.Device.open()
+p, cubin = toolbox_probe.compile_kernels()
+module = runtime.Module(cubin.read_bytes())
+try:
+    test_toolbox.reduce_case(p, module, device, "int64", "and", 0)
+except GpuError as exc:
+    print("FAULT", exc)
+    sys.exit(0)
+except AssertionError as exc:
+    print("WRONG", exc)
+    sys.exit(0)
+print("EXACT")
+"""
+
+
+def test_and_on_int64_still_faults(device) -> None:
+    """Rule reduce-op-for-type refuses and, or, xor on int64 because the H200 faulted on them
+    (tests/data/hw_h200/reduce_ops.json). This GPU and driver must still fault on and-int64; the day
+    they reduce it, the rule is to be lifted."""
+    run = subprocess.run([sys.executable, "-c", _FAULT_PROBE, str(REPO / "tests"), str(REPO / "tests" / "gpu")],
+                         capture_output=True, text=True, timeout=300, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": pythonpath_with_repo()})
+    out = run.stdout.strip().splitlines()
+    verdict = out[-1] if out else ""
+    assert run.returncode == 0 and verdict.startswith(("FAULT", "WRONG", "EXACT")), \
+        f"the probe did not report (exit {run.returncode}): {run.stderr[-2000:]}"
+    assert not verdict.startswith("EXACT"), (
+        f"and on int64 reduced exactly on {device.name}: lift the rule (tmagen.toolbox.HW_REDUCE_FAULTS, "
+        "reduce-op-for-type) for and, or, xor on int64, after checking or and xor too, and record this GPU and driver "
+        "in tests/data/hw_h200/reduce_ops.json")
+    assert verdict.startswith("FAULT") and "CUDA_ERROR_ILLEGAL_INSTRUCTION" in verdict, (
+        f"and on int64 neither faulted as recorded nor reduced exactly: {verdict}")
