@@ -142,13 +142,14 @@ def _fit(args: argparse.Namespace) -> None:
     shapes = [TileShape(int(key.split("x")[0]), int(key.split("x")[1]), int(data["bk"])) for key in data["kernels"]]
     base = json.loads(DISPATCH_JSON.read_text())
     start = Dispatch(base["gpu"], base["measured"], base["sm_bytes_per_us"], base["hbm_bytes_per_us"],
-                     {key: TileCost(**v) for key, v in base["tiles"].items()}, TileCost(**base["default"]))
+                     {key: TileCost(**v) for key, v in base["tiles"].items()}, TileCost(**base["default"]),
+                     max(1000, int(base.get("split_ns", 0))))
     best_d, best_score = start, _score(start, data, shapes)[0]
     # coordinate descent over the constants, by factors
-    for _ in range(4):
-        for field in ["sm_bytes_per_us", "hbm_bytes_per_us"] + [f"{s.key}.{f}" for s in shapes
+    for _ in range(8):
+        for field in ["sm_bytes_per_us", "hbm_bytes_per_us", "split_ns"] + [f"{s.key}.{f}" for s in shapes
                                                                 for f in ("step_ns", "tile_ns")]:
-            for factor in (0.5, 0.7, 0.85, 1.2, 1.4, 2.0):
+            for factor in (0.25, 0.5, 0.7, 0.85, 0.93, 1.08, 1.2, 1.4, 2.0, 4.0):
                 trial = _scaled(best_d, field, factor)
                 score = _score(trial, data, shapes)[0]
                 if score < best_score - 1e-9:
@@ -163,21 +164,23 @@ def _fit(args: argparse.Namespace) -> None:
         raw = {"gpu": data["gpu"], "measured": f"python -m lab.tune_matmul on {len(lines)} shapes",
                "sm_bytes_per_us": best_d.sm_bytes_per_us, "hbm_bytes_per_us": best_d.hbm_bytes_per_us,
                "tiles": {key: {"step_ns": c.step_ns, "tile_ns": c.tile_ns} for key, c in best_d.tiles.items()},
-               "default": {"step_ns": best_d.default.step_ns, "tile_ns": best_d.default.tile_ns}}
+               "default": {"step_ns": best_d.default.step_ns, "tile_ns": best_d.default.tile_ns},
+               "split_ns": best_d.split_ns}
         DISPATCH_JSON.write_text(json.dumps(raw, indent=2) + "\n")
         print(f"wrote {DISPATCH_JSON}")
 
 
 def _scaled(d: Dispatch, field: str, factor: float) -> Dispatch:
     if "." not in field:
-        values = {"sm_bytes_per_us": d.sm_bytes_per_us, "hbm_bytes_per_us": d.hbm_bytes_per_us}
+        values = {"sm_bytes_per_us": d.sm_bytes_per_us, "hbm_bytes_per_us": d.hbm_bytes_per_us, "split_ns": d.split_ns}
         values[field] = max(1, int(values[field] * factor))
-        return Dispatch(d.gpu, d.measured, values["sm_bytes_per_us"], values["hbm_bytes_per_us"], d.tiles, d.default)
+        return Dispatch(d.gpu, d.measured, values["sm_bytes_per_us"], values["hbm_bytes_per_us"], d.tiles, d.default,
+                        values["split_ns"])
     key, name = field.split(".")
     tiles = dict(d.tiles)
     cost = tiles.get(key, d.default)
     tiles[key] = TileCost(**{**cost.__dict__, name: max(1, int(getattr(cost, name) * factor))})
-    return Dispatch(d.gpu, d.measured, d.sm_bytes_per_us, d.hbm_bytes_per_us, tiles, d.default)
+    return Dispatch(d.gpu, d.measured, d.sm_bytes_per_us, d.hbm_bytes_per_us, tiles, d.default, d.split_ns)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -232,19 +232,20 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_encode_c(matmul_bf16_tn_tensor_m
 namespace {
 
 // The family's choice for (M, N, K) on `sms` multiprocessors: the cost model of
-// tmagen/kinds/matmul/dispatch.py in the same integer arithmetic (constants measured on estimates (not yet measured)).
+// tmagen/kinds/matmul/dispatch.py in the same integer arithmetic (constants measured on NVIDIA H200).
 struct matmul_tile_cost {
   uint64_t bm, bn, bk, consumers, step_ns, tile_ns;
 };
 constexpr matmul_tile_cost matmul_costs[6] = {
-    {128, 256, 64, 2, 700, 1500},  // matmul_bf16_tn_matmul
+    {128, 256, 64, 2, 700, 750},  // matmul_bf16_tn_matmul
     {128, 192, 64, 2, 530, 1200},  // matmul_bf16_tn_matmul_128x192
-    {128, 128, 64, 2, 370, 1000},  // matmul_bf16_tn_matmul_128x128
+    {128, 128, 64, 2, 370, 4000},  // matmul_bf16_tn_matmul_128x128
     {64, 256, 64, 1, 400, 1000},  // matmul_bf16_tn_matmul_64x256
     {64, 128, 64, 1, 220, 800},  // matmul_bf16_tn_matmul_64x128
     {64, 64, 64, 1, 130, 700},  // matmul_bf16_tn_matmul_64x64
 };
-constexpr uint64_t matmul_sm_bytes_per_us = 100000, matmul_hbm_bytes_per_us = 4200000;
+constexpr uint64_t matmul_sm_bytes_per_us = 27540, matmul_hbm_bytes_per_us = 3570000;
+constexpr uint64_t matmul_split_ns = 19200;
 constexpr uint32_t matmul_max_splits = 16;
 
 // `units` work units of `steps` K steps each on a persistent grid of `sms` blocks.
@@ -263,9 +264,11 @@ uint64_t matmul_time_ns(const matmul_tile_cost& c, uint64_t M, uint64_t N, uint6
   const uint64_t tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn);
   const uint64_t whole = splits == 1 ? tiles : (split_from < tiles ? split_from : tiles);
   const uint64_t k_steps = (K + c.bk - 1) / c.bk;
-  uint64_t time = matmul_phase_ns(c, whole, k_steps, sms) +
-                  matmul_phase_ns(c, (tiles - whole) * splits, (k_steps + splits - 1) / splits, sms);
-  if (splits > 1) time += 2 * (tiles - whole) * splits * c.bm * c.bn * 4 * 1000 / matmul_hbm_bytes_per_us;
+  const uint64_t split_units = (tiles - whole) * splits;
+  uint64_t time = matmul_phase_ns(c, whole, k_steps, sms) + matmul_phase_ns(c, split_units, (k_steps + splits - 1) / splits, sms);
+  if (splits > 1) {
+    time += 2 * split_units * c.bm * c.bn * 4 * 1000 / matmul_hbm_bytes_per_us + (split_units + sms - 1) / sms * matmul_split_ns;
+  }
   return time;
 }
 

@@ -9,7 +9,7 @@ A launch of tile shape T with its tiles from ``split_from`` on split s ways over
     time = phase(whole tiles, K steps) + phase(split tiles x s, K steps / s) + fixup_ns
     phase(units, steps) = waves * (tile_ns + steps * max(step_ns, load_ns)), waves = ceil(units / SMs)
     load_ns = stage bytes / min(one SM's bandwidth, HBM bandwidth / blocks running)
-    fixup_ns = (s > 1) * (partials written and read back) / HBM bandwidth
+    fixup_ns = (s > 1) * ((partials written and read back) / HBM bandwidth + split waves * split_ns)
 
 A split runs on every tile, or on the tail alone: the tiles past the last whole wave, so that the
 last wave fills the GPU (``split_from``).
@@ -68,6 +68,7 @@ class Dispatch:
     hbm_bytes_per_us: int  # what the whole GPU's reach
     tiles: dict[str, TileCost]
     default: TileCost  # a tile shape the table lacks: scaled from the largest's by its area
+    split_ns: int = 0  # what a wave of split units costs beyond its steps: writing, counting, summing partials
 
     def cost(self, shape: TileShape) -> TileCost:
         if shape.key in self.tiles:
@@ -81,10 +82,11 @@ class Dispatch:
         tiles = -(-m // shape.bm) * -(-n // shape.bn)
         whole = tiles if splits == 1 else min(tiles, split_from or 0)
         k_steps = -(-k // shape.bk)
+        split_units = (tiles - whole) * splits
         return (self._phase_ns(shape, whole, k_steps, sms)
-                + self._phase_ns(shape, (tiles - whole) * splits, -(-k_steps // splits), sms)
-                + (2 * (tiles - whole) * splits * shape.bm * shape.bn * 4 * 1000 // self.hbm_bytes_per_us
-                   if splits > 1 else 0))
+                + self._phase_ns(shape, split_units, -(-k_steps // splits), sms)
+                + (2 * split_units * shape.bm * shape.bn * 4 * 1000 // self.hbm_bytes_per_us
+                   + -(-split_units // sms) * self.split_ns if splits > 1 else 0))
 
     def _phase_ns(self, shape: TileShape, units: int, steps: int, sms: int) -> int:
         """``units`` work units of ``steps`` K steps each on a persistent grid of ``sms`` blocks."""
@@ -118,7 +120,8 @@ def load_dispatch(path: Path) -> Dispatch:
     raw = json.loads(path.read_text())
     return Dispatch(raw["gpu"], raw["measured"], int(raw["sm_bytes_per_us"]), int(raw["hbm_bytes_per_us"]),
                     {key: TileCost(int(v["step_ns"]), int(v["tile_ns"])) for key, v in raw["tiles"].items()},
-                    TileCost(int(raw["default"]["step_ns"]), int(raw["default"]["tile_ns"])))
+                    TileCost(int(raw["default"]["step_ns"]), int(raw["default"]["tile_ns"])),
+                    int(raw.get("split_ns", 0)))
 
 
 DISPATCH = load_dispatch(Path(__file__).resolve().parent / "dispatch.json")
