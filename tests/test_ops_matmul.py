@@ -449,3 +449,56 @@ def test_a_loaded_kernel_hands_keyword_parameters_to_its_launcher(monkeypatch: p
     params = bound[0]
     assert params["alpha"] == 2.0 and params["beta"] == 0.5 and params["bias"] is None
     assert params["c"].ptr == 4 << 40 and params["c"].shape == (64, 48) and bound[1]["c"].ptr == 5 << 40
+
+
+def test_a_call_repeated_into_a_new_output_encodes_only_the_output_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new output each call (what ``c = ops.matmul(a, b)`` makes) costs one driver encode, C's: A's
+    and B's maps and everything else of the launch are reused; a new input is a new launch."""
+    from tmagen import kernels, runtime
+
+    class Raw:
+        def __init__(self, shape: tuple, ptr: int, typestr: str = "<f2") -> None:
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                             "strides": None, "version": 3}
+
+    encoded: list[int] = []  # the global address of each cuTensorMapEncodeTiled call
+    launched: list[int] = []  # the parameter array of each cuLaunchKernel call
+
+    def driver_encode(into: int, dtype: int, rank: int, address: int, *rest: Any) -> int:
+        encoded.append(address)
+        return 0
+
+    monkeypatch.setattr(runtime, "_encode_function", lambda: driver_encode)
+    monkeypatch.setattr(runtime, "primary_context", lambda ordinal: 1)
+    monkeypatch.setattr(runtime, "current_context", lambda: 1)
+    monkeypatch.setattr(runtime, "pointer_device", lambda ptr: 0)
+    monkeypatch.setattr(kernels, "multiprocessors", lambda device: 132)
+    monkeypatch.setattr(kernels, "launch_function", lambda: lambda *args: launched.append(args[9]) or 0)
+    k = tmagen.load(ops_matmul.ops_spec("float16", "float16", "k"))
+    monkeypatch.setattr(k, "_load", lambda device, stream: k._loaded.setdefault(
+        device, kernels._Loaded(1, tuple(range(len(k.view.family))), None)))  # type: ignore[arg-type]
+    monkeypatch.setattr(k, "_workspace", lambda device, stream, counters, partials: (1 << 20, 2 << 20))
+    a, w = Raw((64, 128), 1 << 40), Raw((96, 128), 2 << 40)
+    outs = [Raw((64, 96), (3 + i) << 40) for i in range(3)]
+
+    def addresses() -> list[int]:
+        return list((ctypes.c_void_p * 3).from_address(launched[-1]))
+
+    k(a, w, out=outs[0])
+    assert sorted(encoded) == [1 << 40, 2 << 40, 3 << 40] and k.encodes == 3
+    first = addresses()
+    for i, out in enumerate(outs[1:], 1):
+        encoded.clear()
+        k(a, w, out=out)
+        assert encoded == [(3 + i) << 40], "a new output: C's map alone encoded, at the new address"
+        assert addresses()[:2] == first[:2] and addresses()[2] != first[2], "A's and B's maps are reused"
+    encoded.clear()
+    k(a, w, out=outs[0])
+    k(a, w, out=outs[1])
+    assert encoded == [] and addresses()[:2] == first[:2], "outputs seen before: nothing encoded"
+    k(a, w, out=outs[0], alpha=2.0)  # another epilogue: a launch of its own
+    assert len(encoded) == 3
+    encoded.clear()
+    k(Raw((64, 128), 9 << 40), w, out=outs[0])  # another A: a launch of its own, every map encoded
+    assert sorted(encoded) == [2 << 40, 3 << 40, 9 << 40]
+    assert k.encodes == 3 + 2 + 3 + 3
