@@ -20,6 +20,7 @@ import pytest
 import tmagen
 from tmagen import arrays, nvrtc, ops_matmul
 from tmagen.errors import ArgumentError
+from tmagen.kernels import Launch
 from tmagen.plan import resolve
 
 torch = pytest.importorskip("torch")
@@ -63,8 +64,9 @@ class FakeFamily:
     def __init__(self, in_dtype: str, out_dtype: str, b_major: str) -> None:
         self.in_dtype, self.out_dtype, self.b_major = in_dtype, out_dtype, b_major
         self.calls: list[tuple] = []
+        self.last_launch = None
 
-    def launch(self, inputs: list, out: Any, stream: Any = None, params: dict[str, Any] | None = None) -> None:
+    def launch(self, inputs: list, out: Any, stream: Any = None, params: dict[str, Any] | None = None) -> Any:
         params = params or {}
         a, b = inputs
         for v, name in ((a, "a"), (b, "b"), (out, "out")):
@@ -92,6 +94,7 @@ class FakeFamily:
         target = _read(out)
         target[...] = result.view({2: torch.int16, 4: torch.int32}[out.itemsize]).numpy().view(target.dtype)
         self.calls.append((a, b, out, params))
+        return Launch(-1, 0, (ctypes.c_void_p * 0)(), (), skip=True)  # nothing on a GPU to launch again
 
 
 @pytest.fixture()
@@ -108,6 +111,7 @@ def family(monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setattr(ops_matmul, "kernel", kernel)
     monkeypatch.setattr(arrays, "empty", empty)
     monkeypatch.setattr(ops_matmul, "_RECIPES", {})
+    monkeypatch.setattr(ops_matmul, "_STREAM", lambda device: 0)  # PyTorch's stream of a CPU "device"
     return kernels
 
 
@@ -502,3 +506,56 @@ def test_a_call_repeated_into_a_new_output_encodes_only_the_output_map(monkeypat
     k(Raw((64, 128), 9 << 40), w, out=outs[0])  # another A: a launch of its own, every map encoded
     assert sorted(encoded) == [2 << 40, 3 << 40, 9 << 40]
     assert k.encodes == 3 + 2 + 3 + 3
+
+
+def test_the_fast_path_launches_again_what_it_launched(monkeypatch: pytest.MonkeyPatch, gen: Any) -> None:
+    """ops.matmul on PyTorch tensors of a layout seen before: the same pointers launch the same
+    parameters again without Kernel.launch; a new output (the caching allocator's next block) goes
+    through Kernel.launch, which encodes C's map alone. The driver is stubbed: CPU tensors stand in."""
+    from tmagen import kernels, runtime
+
+    encoded: list[int] = []
+    launched: list[tuple] = []
+    monkeypatch.setattr(runtime, "_encode_function", lambda: lambda *args: encoded.append(args[3]) or 0)
+    monkeypatch.setattr(runtime, "primary_context", lambda ordinal: 1)
+    monkeypatch.setattr(runtime, "current_context", lambda: 1)
+    monkeypatch.setattr(kernels, "multiprocessors", lambda device: 132)
+    monkeypatch.setattr(kernels, "launch_function", lambda: lambda *args: launched.append(args) or 0)
+    monkeypatch.setattr(kernels, "current_stream", lambda view: 7)
+    monkeypatch.setattr(ops_matmul, "_STREAM", lambda device: 7)
+    monkeypatch.setattr(ops_matmul, "_RECIPES", {})
+
+    def on_gpu(x: Any, name: str) -> Any:  # CPU tensors read as if on device 0
+        v = arrays._read_torch(x, name)
+        v.device = 0
+        return v
+
+    monkeypatch.setitem(arrays._READERS, torch.Tensor, on_gpu)
+    monkeypatch.setattr(arrays, "empty", lambda like, shape, name="out", dtype=None: like.obj.new_empty(
+        tuple(shape), dtype=getattr(torch, dtype) if dtype else None))
+    k = ops_matmul.kernel("bfloat16", "bfloat16", "k")
+    monkeypatch.setattr(k, "_load", lambda device, stream: k._loaded.setdefault(
+        device, kernels._Loaded(1, tuple(range(len(k.view.family))), None)))  # type: ignore[arg-type]
+    monkeypatch.setattr(k, "_workspace", lambda device, stream, counters, partials: (1 << 20, 2 << 20))
+    through_kernel: list[int] = []
+    launch = k.launch
+    monkeypatch.setattr(k, "launch", lambda *args, **kw: through_kernel.append(1) or launch(*args, **kw))
+    a, w = _rand(64, 128, gen=gen), _rand(96, 128, gen=gen)
+    outs = [torch.empty(64, 96, dtype=BF16) for _ in range(3)]
+    for _ in range(2):  # the first call decides (its recipe), the second keeps its launch
+        ops.matmul(a, w.T, out=outs[0])
+    assert through_kernel == [1, 1] and len(encoded) == 3 and len(launched) == 2
+    ops.matmul(a, w.T, out=outs[0])
+    assert through_kernel == [1, 1] and len(encoded) == 3, "the same pointers: launched again, nothing encoded"
+    assert launched[2] == launched[1] and launched[2][8] == 7, "the same function, grid and parameters, on the stream"
+    for out in outs[1:]:
+        encoded.clear()
+        ops.matmul(a, w.T, out=out)
+        assert encoded == [out.data_ptr()], "a new output: C's map alone encoded"
+    assert len(through_kernel) == 4 and len(launched) == 5
+    ops.matmul(a, w.T, out=outs[1])
+    assert len(through_kernel) == 4 and len(launched) == 6, "an output seen before: launched again"
+    encoded.clear()
+    for _ in range(3):  # alpha other than 1: a recipe and a launch of its own
+        ops.matmul(a, w.T, out=outs[2], alpha=0.5)
+    assert len(through_kernel) == 6 and len(launched) == 9 and launched[8] == launched[7] != launched[5]
