@@ -20,6 +20,7 @@ import pytest
 import tmagen
 from tmagen import arrays, nvrtc, ops_matmul
 from tmagen.errors import ArgumentError
+from tmagen.kernels import Launch
 from tmagen.plan import resolve
 
 torch = pytest.importorskip("torch")
@@ -63,8 +64,9 @@ class FakeFamily:
     def __init__(self, in_dtype: str, out_dtype: str, b_major: str) -> None:
         self.in_dtype, self.out_dtype, self.b_major = in_dtype, out_dtype, b_major
         self.calls: list[tuple] = []
+        self.last_launch = None
 
-    def launch(self, inputs: list, out: Any, stream: Any = None, params: dict[str, Any] | None = None) -> None:
+    def launch(self, inputs: list, out: Any, stream: Any = None, params: dict[str, Any] | None = None) -> Any:
         params = params or {}
         a, b = inputs
         for v, name in ((a, "a"), (b, "b"), (out, "out")):
@@ -92,6 +94,7 @@ class FakeFamily:
         target = _read(out)
         target[...] = result.view({2: torch.int16, 4: torch.int32}[out.itemsize]).numpy().view(target.dtype)
         self.calls.append((a, b, out, params))
+        return Launch(-1, 0, (ctypes.c_void_p * 0)(), (), skip=True)  # nothing on a GPU to launch again
 
 
 @pytest.fixture()
@@ -108,6 +111,7 @@ def family(monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setattr(ops_matmul, "kernel", kernel)
     monkeypatch.setattr(arrays, "empty", empty)
     monkeypatch.setattr(ops_matmul, "_RECIPES", {})
+    monkeypatch.setattr(ops_matmul, "_STREAM", lambda device: 0)  # PyTorch's stream of a CPU "device"
     return kernels
 
 
@@ -449,3 +453,109 @@ def test_a_loaded_kernel_hands_keyword_parameters_to_its_launcher(monkeypatch: p
     params = bound[0]
     assert params["alpha"] == 2.0 and params["beta"] == 0.5 and params["bias"] is None
     assert params["c"].ptr == 4 << 40 and params["c"].shape == (64, 48) and bound[1]["c"].ptr == 5 << 40
+
+
+def test_a_call_repeated_into_a_new_output_encodes_only_the_output_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new output each call (what ``c = ops.matmul(a, b)`` makes) costs one driver encode, C's: A's
+    and B's maps and everything else of the launch are reused; a new input is a new launch."""
+    from tmagen import kernels, runtime
+
+    class Raw:
+        def __init__(self, shape: tuple, ptr: int, typestr: str = "<f2") -> None:
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                             "strides": None, "version": 3}
+
+    encoded: list[int] = []  # the global address of each cuTensorMapEncodeTiled call
+    launched: list[int] = []  # the parameter array of each cuLaunchKernel call
+
+    def driver_encode(into: int, dtype: int, rank: int, address: int, *rest: Any) -> int:
+        encoded.append(address)
+        return 0
+
+    monkeypatch.setattr(runtime, "_encode_function", lambda: driver_encode)
+    monkeypatch.setattr(runtime, "primary_context", lambda ordinal: 1)
+    monkeypatch.setattr(runtime, "current_context", lambda: 1)
+    monkeypatch.setattr(runtime, "pointer_device", lambda ptr: 0)
+    monkeypatch.setattr(kernels, "multiprocessors", lambda device: 132)
+    monkeypatch.setattr(kernels, "launch_function", lambda: lambda *args: launched.append(args[9]) or 0)
+    k = tmagen.load(ops_matmul.ops_spec("float16", "float16", "k"))
+    monkeypatch.setattr(k, "_load", lambda device, stream: k._loaded.setdefault(
+        device, kernels._Loaded(1, tuple(range(len(k.view.family))), None)))  # type: ignore[arg-type]
+    monkeypatch.setattr(k, "_workspace", lambda device, stream, counters, partials: (1 << 20, 2 << 20))
+    a, w = Raw((64, 128), 1 << 40), Raw((96, 128), 2 << 40)
+    outs = [Raw((64, 96), (3 + i) << 40) for i in range(3)]
+
+    def addresses() -> list[int]:
+        return list((ctypes.c_void_p * 3).from_address(launched[-1]))
+
+    k(a, w, out=outs[0])
+    assert sorted(encoded) == [1 << 40, 2 << 40, 3 << 40] and k.encodes == 3
+    first = addresses()
+    for i, out in enumerate(outs[1:], 1):
+        encoded.clear()
+        k(a, w, out=out)
+        assert encoded == [(3 + i) << 40], "a new output: C's map alone encoded, at the new address"
+        assert addresses()[:2] == first[:2] and addresses()[2] != first[2], "A's and B's maps are reused"
+    encoded.clear()
+    k(a, w, out=outs[0])
+    k(a, w, out=outs[1])
+    assert encoded == [] and addresses()[:2] == first[:2], "outputs seen before: nothing encoded"
+    k(a, w, out=outs[0], alpha=2.0)  # another epilogue: a launch of its own
+    assert len(encoded) == 3
+    encoded.clear()
+    k(Raw((64, 128), 9 << 40), w, out=outs[0])  # another A: a launch of its own, every map encoded
+    assert sorted(encoded) == [2 << 40, 3 << 40, 9 << 40]
+    assert k.encodes == 3 + 2 + 3 + 3
+
+
+def test_the_fast_path_launches_again_what_it_launched(monkeypatch: pytest.MonkeyPatch, gen: Any) -> None:
+    """ops.matmul on PyTorch tensors of a layout seen before: the same pointers launch the same
+    parameters again without Kernel.launch; a new output (the caching allocator's next block) goes
+    through Kernel.launch, which encodes C's map alone. The driver is stubbed: CPU tensors stand in."""
+    from tmagen import kernels, runtime
+
+    encoded: list[int] = []
+    launched: list[tuple] = []
+    monkeypatch.setattr(runtime, "_encode_function", lambda: lambda *args: encoded.append(args[3]) or 0)
+    monkeypatch.setattr(runtime, "primary_context", lambda ordinal: 1)
+    monkeypatch.setattr(runtime, "current_context", lambda: 1)
+    monkeypatch.setattr(kernels, "multiprocessors", lambda device: 132)
+    monkeypatch.setattr(kernels, "launch_function", lambda: lambda *args: launched.append(args) or 0)
+    monkeypatch.setattr(kernels, "current_stream", lambda view: 7)
+    monkeypatch.setattr(ops_matmul, "_STREAM", lambda device: 7)
+    monkeypatch.setattr(ops_matmul, "_RECIPES", {})
+
+    def on_gpu(x: Any, name: str) -> Any:  # CPU tensors read as if on device 0
+        v = arrays._read_torch(x, name)
+        v.device = 0
+        return v
+
+    monkeypatch.setitem(arrays._READERS, torch.Tensor, on_gpu)
+    monkeypatch.setattr(arrays, "empty", lambda like, shape, name="out", dtype=None: like.obj.new_empty(
+        tuple(shape), dtype=getattr(torch, dtype) if dtype else None))
+    k = ops_matmul.kernel("bfloat16", "bfloat16", "k")
+    monkeypatch.setattr(k, "_load", lambda device, stream: k._loaded.setdefault(
+        device, kernels._Loaded(1, tuple(range(len(k.view.family))), None)))  # type: ignore[arg-type]
+    monkeypatch.setattr(k, "_workspace", lambda device, stream, counters, partials: (1 << 20, 2 << 20))
+    through_kernel: list[int] = []
+    launch = k.launch
+    monkeypatch.setattr(k, "launch", lambda *args, **kw: through_kernel.append(1) or launch(*args, **kw))
+    a, w = _rand(64, 128, gen=gen), _rand(96, 128, gen=gen)
+    outs = [torch.empty(64, 96, dtype=BF16) for _ in range(3)]
+    for _ in range(2):  # the first call decides (its recipe), the second keeps its launch
+        ops.matmul(a, w.T, out=outs[0])
+    assert through_kernel == [1, 1] and len(encoded) == 3 and len(launched) == 2
+    ops.matmul(a, w.T, out=outs[0])
+    assert through_kernel == [1, 1] and len(encoded) == 3, "the same pointers: launched again, nothing encoded"
+    assert launched[2] == launched[1] and launched[2][8] == 7, "the same function, grid and parameters, on the stream"
+    for out in outs[1:]:
+        encoded.clear()
+        ops.matmul(a, w.T, out=out)
+        assert encoded == [out.data_ptr()], "a new output: C's map alone encoded"
+    assert len(through_kernel) == 4 and len(launched) == 5
+    ops.matmul(a, w.T, out=outs[1])
+    assert len(through_kernel) == 4 and len(launched) == 6, "an output seen before: launched again"
+    encoded.clear()
+    for _ in range(3):  # alpha other than 1: a recipe and a launch of its own
+        ops.matmul(a, w.T, out=outs[2], alpha=0.5)
+    assert len(through_kernel) == 6 and len(launched) == 9 and launched[8] == launched[7] != launched[5]

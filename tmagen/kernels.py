@@ -6,7 +6,9 @@ per device and process, and runs on the caller's arrays (PyTorch, CuPy, or anyth
 allocation outside the framework's allocator (so it can be captured in a CUDA graph once loaded).
 
 Every array is checked by the same rules as a spec (`tmagen.rules`), against its real pointer,
-shape and strides, once per layout; tensor maps are encoded once per pointer and layout.
+shape and strides, once per layout; tensor maps are encoded once per pointer and layout, and a call
+repeated into another output (a new output each call) re-encodes only the output's map where the
+kind's launcher says that the output enters its launch only through that map.
 
 How a call of each kernel kind is made is its launcher (`tmagen/kinds/<kind>/launch.py`), the same
 one `tmagen verify` and `tmagen bench` use. Every kind runs here: ``copy(x)``, ``transpose(x)``,
@@ -19,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,8 +29,8 @@ from typing import Any
 from tmagen import runtime
 from tmagen.arrays import ArrayView, current_stream, describe, empty_view
 from tmagen.errors import ArgumentError, NoWorkspace, SpecError
-from tmagen.kinds.base import Launcher
-from tmagen.launch import array_args, encode
+from tmagen.kinds.base import Launcher, MapBinding
+from tmagen.launch import array_args, driver_arguments
 from tmagen.plan import Plan, resolve
 from tmagen.rules import ENCODE_RULES, Violation, run_rules
 from tmagen.spec import Spec, load_spec, parse_spec
@@ -48,6 +50,9 @@ class Launch:
     clear: tuple[int, int, int, int] | None = None  # (pointer, pitch, row bytes, rows) to zero instead
     skip: bool = False  # nothing to do
     kernel: int = 0  # which kernel of the family
+    context: int = 0  # the context the kernel is loaded in (0: none is launched)
+    out_map: MapBinding | None = None  # the output's map (the only place of its address), for `Kernel._retarget`
+    out_index: int = -1  # its place among the maps
 
 
 @dataclass
@@ -118,6 +123,11 @@ class Kernel:
         self._loaded: dict[int, _Loaded] = {}
         self._checked: set[tuple] = set()
         self._launches: dict[tuple, Launch] = {}
+        self._into: dict[tuple, Launch] = {}  # the same keys without the output's address: the launch into any output
+        # whether the output's address enters a launch only through the output's map (the launcher says so)
+        self._output_by_map: bool = bool(getattr(launcher, "output_in_map_only", False)) and output_role is not None
+        self._encoders: dict[tuple, Any] = {}  # (role, shape, strides) -> runtime.tiled_encoder
+        self.encodes = 0  # tensor maps encoded for launches (a new output costs one where _output_by_map)
         # (device, stream) -> a split launch's counters and partials
         self._workspaces: dict[tuple[int, int], tuple[runtime.Buffer, runtime.Buffer]] = {}
         self._retired: list[runtime.Buffer] = []  # outgrown workspaces, which graphs captured earlier may use
@@ -160,10 +170,11 @@ class Kernel:
         return out
 
     def launch(self, inputs: Sequence[ArrayView], out: ArrayView, stream: int | None = None,
-               params: dict[str, Any] | None = None) -> None:
+               params: dict[str, Any] | None = None) -> Launch:
         """Launches on ``inputs`` into ``out`` (arrays as `tmagen.arrays.describe` reads them), on
         ``stream`` (default: the current stream of the first input's framework), with the kind's
-        keyword ``params`` (arrays among them as ArrayViews)."""
+        keyword ``params`` (arrays among them as ArrayViews). Returns the launch made (kept by the
+        kernel; its ``params`` stay valid while the returned object lives)."""
         src = inputs[0]
         if len(inputs) == 1:
             key: tuple = (out.ptr, out.shape, out.strides, src.device, src.ptr, src.shape, src.strides)
@@ -181,17 +192,18 @@ class Kernel:
             self._check(inputs, out, params or {})  # before the framework is asked anything of a bad array
             if stream is None:
                 stream = current_stream(src)
-            launch = self._prepare(key, inputs, out, stream, params or {})
+            launch = self._retarget(key, out) or self._prepare(key, inputs, out, stream, params or {})
         elif stream is None:
             stream = current_stream(src)
         if launch.skip:
-            return
+            return launch
         loaded = self._loaded.get(launch.device)
         if loaded is None or runtime.current_context() != loaded.context:
             with runtime.OnDevice(launch.device):
                 self._run(loaded, launch, stream)
         else:
             self._run(loaded, launch, stream)
+        return launch
 
     def _run(self, loaded: _Loaded | None, launch: Launch, stream: int) -> None:
         if launch.clear is not None:
@@ -286,6 +298,61 @@ class Kernel:
             raise ArgumentError(self._source, found)
         self._checked.add(key)
 
+    def _retarget(self, key: tuple, out: ArrayView) -> Launch | None:
+        """The launch of a call made before into another output (the same everything else: ``key``
+        less the output's address), into ``out``: the output's map alone encoded anew, or None."""
+        base = self._into.get(key[1:])
+        if base is None:
+            return None
+        if base.skip:
+            launch = base
+        elif base.clear is not None:
+            launch = replace(base, clear=(out.ptr, *base.clear[1:]))
+        elif base.out_map is None:
+            return None
+        else:
+            maps, extra = base.keep
+            was, index = base.out_map, base.out_index
+            binding = MapBinding(was.role, out.ptr, was.shape, was.strides)
+            fresh = self._encode(binding, base.device)
+            maps = (*maps[:index], fresh, *maps[index + 1:])
+            params = (ctypes.c_void_p * len(base.params))(*base.params)
+            params[index] = fresh.address
+            launch = Launch(base.device, base.grid, params, (maps, extra), kernel=base.kernel, context=base.context,
+                            out_map=binding, out_index=index)
+        self._remember(key, launch)
+        return launch
+
+    def _encode(self, binding: MapBinding, device: int) -> runtime.TensorMap:
+        """The map of ``binding``: its arguments converted once per role and layout, then one driver
+        call per address."""
+        layout = (binding.role, binding.shape, binding.strides)
+        encoder = self._encoders.get(layout)
+        if encoder is None:
+            args = driver_arguments(array_args(self.plan.map(binding.role), 0, binding.shape, binding.strides))
+            del args["global_address"]
+            encoder = runtime.tiled_encoder(**args)
+            with self._lock:
+                if len(self._encoders) >= _CACHE_LIMIT:
+                    self._encoders.clear()
+                self._encoders[layout] = encoder
+        tmap = runtime.TensorMap()
+        with runtime.OnDevice(device):  # the driver encodes in a current context
+            result = encoder(binding.ptr, tmap)
+        if result:
+            raise runtime.encode_failed(result, binding)
+        self.encodes += 1
+        return tmap
+
+    def _remember(self, key: tuple, launch: Launch) -> None:
+        with self._lock:
+            if len(self._launches) >= _CACHE_LIMIT:
+                self._launches.clear()
+                self._into.clear()
+            self._launches[key] = launch
+            if launch.skip or launch.clear is not None or launch.out_map is not None:
+                self._into[key[1:]] = launch
+
     def _prepare(self, key: tuple, inputs: Sequence[ArrayView], out: ArrayView, stream: int,
                  params: dict[str, Any] | None = None) -> Launch:
         device = inputs[0].device
@@ -305,20 +372,17 @@ class Kernel:
             launch = Launch(device, 0, (ctypes.c_void_p * 0)(), (),
                             clear=(out.ptr, pitch, c.shape[-1] * es, c.shape[0]))
         else:
-            self._loaded.get(device) or self._load(device, stream)
-            maps = []
-            with runtime.OnDevice(device):  # the driver encodes in a current context
-                for b in call.maps:
-                    args = array_args(self.plan.map(b.role), b.ptr, b.shape, b.strides)
-                    maps.append(encode(args, into=runtime.TensorMap()))
+            loaded = self._loaded.get(device) or self._load(device, stream)
+            maps = tuple(self._encode(b, device) for b in call.maps)
             extra = list(call.extra)
             addresses = [s.address for s in maps] + [ctypes.addressof(v) for v in extra]
+            # the output's map, where its address enters the launch nowhere else (the launcher says so)
+            outs = [i for i, b in enumerate(call.maps) if b.role == self._roles[1] and b.ptr == out.ptr]
+            index = outs[0] if self._output_by_map and len(outs) == 1 else -1
             launch = Launch(device, call.grid, (ctypes.c_void_p * len(addresses))(*addresses), (maps, extra),
-                            kernel=call.kernel)
-        with self._lock:
-            if len(self._launches) >= _CACHE_LIMIT:
-                self._launches.clear()
-            self._launches[key] = launch
+                            kernel=call.kernel, context=loaded.context,
+                            out_map=call.maps[index] if index >= 0 else None, out_index=index)
+        self._remember(key, launch)
         return launch
 
     def compile(self) -> Any:

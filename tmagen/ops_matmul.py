@@ -13,6 +13,7 @@ With PyTorch installed, `register_torch_op` (called by `tmagen.torch_ops`) regis
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import json
 import numbers
@@ -21,9 +22,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from tmagen import kernels, runtime
 from tmagen.arrays import ArrayView, describe, empty_view, merge_dims
 from tmagen.errors import ArgumentError
-from tmagen.kernels import Kernel
+from tmagen.kernels import Kernel, Launch
 from tmagen.rules import Violation
 from tmagen.spec import Spec, parse_spec
 
@@ -209,19 +211,25 @@ def matmul_eager(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: fl
 # ----------------------------------------------------------------------------- the fast path
 class _Recipe:
     """A PyTorch call whose arrays all go to the kernel in place, as one launch: what the call of the
-    same dtypes, shapes, strides, 16-byte alignments and devices decided, to repeat without deciding."""
+    same dtypes, shapes, strides, 16-byte alignments and devices decided, to repeat without deciding;
+    and per pointers, scalars and stream the launch it made, to make again as it is (``runs``: its
+    context, function, grid, threads, shared memory, parameters' address, and the Launch that owns
+    them)."""
 
-    __slots__ = ("kernel", "out_shape", "out_dtype", "layouts", "along", "dtypes")
+    __slots__ = ("kernel", "out_shape", "out_dtype", "layouts", "along", "dtypes", "device", "runs")
 
     def __init__(self, kern: Kernel, out_shape: tuple[int, ...] | None, out_dtype: Any,
                  layouts: tuple[tuple[tuple[int, ...], tuple[int, ...]] | None, ...], along: str | None,
                  dtypes: tuple[tuple[str, str | None, int | None, int], ...]) -> None:
         self.kernel, self.out_shape, self.out_dtype, self.layouts = kern, out_shape, out_dtype, layouts
         self.along, self.dtypes = along, dtypes
+        self.device = dtypes[0][2]
+        self.runs: dict[tuple, tuple[int, int, int, int, int, int, Launch]] = {}
 
 
 _RECIPES: dict[tuple, _Recipe | None] = {}
 _RECIPE_LIMIT = 256
+_RUNS_LIMIT = 64  # launches kept per recipe: pointer sets seen lately
 
 
 def _sig(x: Any) -> tuple | None:
@@ -246,22 +254,43 @@ def _torch_call(t: Any, a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any
         return result
     if out is None:
         out = a.new_empty(recipe.out_shape, dtype=recipe.out_dtype)
-    lay, d = recipe.layouts, recipe.dtypes
+    lay = recipe.layouts
+    stream = _STREAM(recipe.device)
+    seen = (a.data_ptr(), b.data_ptr(), out.data_ptr(), alpha, stream, None if lay[3] is None else c.data_ptr(),
+            None if lay[3] is None else beta, None if lay[4] is None else bias.data_ptr())
+    run = recipe.runs.get(seen)
+    if run is not None and runtime.current_context() == run[0]:  # the launch made before, made again
+        failed = kernels.launch_function()(run[1], run[2], 1, 1, run[3], 1, 1, run[4], stream, run[5], None)
+        if failed:
+            runtime._raise_for(failed, f"launching {recipe.kernel.view.symbol}")
+        return out
+    d = recipe.dtypes
     av, bv, ov = _view(a, lay[0], d[0]), _view(b, lay[1], d[1]), _view(out, lay[2], d[2])
     if recipe.along is None and lay[3] is None:
         if alpha == 1:
-            recipe.kernel.launch([av, bv], ov)
+            launch = recipe.kernel.launch([av, bv], ov, stream)
         else:
-            recipe.kernel.launch([av, bv], ov, params={"alpha": _scalar(alpha, "alpha"), "beta": 0.0})
-        return out
-    params: dict[str, Any] = {"alpha": _scalar(alpha, "alpha"), "beta": 0.0 if lay[3] is None else
-                              _scalar(beta, "beta")}
-    if lay[3] is not None:
-        params["c"] = _view(c, lay[3], d[3])
-    if lay[4] is not None:
-        params.update(bias=_view(bias, lay[4], d[4]), bias_along=recipe.along)
-    recipe.kernel.launch([av, bv], ov, params=params)
+            launch = recipe.kernel.launch([av, bv], ov, stream, {"alpha": _scalar(alpha, "alpha"), "beta": 0.0})
+    else:
+        params: dict[str, Any] = {"alpha": _scalar(alpha, "alpha"), "beta": 0.0 if lay[3] is None else
+                                  _scalar(beta, "beta")}
+        if lay[3] is not None:
+            params["c"] = _view(c, lay[3], d[3])
+        if lay[4] is not None:
+            params.update(bias=_view(bias, lay[4], d[4]), bias_along=recipe.along)
+        launch = recipe.kernel.launch([av, bv], ov, stream, params)
+    _keep_run(recipe, seen, launch)
     return out
+
+
+def _keep_run(recipe: _Recipe, seen: tuple, launch: Launch) -> None:
+    """Keeps the kernel launch just made for ``seen`` (the call's pointers, scalars and stream)."""
+    last = recipe.kernel.last_launch
+    if launch.context and last is not None and last[4] is launch.params:  # a kernel launch, this call's
+        if len(recipe.runs) >= _RUNS_LIMIT:
+            recipe.runs.clear()
+        recipe.runs[seen] = (launch.context, last[0], last[1], last[2], last[3], ctypes.addressof(launch.params),
+                             launch)
 
 
 def _view(x: Any, layout: Any, d: tuple[str, str | None, int | None, int]) -> ArrayView:
@@ -522,6 +551,7 @@ def _float32(x: Any) -> Any:
 
 # ----------------------------------------------------------------------------- PyTorch
 _TORCH: Any = None
+_STREAM: Any = None  # PyTorch's current stream of a device, as an integer
 
 
 def _through_torch(a: Any, b: Any, bias: Any, c: Any) -> bool:
@@ -547,7 +577,7 @@ def register_torch_op() -> None:
     """Registers ``torch.ops.tmagen.matmul`` (`tmagen.torch_ops` calls this once): the eager path as
     a custom operator, its fake implementation (shapes and dtype for torch.compile) and its autograd
     formula."""
-    global _TORCH
+    global _TORCH, _STREAM
     import torch
 
     op = torch.library.custom_op(
@@ -557,6 +587,8 @@ def register_torch_op() -> None:
     op.register_fake(_torch_fake)
     op.register_autograd(_torch_backward, setup_context=_torch_setup)
     _TORCH = torch
+    _STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+        lambda d: torch.cuda.current_stream(d).cuda_stream)
 
 
 def _torch_eager(a: Any, b: Any, bias: Any, c: Any, alpha: float, beta: float, out_dtype: Any) -> Any:

@@ -10,7 +10,7 @@ succeeded with identical bytes, but tmagen does not rely on that.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,6 +182,27 @@ def _encode_function() -> Any:
                            ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int)
 
 
+def tiled_encoder(*, dtype: int, rank: int, global_dim: Sequence[int], global_strides: Sequence[int],
+                  box_dim: Sequence[int], element_strides: Sequence[int], interleave: int, swizzle: int,
+                  l2_promotion: int, oob_fill: int) -> Callable[[int, TensorMap], int]:
+    """cuTensorMapEncodeTiled (driver order, innermost first) with every argument but the global
+    address converted once: ``(address, into) -> CUresult`` (a map per pointer at one driver call)."""
+
+    def arr(ctype: Any, values: Sequence[int]) -> Any:
+        # room for any rank the driver might read, whatever the caller passed
+        return (ctype * max(len(values), 8))(*[int(v) & ((1 << (8 * ctypes.sizeof(ctype))) - 1) for v in values])
+
+    dims, strides = arr(ctypes.c_uint64, global_dim), arr(ctypes.c_uint64, global_strides)
+    box, steps = arr(ctypes.c_uint32, box_dim), arr(ctypes.c_uint32, element_strides)
+    fixed = (int(interleave), int(swizzle), int(l2_promotion), int(oob_fill))
+    kind, count = int(dtype), int(rank)
+
+    def encode(address: int, into: TensorMap) -> int:
+        return int(_encode_function()(into.address, kind, count, int(address), dims, strides, box, steps, *fixed))
+
+    return encode
+
+
 def encode_tiled_raw(*, dtype: int, rank: int, global_address: int, global_dim: Sequence[int],
                      global_strides: Sequence[int], box_dim: Sequence[int], element_strides: Sequence[int],
                      interleave: int, swizzle: int, l2_promotion: int, oob_fill: int,
@@ -190,24 +211,23 @@ def encode_tiled_raw(*, dtype: int, rank: int, global_address: int, global_dim: 
     integer with the map (written ``into`` storage given): for comparing the driver with the
     validator, where a refusal is data."""
     tmap = into if into is not None else TensorMap()
+    result = tiled_encoder(dtype=dtype, rank=rank, global_dim=global_dim, global_strides=global_strides,
+                           box_dim=box_dim, element_strides=element_strides, interleave=interleave, swizzle=swizzle,
+                           l2_promotion=l2_promotion, oob_fill=oob_fill)(global_address, tmap)
+    return result, tmap
 
-    def arr(ctype: Any, values: Sequence[int]) -> Any:
-        # room for any rank the driver might read, whatever the caller passed
-        return (ctype * max(len(values), 8))(*[int(v) & ((1 << (8 * ctypes.sizeof(ctype))) - 1) for v in values])
 
-    result = _encode_function()(tmap.address, int(dtype), int(rank), int(global_address),
-                                arr(ctypes.c_uint64, global_dim), arr(ctypes.c_uint64, global_strides),
-                                arr(ctypes.c_uint32, box_dim), arr(ctypes.c_uint32, element_strides),
-                                int(interleave), int(swizzle), int(l2_promotion), int(oob_fill))
-    return int(result), tmap
+def encode_failed(result: int, what: Any) -> GpuError:
+    """The error of a refused cuTensorMapEncodeTiled (``what``: the arguments, for the message)."""
+    drv = _driver()
+    _, name = drv.cuGetErrorName(drv.CUresult(result))
+    return GpuError(f"cuTensorMapEncodeTiled returned {name.decode()} ({result}) for {what}")
 
 
 def encode_tiled(**kwargs: Any) -> TensorMap:
     result, tmap = encode_tiled_raw(**kwargs)
     if result != 0:
-        drv = _driver()
-        _, name = drv.cuGetErrorName(drv.CUresult(result))
-        raise GpuError(f"cuTensorMapEncodeTiled returned {name.decode()} ({result}) for {kwargs}")
+        raise encode_failed(result, kwargs)
     return tmap
 
 

@@ -252,9 +252,13 @@ def test_host_time_beside_torch_matmul(gen: Any, report: Any) -> None:
     a, w = rand(64, 64, gen=gen), rand(64, 64, gen=gen)
     out = torch.empty(64, 64, dtype=BF16, device="cuda")
     bias = rand(64, gen=gen)
+    kern = ops_matmul.kernel("bfloat16", "bfloat16", "k")
+    encodes = kern.encodes
     figures = {
         "torch.matmul(a, w.T)": per_call_us(lambda: torch.matmul(a, w.T)),
         "tmagen.ops.matmul(a, w.T)": per_call_us(lambda: tmagen.ops.matmul(a, w.T)),
+        # maps encoded per call of the loop above: above 0, the allocator hands new outputs (one map each)
+        "maps encoded per call without out=": (kern.encodes - encodes) / (50 + 7 * 2000),
         "torch.matmul(a, w.T, out=)": per_call_us(lambda: torch.matmul(a, w.T, out=out)),
         "tmagen.ops.matmul(a, w.T, out=)": per_call_us(lambda: tmagen.ops.matmul(a, w.T, out=out)),
         "torch.addmm(bias, a, w.T)": per_call_us(lambda: torch.addmm(bias, a, w.T)),
@@ -264,3 +268,18 @@ def test_host_time_beside_torch_matmul(gen: Any, report: Any) -> None:
     print(figures)
     assert figures["tmagen.ops.matmul(a, w.T)"] <= figures["torch.matmul(a, w.T)"] + 3.0, figures
     assert figures["tmagen.ops.matmul(a, w.T, out=)"] <= figures["torch.matmul(a, w.T, out=)"] + 3.0, figures
+
+
+def test_a_new_output_each_call_encodes_only_its_map(gen: Any) -> None:
+    """Outputs kept alive (so each call gets another block): one tensor map encoded per call, C's,
+    and every result right."""
+    a, w = rand(96, 128, gen=gen), rand(80, 128, gen=gen)
+    kern = ops_matmul.kernel("bfloat16", "bfloat16", "k")
+    tmagen.ops.matmul(a, w.T)
+    tmagen.ops.matmul(a, w.T)
+    encodes = kern.encodes
+    results = [tmagen.ops.matmul(a, w.T) for _ in range(20)]
+    assert len({r.data_ptr() for r in results}) == 20
+    assert kern.encodes - encodes <= 20, "C's map alone for each new output"
+    for r in results:
+        assert outside(r, a, w.T) == 0

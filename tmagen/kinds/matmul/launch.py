@@ -44,6 +44,7 @@ Workspace = Callable[[int, int], tuple[int, int]]
 class MatmulLauncher:
     inputs: tuple[str, ...] = ("a", "b")
     parameters: tuple[str, ...] = PARAMETERS
+    output_in_map_only = True  # C's address enters a launch only through C's map (tmagen.kernels re-encodes it alone)
 
     def roles(self, plan: Plan) -> tuple[tuple[str, ...], str | None]:
         return ("a", "b"), "c"
