@@ -467,9 +467,9 @@ def copy_bytes(dst: int, src: int, nbytes: int, stream: int, device: int) -> Non
 # everything the launches were derived from: the input's pointer, shape, strides, dtype and device,
 # the op and its dims, and the output's pointer; the stream is read per call. The per-call work is
 # a dict lookup, torch.empty_strided and one cuLaunchKernel per launch through ctypes with its
-# arguments built once (c_void_p and c_uint values: ctypes converts nothing), measured on the CPU
-# with the launch stubbed: 3.9 us per call before (a context query through ctypes, torch.empty with
-# keywords, arguments converted per call), see the CHANGELOG for the figures after.
+# arguments built once (c_void_p and c_uint values: ctypes converts nothing). Measured on the CPU
+# with the launch stubbed (64 x 64 float32): 3.8 us per call with a context query through ctypes,
+# torch.empty with keywords and the arguments converted per call; 2.2 us so.
 _LOCAL = threading.local()  # .recording: the launches of the call this thread is making, or None
 _TENSOR: Any = None  # torch.Tensor, where PyTorch is installed
 _REPLAYS_LIMIT = 1024
