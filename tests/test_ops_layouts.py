@@ -226,3 +226,11 @@ def test_arrays_off_the_gpu_are_refused_up_front_whatever_the_route_cache_holds(
         assert [(v.rule, v.field) for v in info.value.violations] == [("array-device", "x.device")]
     with pytest.raises(ArgumentError, match="out.device = cpu"):
         ops.copy(gpu.from_numpy(_data((64, 64), np.float32)), out=torch.empty(64, 64))
+
+
+def test_a_permute_of_no_dimensions_on_the_per_call_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu.install_torch(monkeypatch)
+    x_host = _data((), np.float64)
+    x = gpu.tensor(x_host)
+    for _ in range(2):  # planned, then replayed
+        _same(ops.permute(x, ()), x_host)

@@ -500,7 +500,7 @@ _STREAM_ARGS: dict[int, Any] = {}  # stream handle -> its c_void_p
 
 def _replay(op: str, x: Any, dims: tuple[int, ...], eager: Any) -> Any:
     if (x.requires_grad and _GRAD_ENABLED()) or _IS_COMPILING():  # autograd and torch.compile: the custom op
-        return _TORCH_OPS[op](x, list(dims)) if dims else _TORCH_OPS[op](x)
+        return _TORCH_OPS[op](x, list(dims)) if op == "permute" else _TORCH_OPS[op](x)
     ordinal = x.get_device()
     key = (op, x.data_ptr(), x.shape, x.stride(), x.dtype, ordinal, dims)
     seen = _REPLAYS.get(key)
@@ -521,13 +521,13 @@ def _replay(op: str, x: Any, dims: tuple[int, ...], eager: Any) -> Any:
             else:
                 return out
     elif ordinal < 0:  # off the GPU: refused by the eager path, before anything is allocated
-        return eager(*((x, dims) if dims else (x,)))
+        return eager(*((x, dims) if op == "permute" else (x,)))
     else:
         out = _TORCH_MODULE.empty(_out_shape(op, tuple(x.shape), dims), dtype=x.dtype, device=x.device)
     recorded: list[Any] = []
     _LOCAL.recording = recorded
     try:
-        result = eager(*((x, dims) if dims else (x,)), out=out)
+        result = eager(*((x, dims) if op == "permute" else (x,)), out=out)
     finally:
         _LOCAL.recording = None
     if not all(r is not None for r in recorded):
