@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab.fuzz import Case, draw_case
+from lab.fuzz import Case, OpsCall, draw_case, draw_ops_call, ops_expected, ops_view
 from tmagen import __version__
 from tmagen.limits import TARGETS
 from tmagen.plan import resolve, tensor_maps
@@ -907,6 +907,60 @@ def replay(record: dict[str, Any], device: Any) -> list[Any]:
         verifier.close()
 
 
+# ----------------------------------------------------------------------------- tmagen.ops calls
+def run_ops_call(call: OpsCall) -> dict[str, Any]:
+    """One drawn tmagen.ops call on the GPU against PyTorch, bit for bit, on a poisoned output."""
+    import torch
+
+    import tmagen.ops
+
+    dtype = getattr(torch, call.dtype)
+    n = math.prod(call.base)
+    raw = torch.randint(0, 256, ((n + call.offset) * call.itemsize,), dtype=torch.uint8, device="cuda",
+                        generator=torch.Generator(device="cuda").manual_seed(call.offset + n))
+    flat = raw.view(torch.bool) if dtype == torch.bool else raw.view(dtype)
+    if dtype == torch.bool:
+        raw.bitwise_and_(1)
+    view = ops_view(call, flat[call.offset:].view(call.base))
+    want = ops_expected(call, view).contiguous()
+    record: dict[str, Any] = {"name": call.name, "classes": call.classes()}
+    try:
+        out = torch.empty_like(want)
+        (torch.view_as_real(out) if out.is_complex() else out).reshape(-1).view(torch.uint8).fill_(0xA5)
+        if call.op == "permute":
+            tmagen.ops.permute(view, call.dims, out=out)
+            got = tmagen.ops.permute(view, call.dims)
+        else:
+            getattr(tmagen.ops, call.op)(view, out=out)
+            got = getattr(tmagen.ops, call.op)(view)
+        same = all(g.shape == want.shape and torch.equal(_bytes(g), _bytes(want)) for g in (out, got))
+        record["ok"] = bool(same)
+    except Exception as exc:  # noqa: BLE001 - a refusal or a failure is a finding, recorded
+        record.update(ok=False, error=f"{type(exc).__name__}: {str(exc)[:500]}")
+    return record
+
+
+def _bytes(t: Any) -> Any:
+    import torch
+
+    t = t.contiguous()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.reshape(-1).view(torch.uint8) if t.numel() else t.reshape(-1)
+
+
+def run_ops_calls(seed: int, start: int, count: int) -> dict[str, Any]:
+    """Draws ``count`` tmagen.ops calls from number ``start`` of ``seed`` and runs them: the tally per
+    class and the failures (each replayed by its name's seed and number)."""
+    records = [run_ops_call(draw_ops_call(seed, i)) for i in range(start, start + count)]
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in records:
+        for key, value in r["classes"].items():
+            tally[key][f"{value} {'ok' if r['ok'] else 'failed'}"] += 1
+    return {"seed": seed, "start": start, "count": count, "passed": sum(r["ok"] for r in records),
+            "classes": {k: dict(v) for k, v in tally.items()}, "failures": [r for r in records if not r["ok"]]}
+
+
 def kernels_of(spec: dict[str, Any]) -> list[str]:
     """The kernel symbols a spec's batch must hold."""
     return [k.symbol for k in resolve(parse_spec(spec)).kernels]
@@ -916,7 +970,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["worker"]:
         return worker_main(args[1:])
+    if args[:1] == ["ops"]:  # python -m lab.campaign ops SEED COUNT [START]
+        seed, count, start = int(args[1]), int(args[2]), int(args[3]) if len(args) > 3 else 0
+        result = run_ops_calls(seed, start, count)
+        print(json.dumps(result, indent=1))
+        return 0 if result["passed"] == count else 1
     print("usage: python -m lab.campaign worker [--job FILE] [--select all|smallest] [--launch-timeout S]\n"
+          "       python -m lab.campaign ops SEED COUNT [START]  (random tmagen.ops calls against PyTorch)\n"
           "(the campaign itself: scripts/reliability.py)", file=sys.stderr)
     return 2
 

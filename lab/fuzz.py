@@ -529,5 +529,102 @@ def draw_cases(seed: int, start: int, count: int, kinds: tuple[str, ...] | None 
     return [draw_case(seed, i, kinds) for i in range(start, start + count)]
 
 
+# ----------------------------------------------------------------------------- tmagen.ops calls
+# The campaign's draws for tmagen.ops (issue 19): calls on views a PyTorch user makes, checked bit
+# for bit against PyTorch by `lab.campaign.run_ops_calls` (``python -m lab.campaign ops``).
+OPS_DTYPES = {"bool": 1, "uint8": 1, "float16": 2, "bfloat16": 2, "float32": 4, "int32": 4, "float64": 8,
+              "complex64": 8, "complex128": 16}
+OPS_WEIGHTS = {"copy": 0.3, "transpose": 0.3, "permute": 0.4}
+_RAGGED = (1, 2, 3, 5, 7, 9, 15, 17, 31, 33, 63, 65, 127, 129, 255, 257)
+OPS_MAX_ELEMENTS = 1 << 20
+
+
+@dataclass(frozen=True)
+class OpsCall:
+    """One tmagen.ops call: ``op`` on the view of a contiguous ``base`` of ``dtype`` whose first
+    element is ``offset`` elements into its allocation, sliced by ``slices`` (start, stop, step per
+    dimension) and then permuted by ``order`` (a view); ``dims`` is the permute's."""
+
+    name: str
+    op: str
+    dtype: str
+    base: tuple[int, ...]
+    offset: int
+    slices: tuple[tuple[int, int, int], ...]
+    order: tuple[int, ...]
+    dims: tuple[int, ...]
+
+    @property
+    def itemsize(self) -> int:
+        return OPS_DTYPES[self.dtype]
+
+    @property
+    def view_shape(self) -> tuple[int, ...]:
+        sliced = [len(range(a, b, c)) for a, b, c in self.slices]
+        return tuple(sliced[d] for d in self.order)
+
+    def classes(self) -> dict[str, str]:
+        """What the call exercises: the output's rows (whole 16 bytes or ragged), the view, the rank."""
+        shape = self.view_shape
+        if self.op == "transpose":
+            out = (*shape[:-2], shape[-1], shape[-2])
+        elif self.op == "permute":
+            out = tuple(shape[d] for d in self.dims)
+        else:
+            out = shape
+        view = ("transposed" if list(self.order) != sorted(self.order) else
+                "stepped" if any(c > 1 for _, _, c in self.slices) else
+                "sliced" if any((a, b) != (0, n) for (a, b, _), n in zip(self.slices, self.base)) else "contiguous")
+        return {"op": self.op, "rows": "ragged" if out[-1] * self.itemsize % 16 else "whole 16 bytes",
+                "view": view, "pointer": "misaligned" if self.offset * self.itemsize % 16 else "aligned",
+                "rank": str(len(shape)), "bytes": str(self.itemsize)}
+
+
+def _ops_extent(rng: random.Random) -> int:
+    return rng.choice(_RAGGED) if _chance(rng, 0.6) else 16 * rng.randint(1, 16)
+
+
+def draw_ops_call(seed: int, index: int) -> OpsCall:
+    """The tmagen.ops call number ``index`` of the campaign ``seed``: a pure function of the two."""
+    rng = random.Random(f"tmagen.fuzz.ops/{seed}/{index}")
+    op = _weighted(rng, OPS_WEIGHTS)
+    rank = rng.randint(1 if op == "copy" else 2, 5)
+    base = [_ops_extent(rng) for _ in range(rank)]
+    while math.prod(base) > OPS_MAX_ELEMENTS:
+        i = base.index(max(base))
+        base[i] = max(1, base[i] // 2)
+    slices = []
+    for n in base:
+        if n > 2 and _chance(rng, 0.35):
+            start = rng.randint(0, n // 3)
+            slices.append((start, rng.randint(start + 1, n), rng.choice((1, 1, 2, 3))))
+        else:
+            slices.append((0, n, 1))
+    order = list(range(rank))
+    if rank >= 2 and _chance(rng, 0.3):
+        rng.shuffle(order)
+    dims = list(range(rank))
+    if op == "permute":
+        while dims == sorted(dims) and rank > 1:
+            rng.shuffle(dims)
+    return OpsCall(f"op{seed}_{index}", op, rng.choice(sorted(OPS_DTYPES)), tuple(base),
+                   rng.randint(1, 7) if _chance(rng, 0.25) else 0, tuple(slices), tuple(order), tuple(dims))
+
+
+def ops_view(call: OpsCall, base: Any) -> Any:
+    """The call's input: ``base`` (a numpy array or a torch tensor of shape ``call.base``) sliced and permuted."""
+    v = base[tuple(slice(a, b, c) for a, b, c in call.slices)]
+    return v.permute(*call.order) if hasattr(v, "permute") else v.transpose(call.order)
+
+
+def ops_expected(call: OpsCall, view: Any) -> Any:
+    """What the call must return, by the framework's own operations (not yet contiguous)."""
+    if call.op == "transpose":
+        return view.swapaxes(-1, -2)
+    if call.op == "permute":
+        return view.permute(*call.dims) if hasattr(view, "permute") else view.transpose(call.dims)
+    return view
+
+
 __all__ = ["Case", "KINDS", "KERNEL_DTYPES", "draw_case", "draw_cases", "case_name",
-           "draw_inspect", "draw_copy", "draw_transpose"]
+           "draw_inspect", "draw_copy", "draw_transpose", "OpsCall", "draw_ops_call", "ops_view", "ops_expected"]

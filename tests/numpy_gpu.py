@@ -112,9 +112,12 @@ def _record(run: Any) -> None:
         recording.append(("launch", handle, 1, 1, 0, (ctypes.c_void_p * 1)()))
 
 
-def launch_function() -> Any:
-    def launch(fn: int, *args: Any) -> int:
-        FUNCTIONS[fn]()
+def raw_launch_function() -> Any:
+    """cuLaunchKernel as tmagen.ops's replay calls it: every argument a ctypes value of its C type."""
+    def launch(fn: ctypes.c_void_p, *args: Any) -> int:
+        assert len(args) == 10 and all(isinstance(a, ctypes.c_uint) for a in args[:7]), args
+        assert isinstance(args[7], ctypes.c_void_p) and isinstance(args[8], ctypes.c_void_p) and args[9] is None
+        FUNCTIONS[fn.value]()
         return 0
     return launch
 
@@ -159,7 +162,8 @@ def copy_bytes(dst: int, src: int, nbytes: int, stream: int, device: int) -> Non
 def install(monkeypatch: Any) -> None:
     for name in ("launch_kernel", "prepare_strided", "run_strided", "copy_bytes"):
         monkeypatch.setattr(ops, name, globals()[name])
-    monkeypatch.setattr(ops, "launch_function", launch_function)
+    monkeypatch.setattr(ops, "raw_launch_function", raw_launch_function)
+    monkeypatch.setattr(ops, "_RAW_LAUNCH", None)
     monkeypatch.setattr(ops, "_device", lambda view: 0)
     monkeypatch.setattr(ops, "_sms", lambda view: 132)
     ops._MOVES.clear()
@@ -203,6 +207,10 @@ class FakeTorch:
         strides = [int(math.prod(shape[i + 1:])) for i in range(len(shape))]
         return Tensor(shape, strides, es, self.reuse[key], dtype)
 
+    def empty_strided(self, shape: Sequence[int], strides: Sequence[int], dtype: str, device: str) -> Tensor:
+        assert tuple(strides) == tuple(int(math.prod(shape[i + 1:])) for i in range(len(shape)))
+        return self.empty(shape, dtype, device)
+
     class compiler:  # noqa: N801 - as torch spells it
         @staticmethod
         def is_compiling() -> bool:
@@ -225,6 +233,10 @@ def install_torch(monkeypatch: Any) -> FakeTorch:
     monkeypatch.setattr(ops, "_TORCH_MODULE", torch)
     monkeypatch.setattr(ops, "_TENSOR", Tensor)
     monkeypatch.setattr(ops, "_TORCH_STREAM", lambda device: 0)
+    monkeypatch.setattr(ops, "_TORCH_DEVICE", lambda: 0)
+    monkeypatch.setattr(ops, "_EMPTY_STRIDED", torch.empty_strided)
+    monkeypatch.setattr(ops, "_GRAD_ENABLED", torch.is_grad_enabled)
+    monkeypatch.setattr(ops, "_IS_COMPILING", torch.compiler.is_compiling)
     monkeypatch.setattr(runtime, "current_context", lambda: 1)
     monkeypatch.setattr(runtime, "primary_context", lambda device: 1)
     ops._REPLAYS.clear()

@@ -160,3 +160,59 @@ def test_loaded_box_of_element_strides() -> None:
 def test_sizes_are_capped() -> None:
     shape = fuzz._cap([300, 300, 300, 64], 8, 2)
     assert math.prod(shape) * 8 <= fuzz.TENSOR_BYTES_CAP and shape[-1] % 2 == 0
+
+
+# ----------------------------------------------------------------------------- tmagen.ops calls
+OPS_DRAWS = 400
+_NUMPY = {"bool": "bool", "uint8": "uint8", "float16": "float16", "bfloat16": "uint16", "float32": "float32",
+          "int32": "int32", "float64": "float64", "complex64": "complex64", "complex128": "complex128"}
+
+
+def test_ops_calls_are_reproducible_and_cover_ragged_rows_views_and_permutes() -> None:
+    assert fuzz.draw_ops_call(3, 17) == fuzz.draw_ops_call(3, 17) != fuzz.draw_ops_call(3, 18)
+    calls = [fuzz.draw_ops_call(7, i) for i in range(OPS_DRAWS)]
+    seen: dict[str, Counter[str]] = {}
+    for c in calls:
+        assert math.prod(c.base) <= fuzz.OPS_MAX_ELEMENTS
+        if c.op == "permute":
+            assert sorted(c.dims) == list(range(len(c.view_shape))) and list(c.dims) != sorted(c.dims)
+        for key, value in c.classes().items():
+            seen.setdefault(key, Counter())[value] += 1
+    assert set(seen["op"]) == {"copy", "transpose", "permute"}
+    assert seen["rows"]["ragged"] >= 40 and seen["rows"]["whole 16 bytes"] >= 40
+    assert set(seen["view"]) == {"contiguous", "sliced", "stepped", "transposed"}
+    assert all(seen["view"][v] >= 20 for v in seen["view"])
+    assert set(seen["pointer"]) == {"aligned", "misaligned"}
+    assert {"2", "3", "4", "5"} <= {r for r in seen["rank"]}
+    assert set(seen["bytes"]) == {"1", "2", "4", "8", "16"}
+    assert {(c.op, len(c.view_shape)) for c in calls if c.op == "permute"} >= {("permute", r) for r in range(2, 6)}
+
+
+def test_drawn_ops_calls_are_exact_on_the_numpy_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The campaign's draws run through tmagen.ops's routes (tests/numpy_gpu.py) and match numpy bit for bit."""
+    import sys
+
+    import numpy as np
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from tmagen import ops
+
+    import numpy_gpu as gpu
+
+    gpu.install(monkeypatch)
+    for i in range(60):
+        c = fuzz.draw_ops_call(11, i)
+        dtype = np.dtype(_NUMPY[c.dtype])
+        rng = np.random.default_rng(i)
+        base = np.frombuffer(rng.integers(0, 256, math.prod(c.base) * dtype.itemsize, dtype=np.uint8).tobytes(),
+                             dtype if dtype != np.bool_ else np.uint8).reshape(c.base)
+        base = (base & 1).astype(np.bool_) if dtype == np.bool_ else base
+        view = fuzz.ops_view(c, base)
+        want = np.ascontiguousarray(fuzz.ops_expected(c, view))
+        x = gpu.from_numpy(view, c.offset * dtype.itemsize)
+        out = gpu.empty(want.shape, dtype)
+        if c.op == "permute":
+            ops.permute(x, c.dims, out=out)
+        else:
+            getattr(ops, c.op)(x, out=out)
+        assert gpu.to_numpy(out, dtype).tobytes() == want.tobytes(), c

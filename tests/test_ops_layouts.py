@@ -5,6 +5,7 @@ layout, the strided kernels everywhere else), and the common cases take TMA."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -168,3 +169,68 @@ def test_a_repeated_call_replays_its_launches_and_a_new_pointer_plans_again(monk
     p = gpu.tensor(_data((2, 8, 16, 32), np.float16))
     _same(ops.permute(p, (0, 2, 3, 1)), np.transpose(gpu.to_numpy(p, np.float16), (0, 2, 3, 1)))
     _same(ops.permute(p, (0, 2, 3, 1)), np.transpose(gpu.to_numpy(p, np.float16), (0, 2, 3, 1)))
+
+
+def test_a_refused_replayed_launch_or_another_current_device_takes_the_eager_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu.install_torch(monkeypatch)
+    planned: list[int] = []
+    move = ops.move
+    monkeypatch.setattr(ops, "move", lambda *a, **k: planned.append(1) or move(*a, **k))
+    x_host = _data((64, 64), np.float32)
+    x = gpu.tensor(x_host)
+    _same(ops.transpose(x), x_host.T)
+    _same(ops.transpose(x), x_host.T)
+    assert len(planned) == 1  # replayed
+    monkeypatch.setattr(ops, "_TORCH_DEVICE", lambda: 1)  # PyTorch's current device is another: not replayed
+    _same(ops.transpose(x), x_host.T)
+    assert len(planned) == 2
+    monkeypatch.setattr(ops, "_TORCH_DEVICE", lambda: 0)
+    monkeypatch.setattr(ops, "_RAW_LAUNCH", lambda *args: 201)  # the driver refuses (CUDA_ERROR_INVALID_CONTEXT)
+    _same(ops.transpose(x), x_host.T)  # the eager path ran, and its result is right
+    assert len(planned) == 3
+
+
+def test_the_gradient_and_the_compiled_permute_of_the_gpu_test_are_exact() -> None:
+    """The layouts tests/gpu's autograd/compile test moves (float32 of random bits, NaN among them):
+    the forward (0, 2, 3, 1) and the backward's inverse permute, bit for bit. That test compared
+    with torch.equal, which is False for any tensor holding a NaN, its own copy included."""
+    from tmagen import torch_ops
+
+    x = _data((2, 8, 16, 32), np.float32, seed=19)
+    assert np.isnan(x).any() and not np.array_equal(x, x.copy())  # why torch.equal failed on the GPU
+    _run("permute", x, (0, 2, 3, 1))
+    inverse = torch_ops.inverse_dims([0, 2, 3, 1])
+    assert inverse == [0, 3, 1, 2]
+    _run("permute", np.ascontiguousarray(np.transpose(x, (0, 2, 3, 1))), tuple(inverse))
+    for rank in range(1, 6):
+        for dims in itertools.permutations(range(rank)):
+            y = np.arange(math.prod(range(2, rank + 2))).reshape(range(2, rank + 2))
+            inv = torch_ops.inverse_dims(list(dims))
+            assert np.array_equal(np.transpose(np.transpose(y, dims), inv), y)
+    assert torch_ops.inverse_dims([-1, 0]) == [1, 0]
+
+
+def test_arrays_off_the_gpu_are_refused_up_front_whatever_the_route_cache_holds() -> None:
+    """A CPU array is refused with the op's message before any route, kernel or allocation, even
+    when a GPU array of its layout was moved before (the route cache is keyed by layout)."""
+    torch = pytest.importorskip("torch")
+    _run("transpose", _data((64, 64), np.float32))  # the layout's route, cached
+    _run("copy", _data((64, 64), np.float32))
+    for call in (lambda: ops.transpose(torch.zeros(64, 64)),
+                 lambda: ops.transpose(torch.zeros(64, 64), out=torch.empty(64, 64)),
+                 lambda: ops.copy(torch.zeros(64, 64)),
+                 lambda: ops.permute(torch.zeros(64, 64), (1, 0))):
+        with pytest.raises(ArgumentError, match="x.device = cpu") as info:
+            call()
+        assert [(v.rule, v.field) for v in info.value.violations] == [("array-device", "x.device")]
+    with pytest.raises(ArgumentError, match="out.device = cpu"):
+        ops.copy(gpu.from_numpy(_data((64, 64), np.float32)), out=torch.empty(64, 64))
+
+
+def test_a_permute_of_no_dimensions_on_the_per_call_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu.install_torch(monkeypatch)
+    x_host = _data((), np.float64)
+    x = gpu.tensor(x_host)
+    for _ in range(2):  # planned, then replayed
+        _same(ops.permute(x, ()), x_host)

@@ -66,6 +66,7 @@ class _Loaded:
 
 _LAUNCH = None
 _MEMSET = None
+_RAW_LAUNCH = None
 
 
 def launch_function() -> Any:
@@ -76,6 +77,18 @@ def launch_function() -> Any:
         _LAUNCH = runtime.driver_function("cuLaunchKernel", ctypes.c_int, ctypes.c_void_p, u, u, u, u, u, u, u,
                                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
     return _LAUNCH
+
+
+def raw_launch_function() -> Any:
+    """cuLaunchKernel as a ctypes function that converts nothing: its caller passes ctypes values of
+    the exact C types (c_void_p function, seven c_uint, c_void_p stream and parameter array, None),
+    built once, so that a call costs ctypes its least (tmagen.ops's replayed launches). It keeps the
+    GIL, as PyTorch's own launches do: a launch returns in microseconds, and handing the GIL to
+    another thread and back costs more than that where one waits for it."""
+    global _RAW_LAUNCH
+    if _RAW_LAUNCH is None:
+        _RAW_LAUNCH = ctypes.PYFUNCTYPE(ctypes.c_int)(runtime.driver_address("cuLaunchKernel"))
+    return _RAW_LAUNCH
 
 
 def _memset_function() -> Any:

@@ -164,14 +164,19 @@ def driver_function(symbol: str, restype: Any, *argtypes: Any) -> Any:
     calls without cuda-bindings' per-call conversions, and on storage tmagen owns."""
     fn = _FUNCTIONS.get(symbol)
     if fn is None:
-        drv = _driver()
-        pfn, _status = check(drv.cuGetProcAddress(symbol.encode(), 12000,
-                                                  drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT),
-                             f"cuGetProcAddress({symbol})")
-        if not int(pfn):
-            raise GpuError(f"the CUDA driver has no {symbol}")
-        fn = _FUNCTIONS[symbol] = ctypes.CFUNCTYPE(restype, *argtypes)(int(pfn))
+        fn = _FUNCTIONS[symbol] = ctypes.CFUNCTYPE(restype, *argtypes)(driver_address(symbol))
     return fn
+
+
+def driver_address(symbol: str) -> int:
+    """The address of a driver entry point (its CUDA 12.0 version, through cuGetProcAddress)."""
+    drv = _driver()
+    pfn, _status = check(drv.cuGetProcAddress(symbol.encode(), 12000,
+                                              drv.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT),
+                         f"cuGetProcAddress({symbol})")
+    if not int(pfn):
+        raise GpuError(f"the CUDA driver has no {symbol}")
+    return int(pfn)
 
 
 def _encode_function() -> Any:

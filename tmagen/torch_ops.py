@@ -92,11 +92,16 @@ def _permute_setup(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> N
     ctx.dims = list(inputs[1])
 
 
+def inverse_dims(dims: list[int]) -> list[int]:
+    """The permutation that undoes ``dims``: ``x.permute(dims).permute(inverse_dims(dims))`` is ``x``."""
+    inverse = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inverse[d % len(dims)] = i
+    return inverse
+
+
 def _permute_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-    inverse = [0] * len(ctx.dims)
-    for i, d in enumerate(ctx.dims):
-        inverse[d % len(ctx.dims)] = i
-    return torch.ops.tmagen.permute(grad, inverse), None
+    return torch.ops.tmagen.permute(grad, inverse_dims(ctx.dims)), None
 
 
 permute.register_autograd(_permute_backward, setup_context=_permute_setup)
