@@ -64,9 +64,11 @@ def candidates(torch: Any, op: str, x: Any, dims: tuple[int, ...]) -> dict[str, 
     try:
         import cupy as cp
 
-        cx = cp.from_dlpack(x.view(torch.uint8) if x.dtype == torch.bfloat16 else x)
+        # CuPy has no bfloat16: its bits as int16 (a uint8 view would double the last dimension)
+        cx = cp.from_dlpack(x.view(torch.int16) if x.dtype == torch.bfloat16 else x)
         cview = cx.swapaxes(-1, -2) if op == "transpose" else cx.transpose(dims) if op == "permute" else cx
-        run["cupy"] = lambda: cp.ascontiguousarray(cview)
+        # a copy must copy: ascontiguousarray of a contiguous array returns the array itself
+        run["cupy"] = (lambda: cview.copy()) if op == "copy" else (lambda: cp.ascontiguousarray(cview))
     except Exception:  # noqa: BLE001 - no CuPy, or a dtype it lacks
         pass
     try:
