@@ -57,3 +57,19 @@ def test_the_tuner_scores_the_shipped_model_as_the_test_does() -> None:
     assert len(lines) == len(DATA["rows"])
     assert math.exp(score / len(lines)) == min(1.04, math.exp(score / len(lines)))  # within the bound above
     assert all(got >= best for _, _, _, _, got, best, _ in lines)
+
+
+def test_boxes_the_family_failed_on_keep_their_own_tile() -> None:
+    """The campaign's specs whose derived tiles gave wrong products on the H200 (their own tiles
+    matched) now make one kernel, and tmagen's own specs keep the whole family."""
+    from tmagen.plan import resolve
+    from tmagen.spec import parse_spec
+
+    failed = json.loads((REPO / "tests" / "data" / "hw_h200" / "matmul_family_failures.json").read_text())
+    assert len(failed["specs"]) == 7
+    for raw in failed["specs"]:
+        assert raw["kernel"]["dispatch"] == "per_shape"
+        family = resolve(parse_spec(raw)).kernel.detail
+        assert [(p.bm, p.bn) for p in family.kernels] == [tuple(raw["kernel"]["tile"][:2])], raw["name"]
+    for name in ("specs/matmul_bf16_tn.json", "specs/matmul_f16_nn_f32.json"):
+        assert len(load(REPO / name).kernel.detail.kernels) == 6

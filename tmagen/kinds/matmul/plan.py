@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tmagen.kinds.matmul.dispatch import DISPATCH, Choice, Dispatch, TileCost, TileShape
 from tmagen.limits import TARGETS
+from tmagen.mma import OperandTile
 from tmagen.planning import PATTERN_ALIGN, KernelPlan, MapSpec, RegisterBudget, box_layout, box_stride, operand_tile
 from tmagen.spec import MatmulKernel, MmaSpec, Spec
 
@@ -191,13 +192,25 @@ def maps(spec: Spec) -> list[MapSpec]:
             MapSpec(role="c", tensor=c, index=ic, stores=True)]
 
 
-def family_tiles(k: MatmulKernel, a_mn: int, b_mn: int, c_cols: int) -> list[tuple[int, int, int]]:
-    """The spec's tile, then every FAMILY_TILES shape its boxes divide and its registers hold
-    (``dispatch: "single"``: the spec's tile alone)."""
+FAMILY_BOX_ROWS = 64  # the A and B boxes a family is derived over: 64 rows of one 128-byte swizzled line of K
+FAMILY_SPAN = 128
+
+
+def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int) -> list[tuple[int, int, int]]:
+    """The spec's tile, then every FAMILY_TILES shape its registers hold, where the family is proven:
+    A and B in boxes of 64 rows (of M or N) of one 128-byte swizzled line of K (or N, for an
+    MN-major B), one box along K per stage (BK = 64 of 16-bit elements), as tmagen's own specs
+    are. There the tensor core's descriptors do not depend on how many boxes a tile spans, and every
+    kernel of the family runs on the GPU suite. Other boxes keep the spec's tile alone: derived
+    tiles over them gave wrong products on an H200 (the random campaign of 2026-11-24: 32 B
+    boxes of 8 or 16 rows, unswizzled boxes, 96-row boxes with two boxes along K per stage).
+    ``dispatch: "single"``: the spec's tile alone."""
     own = (k.tile[0], k.tile[1], k.consumers)
-    if k.dispatch == "single":
+    proven = all(t.mn_per_box == FAMILY_BOX_ROWS and t.swizzled and t.span == FAMILY_SPAN and t.k_per_box == k.tile[2]
+                 for t in (a, b))
+    if k.dispatch == "single" or not proven:
         return [own]
-    others = [t for t in FAMILY_TILES if t != own and t[0] % a_mn == 0 and t[1] % b_mn == 0 and t[1] % c_cols == 0
+    others = [t for t in FAMILY_TILES if t != own and t[1] % c_cols == 0
               and accumulators(*t) + REGISTERS_BESIDE_ACCUMULATORS <= consumer_registers(t[2])]
     return [own, *others]
 
@@ -213,7 +226,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     limit = smem_limit if smem_limit is not None else TARGETS[spec.target].smem_per_block_optin
     a_step, b_step = a.stride * (bk // a.k_per_box), b.stride * (bk // b.k_per_box)  # one box along MN, BK of K
     plans: list[MatmulPlan] = []
-    for i, (bm, bn, consumers) in enumerate(family_tiles(k, a.mn_per_box, b.mn_per_box, c_map.tensor.box[1])):
+    for i, (bm, bn, consumers) in enumerate(family_tiles(k, a, b, c_map.tensor.box[1])):
         a_boxes, b_boxes = bm // a.mn_per_box, bn // b.mn_per_box
         stage = a_step * a_boxes + b_step * b_boxes
         fixed = consumers * C_STAGING_BUFFERS * c_stride + PATTERN_ALIGN
