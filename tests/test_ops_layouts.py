@@ -195,6 +195,7 @@ def test_the_gradient_and_the_compiled_permute_of_the_gpu_test_are_exact() -> No
     """The layouts tests/gpu's autograd/compile test moves (float32 of random bits, NaN among them):
     the forward (0, 2, 3, 1) and the backward's inverse permute, bit for bit. That test compared
     with torch.equal, which is False for any tensor holding a NaN, its own copy included."""
+    pytest.importorskip("torch")  # tmagen.torch_ops registers the ops with PyTorch on import
     from tmagen import torch_ops
 
     x = _data((2, 8, 16, 32), np.float32, seed=19)
