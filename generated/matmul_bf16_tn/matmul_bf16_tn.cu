@@ -471,43 +471,67 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_epilogue(
   const cudaError_t before = cudaPeekAtLastError();
   switch (variant) {
     case 0: {
-      static const matmul_bf16_tn_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul), matmul_bf16_tn_matmul_smem_bytes, "matmul_bf16_tn_matmul");
-      if (allowed != matmul_bf16_tn_ok) return fail(allowed, "%s", "matmul_bf16_tn_matmul: cannot allow its shared memory");
+      static bool allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device]) {
+        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul), matmul_bf16_tn_matmul_smem_bytes, "matmul_bf16_tn_matmul");
+        if (status != matmul_bf16_tn_ok) return status;
+        allowed[device] = true;
+      }
       matmul_bf16_tn_matmul<<<grid, matmul_bf16_tn_matmul_threads, matmul_bf16_tn_matmul_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_bf16_tn_matmul", before);
     }
     case 1: {
-      static const matmul_bf16_tn_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_128x192), matmul_bf16_tn_matmul_128x192_smem_bytes, "matmul_bf16_tn_matmul_128x192");
-      if (allowed != matmul_bf16_tn_ok) return fail(allowed, "%s", "matmul_bf16_tn_matmul_128x192: cannot allow its shared memory");
+      static bool allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device]) {
+        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_128x192), matmul_bf16_tn_matmul_128x192_smem_bytes, "matmul_bf16_tn_matmul_128x192");
+        if (status != matmul_bf16_tn_ok) return status;
+        allowed[device] = true;
+      }
       matmul_bf16_tn_matmul_128x192<<<grid, matmul_bf16_tn_matmul_128x192_threads, matmul_bf16_tn_matmul_128x192_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_bf16_tn_matmul_128x192", before);
     }
     case 2: {
-      static const matmul_bf16_tn_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_128x128), matmul_bf16_tn_matmul_128x128_smem_bytes, "matmul_bf16_tn_matmul_128x128");
-      if (allowed != matmul_bf16_tn_ok) return fail(allowed, "%s", "matmul_bf16_tn_matmul_128x128: cannot allow its shared memory");
+      static bool allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device]) {
+        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_128x128), matmul_bf16_tn_matmul_128x128_smem_bytes, "matmul_bf16_tn_matmul_128x128");
+        if (status != matmul_bf16_tn_ok) return status;
+        allowed[device] = true;
+      }
       matmul_bf16_tn_matmul_128x128<<<grid, matmul_bf16_tn_matmul_128x128_threads, matmul_bf16_tn_matmul_128x128_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_bf16_tn_matmul_128x128", before);
     }
     case 3: {
-      static const matmul_bf16_tn_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x256), matmul_bf16_tn_matmul_64x256_smem_bytes, "matmul_bf16_tn_matmul_64x256");
-      if (allowed != matmul_bf16_tn_ok) return fail(allowed, "%s", "matmul_bf16_tn_matmul_64x256: cannot allow its shared memory");
+      static bool allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device]) {
+        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x256), matmul_bf16_tn_matmul_64x256_smem_bytes, "matmul_bf16_tn_matmul_64x256");
+        if (status != matmul_bf16_tn_ok) return status;
+        allowed[device] = true;
+      }
       matmul_bf16_tn_matmul_64x256<<<grid, matmul_bf16_tn_matmul_64x256_threads, matmul_bf16_tn_matmul_64x256_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_bf16_tn_matmul_64x256", before);
     }
     case 4: {
-      static const matmul_bf16_tn_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x128), matmul_bf16_tn_matmul_64x128_smem_bytes, "matmul_bf16_tn_matmul_64x128");
-      if (allowed != matmul_bf16_tn_ok) return fail(allowed, "%s", "matmul_bf16_tn_matmul_64x128: cannot allow its shared memory");
+      static bool allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device]) {
+        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x128), matmul_bf16_tn_matmul_64x128_smem_bytes, "matmul_bf16_tn_matmul_64x128");
+        if (status != matmul_bf16_tn_ok) return status;
+        allowed[device] = true;
+      }
       matmul_bf16_tn_matmul_64x128<<<grid, matmul_bf16_tn_matmul_64x128_threads, matmul_bf16_tn_matmul_64x128_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_bf16_tn_matmul_64x128", before);
     }
     case 5: {
-      static const matmul_bf16_tn_status allowed = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x64), matmul_bf16_tn_matmul_64x64_smem_bytes, "matmul_bf16_tn_matmul_64x64");
-      if (allowed != matmul_bf16_tn_ok) return fail(allowed, "%s", "matmul_bf16_tn_matmul_64x64: cannot allow its shared memory");
+      static bool allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device]) {
+        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x64), matmul_bf16_tn_matmul_64x64_smem_bytes, "matmul_bf16_tn_matmul_64x64");
+        if (status != matmul_bf16_tn_ok) return status;
+        allowed[device] = true;
+      }
       matmul_bf16_tn_matmul_64x64<<<grid, matmul_bf16_tn_matmul_64x64_threads, matmul_bf16_tn_matmul_64x64_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_bf16_tn_matmul_64x64", before);
