@@ -201,7 +201,7 @@ def tmagen_spec(spec: Any, cubin: bytes, device: Any) -> MatmulLaunch:
     b, c of any strides TMA takes (C = A B^T, K-major B), on the default stream; each set of
     tensors is bound once."""
     from tmagen import runtime
-    from tmagen.launch import Array, launch_parameters
+    from tmagen.launch import Array, Workspaces, launch_parameters
     from tmagen.plan import resolve
 
     module = runtime.Module(cubin)
@@ -209,12 +209,7 @@ def tmagen_spec(spec: Any, cubin: bytes, device: Any) -> MatmulLaunch:
     family = plan.kernel.family  # the launch picks one kernel of the family per shape
     kernels = [module.function(v.symbol, v.smem_bytes) for v in family]
     prepared: dict[tuple[int, ...], tuple[Any, list]] = {}
-    workspaces: list[Any] = []
-
-    def workspace(counter_bytes: int, partial_bytes: int) -> tuple[int, int]:
-        workspaces.extend((runtime.Buffer(counter_bytes), runtime.Buffer(partial_bytes)))
-        workspaces[-2].fill(0)
-        return workspaces[-2].ptr, workspaces[-1].ptr
+    workspace = Workspaces()  # kept as long as the launch
 
     def launch(a: Any, b: Any, c: Any) -> None:
         key = (a.data_ptr(), b.data_ptr(), c.data_ptr(), *a.shape, *b.shape, *a.stride(), *b.stride(), *c.stride())

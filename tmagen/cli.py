@@ -224,7 +224,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
             for symbol, seen in (sass or {}).items():
                 print(f"  SASS of {symbol}: " + ", ".join(f"{op} {'present' if present else 'ABSENT'}"
                                                           for op, present in seen.items()))
-            for planned in (f for k in r.plan.kernels for f in k.family):
+            for planned in r.plan.every_kernel:
                 budget = planned.registers
                 if budget is not None:
                     print(f"  registers of {planned.symbol}: {budget.least}"

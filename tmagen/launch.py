@@ -23,7 +23,7 @@ from tmagen.planning import MapPlan
 from tmagen.rules import TensorMapArgs
 from tmagen.strides import contiguous
 
-__all__ = ["Array", "Call", "contiguous", "array_args", "driver_arguments", "encode", "encode_binding",
+__all__ = ["Array", "Call", "Workspaces", "contiguous", "array_args", "driver_arguments", "encode", "encode_binding",
            "launch_parameters"]
 
 
@@ -51,6 +51,25 @@ def encode(a: TensorMapArgs, into: runtime.TensorMap | None = None) -> runtime.T
 
 def encode_binding(plan: Plan, b: MapBinding, into: runtime.TensorMap | None = None) -> runtime.TensorMap:
     return encode(array_args(plan.map(b.role), b.ptr, b.shape, b.strides), into)
+
+
+class Workspaces:
+    """The ``workspace`` of `launch_parameters` for launches made by hand (verify, the benchmarks):
+    a new counter buffer, zeroed, and a partial buffer per call, freed together by `free`."""
+
+    def __init__(self) -> None:
+        self.buffers: list[runtime.Buffer] = []
+
+    def __call__(self, counter_bytes: int, partial_bytes: int) -> tuple[int, int]:
+        counters, partials = runtime.Buffer(counter_bytes), runtime.Buffer(partial_bytes)
+        counters.fill(0)
+        self.buffers += [counters, partials]
+        return counters.ptr, partials.ptr
+
+    def free(self) -> None:
+        for buffer in self.buffers:
+            buffer.free()
+        self.buffers.clear()
 
 
 def launch_parameters(plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int,

@@ -69,3 +69,7 @@ MAX_TENSORS_PER_SPEC = 1024
 MAX_JSON_INPUT_CHARS = 4 << 20  # characters of one JSON input (a spec of 1024 tensors is about 330,000)
 MAX_JSON_DEPTH = 32  # levels of nesting (a spec has 4, a benchmark run fewer than 10), whatever Python's own limit
 MAX_JSON_INTEGER_DIGITS = 100  # digits of one JSON integer (no TMA value needs more than 20: 2^64)
+
+# A matmul launch splits K at most this many ways: the partials' traffic grows with the split, and
+# beyond it no split paid in the dispatch model's measurements (tmagen/kinds/matmul/dispatch.json).
+MAX_SPLITS = 16

@@ -59,6 +59,11 @@ class Plan:
         return self._by_role[role]
 
     @property
+    def every_kernel(self) -> tuple[KernelPlan, ...]:
+        """Every extern "C" kernel the spec makes: each kernel and the rest of its family."""
+        return tuple(k for kernel in self.kernels for k in kernel.family)
+
+    @property
     def kernel(self) -> KernelPlan:
         """The kernel of a kind that has one (copy, transpose, matmul)."""
         if len(self.kernels) != 1:

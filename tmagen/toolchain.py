@@ -306,8 +306,7 @@ def sass_check(plan: Plan, result: CompileResult) -> dict[str, dict[str, bool]] 
     if plan.kind is None:
         return {}
     expected = plan.kind.sass
-    return {k.symbol: {op: op in result.sass.get(k.symbol, ()) for op in expected}
-            for kernel in plan.kernels for k in kernel.family}
+    return {k.symbol: {op: op in result.sass.get(k.symbol, ()) for op in expected} for k in plan.every_kernel}
 
 
 def sass_violations(plan: Plan, result: CompileResult) -> list[str]:
@@ -330,7 +329,7 @@ def register_violations(plan: Plan, result: CompileResult) -> list[str]:
     registers per thread hangs in setmaxnreg.inc, so the build fails instead."""
     reported = {k.name: k.registers for k in result.kernels}
     out = []
-    for k in (k for kernel in plan.kernels for k in kernel.family):
+    for k in plan.every_kernel:
         if k.registers is None:
             continue
         if k.symbol not in reported:

@@ -16,7 +16,7 @@ import numpy as np
 from tmagen import runtime
 from tmagen.errors import RuleError
 from tmagen.kinds.tiled import Tiles, tiles  # noqa: F401 - where callers of tmagen.verify found them
-from tmagen.launch import Array, array_args, contiguous, encode, launch_parameters
+from tmagen.launch import Array, Workspaces, array_args, contiguous, encode, launch_parameters
 from tmagen.plan import Plan, check, resolve
 from tmagen.planning import KernelPlan
 from tmagen.render import render
@@ -298,12 +298,7 @@ class Verifier:
         b_bits, b = to_16bit(b, a_t.dtype)
         b_global = b_bits if b_major == "k" else np.ascontiguousarray(b_bits.T)
         out_bytes = c_t.dt.nbytes
-        workspaces: list[runtime.Buffer] = []
-
-        def workspace(counter_bytes: int, partial_bytes: int) -> tuple[int, int]:
-            workspaces.extend((runtime.Buffer(counter_bytes), runtime.Buffer(partial_bytes)))
-            workspaces[-2].fill(0)
-            return workspaces[-2].ptr, workspaces[-1].ptr
+        workspace = Workspaces()
 
         with runtime.Buffer.from_array(a_bits) as da, runtime.Buffer.from_array(b_global) as db, \
                 runtime.Buffer(m * n * out_bytes) as dc:
@@ -323,8 +318,7 @@ class Verifier:
             self.device.synchronize()
             got = from_device(dc.download(_uint(out_bytes), (m, n)), c_t.dtype)
             ms = self._time(launch) if timed else None
-            for w in workspaces:
-                w.free()
+            workspace.free()
         reference = a.astype(np.float64) @ b.astype(np.float64).T
         tolerance, rule = matmul_tolerance(np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64).T,
                                            reference, kk, c_t.dtype)

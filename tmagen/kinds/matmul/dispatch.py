@@ -25,7 +25,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-MAX_SPLITS = 16  # a split of K beyond this never paid in the model's range: the partials' traffic grows with it
 ELEMENT_BYTES = 2  # A and B are 16-bit
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from tmagen.errors import NoWorkspace, Violation
 from tmagen.kinds.base import Call, MapBinding, Operand, Plan
 from tmagen.kinds.matmul.dispatch import Choice
+from tmagen.limits import MAX_SPLITS
 
 COORDINATE_LIMIT = 1 << 31  # TMA coordinates are signed 32-bit
 BIAS_ALONG = {None: 0, "n": 1, "m": 2}
@@ -89,10 +90,11 @@ class MatmulLauncher:
             kernel, splits, split_from = (*choice, 0)[:3]
             tiles = (math.ceil(m / family.kernels[kernel].bm) * math.ceil(n / family.kernels[kernel].bn)
                      if 0 <= kernel < len(family.kernels) else 0)
-            if not (0 <= kernel < len(family.kernels)) or not (1 <= splits <= 16) or not 0 <= split_from <= tiles:
+            valid = 0 <= kernel < len(family.kernels) and 1 <= splits <= MAX_SPLITS and 0 <= split_from <= tiles
+            if not valid:
                 found.append(Violation("matmul-choice", "choice", repr(choice), f"a kernel of 0 .. "
-                                       f"{len(family.kernels) - 1}, 1 to 16 splits, and a first split tile of 0 .. "
-                                       "the tiles", "pass a valid choice, or none", source))
+                                       f"{len(family.kernels) - 1}, 1 to {MAX_SPLITS} splits, and a first split tile "
+                                       "of 0 .. the tiles", "pass a valid choice, or none", source))
         if beta != 0 and c is None:
             found.append(Violation("matmul-epilogue", "beta", repr(beta), "beta scales c, and no c is given",
                                    "pass c=, or beta=0", source))

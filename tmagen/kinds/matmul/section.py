@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from tmagen.form import Section
+from tmagen.limits import MAX_SPLITS
 
 
 class MatmulKernel(Section):
@@ -31,7 +32,8 @@ class MatmulKernel(Section):
         "per_shape", description="per_shape: the spec's tile and the smaller tiles of the family its boxes allow, "
         "each launch picking one (and a split of K) for its M, N and K by a measured model; single: the spec's tile "
         "only, never split.")
-    max_splits: int = Field(16, ge=1, le=16, description="The most ways a launch may split K (1: never). A split "
-                            "launch sums the splits' fp32 partials in a workspace, in a fixed order.")
+    max_splits: int = Field(MAX_SPLITS, ge=1, le=MAX_SPLITS, description="The most ways a launch may split K "
+                            "(1: never). A split launch sums the splits' fp32 partials in a workspace, in a fixed "
+                            "order.")
     raster_group: int = Field(8, ge=1, le=64, description="Tile rows walked together, column by column, so that "
                               "the blocks running at once share A and B in L2.")
