@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tmagen import runtime
-from tmagen.arrays import ArrayView, current_stream, describe, empty_view
+from tmagen.arrays import FP8_NAMES, ArrayView, current_stream, describe, element_type, empty_view
 from tmagen.errors import ArgumentError, NoWorkspace, SpecError
 from tmagen.kinds.base import Launcher, MapBinding
 from tmagen.launch import array_args, driver_arguments
@@ -148,6 +148,8 @@ class Kernel:
         self.last_launch: tuple[int, int, int, int, Any] | None = None
         self._lock = threading.Lock()
         self._parameters: tuple[str, ...] = getattr(launcher, "parameters", ())
+        # array parameters of their own type (a matmul's fp32 scales): name -> (dtype, bytes); others: the output's
+        self.launcher_parameter_dtypes: dict[str, tuple[str, int]] = getattr(launcher, "parameter_dtypes", {})
 
     def __repr__(self) -> str:
         m = self._inputs[0]
@@ -251,7 +253,8 @@ class Kernel:
             for name, v in (params or {}).items():
                 if isinstance(v, ArrayView):
                     found += layout_problems(v, name)
-                    found += self._dtype_problems(v, name, *self._out_dtype)
+                    own = self.launcher_parameter_dtypes.get(name)
+                    found += self._dtype_problems(v, name, *(own if own is not None else self._out_dtype))
         return found
 
     def _dtype_problems(self, a: ArrayView, name: str, want: str, nbytes: int) -> list[Violation]:
@@ -261,7 +264,8 @@ class Kernel:
                                   f"the kernel moves elements of {nbytes} bytes", "pass an array of that size",
                                   f"spec {self.plan.name}")]
             return []
-        if a.carrier != want:
+        raw_fp8 = a.carrier == "uint8" and want in FP8_NAMES.values()  # fp8 bits in a framework without the type
+        if a.carrier != want and element_type(a) != want and not raw_fp8:
             return [Violation("array-dtype", f"{name}.dtype", a.dtype, f"the kernel of {self.plan.name} takes "
                               f"{want}", f"pass {want} data, or load a spec of its dtype", f"spec {self.plan.name}")]
         return []
@@ -445,7 +449,7 @@ class Kernel:
 
 
 _MODULES: dict[tuple[Path, int], _Loaded] = {}  # (cubin, device) -> loaded
-_ARRAY_PARAMETERS = frozenset({"c", "bias"})  # keyword parameters that are arrays
+_ARRAY_PARAMETERS = frozenset({"c", "bias", "scale_a", "scale_b"})  # keyword parameters that are arrays
 
 
 @cache

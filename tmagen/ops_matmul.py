@@ -26,6 +26,7 @@ from tmagen import kernels, runtime
 from tmagen.arrays import ArrayView, describe, empty_view, merge_dims
 from tmagen.errors import ArgumentError
 from tmagen.kernels import Kernel, Launch
+from tmagen.ops_matmul_fp8 import is_fp8, matmul_fp8
 from tmagen.rules import Violation
 from tmagen.spec import Spec, parse_spec
 
@@ -171,7 +172,7 @@ def _take(op: _Operand, like: ArrayView, shape: tuple[int, int], dtype: str | No
 
 # ----------------------------------------------------------------------------- the call
 def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 0, c: Any = None, out: Any = None,
-           out_dtype: Any = None) -> Any:
+           out_dtype: Any = None, scale_a: Any = None, scale_b: Any = None) -> Any:
     """``alpha * (a @ b) + beta * c + bias``: products of bfloat16 or float16 ``a`` and ``b``, summed in
     fp32, written as ``out_dtype`` (bfloat16, float16 or float32; default ``out``'s dtype, else
     ``a``'s) into a new contiguous array of ``a``'s framework, or into ``out``.
@@ -192,8 +193,17 @@ def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 
     16-bit outputs, of 4 for float32), B, C and the bias are padded to a multiple of 8 columns
     and the result copied out. A batch [B, M, K] @ [K, N] whose rows lie evenly is one product of
     B*M rows; other batches are one launch per matrix.
+
+    fp8 ``a`` and ``b`` (torch.float8_e4m3fn, float8_e5m2) take ``scale_a`` and ``scale_b`` and
+    torch._scaled_mm's layout: see `tmagen.ops_matmul_fp8`.
     """
     t = _TORCH
+    if is_fp8(a) or is_fp8(b) or scale_a is not None or scale_b is not None:
+        if t is not None and isinstance(a, t.Tensor) and out is None and t.compiler.is_compiling():
+            return t.ops.tmagen.scaled_matmul(a, b, scale_a, scale_b, bias, c, float(alpha), float(beta),
+                                              _torch_dtype(out_dtype))
+        return matmul_fp8(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, alpha=alpha, beta=beta, c=c, out=out,
+                          out_dtype=out_dtype)
     if t is not None and isinstance(a, t.Tensor):
         if out is None and _through_torch(a, b, bias, c):
             return t.ops.tmagen.matmul(a, b, bias, c, float(alpha), float(beta), _torch_dtype(out_dtype))
@@ -586,6 +596,11 @@ def register_torch_op() -> None:
                "-> Tensor")
     op.register_fake(_torch_fake)
     op.register_autograd(_torch_backward, setup_context=_torch_setup)
+    scaled = torch.library.custom_op(
+        "tmagen::scaled_matmul", _torch_scaled_eager, mutates_args=(), device_types="cuda",
+        schema="(Tensor a, Tensor b, Tensor? scale_a, Tensor? scale_b, Tensor? bias, Tensor? c, float alpha, "
+               "float beta, ScalarType? out_dtype) -> Tensor")
+    scaled.register_fake(_torch_scaled_fake)
     _TORCH = torch
     _STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
         lambda d: torch.cuda.current_stream(d).cuda_stream)
@@ -602,6 +617,20 @@ def _torch_fake(a: Any, b: Any, bias: Any, c: Any, alpha: float, beta: float, ou
     torch._check(a.shape[-1] == b.shape[-2], lambda: f"tmagen::matmul: a is {tuple(a.shape)}, b {tuple(b.shape)}")
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return a.new_empty((*batch, a.shape[-2], b.shape[-1]), dtype=out_dtype if out_dtype is not None else a.dtype)
+
+
+def _torch_scaled_eager(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, c: Any, alpha: float, beta: float,
+                        out_dtype: Any) -> Any:
+    return matmul_fp8(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, c=c, alpha=alpha, beta=beta,
+                      out_dtype=out_dtype)
+
+
+def _torch_scaled_fake(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, c: Any, alpha: float, beta: float,
+                       out_dtype: Any) -> Any:
+    torch = _TORCH
+    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "tmagen::scaled_matmul takes matrices")
+    torch._check(a.shape[1] == b.shape[0], lambda: f"tmagen::scaled_matmul: a is {tuple(a.shape)}, b {tuple(b.shape)}")
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype if out_dtype is not None else torch.bfloat16)
 
 
 def _torch_setup(ctx: Any, inputs: Sequence[Any], output: Any) -> None:

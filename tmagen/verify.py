@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tmagen import runtime
+from tmagen import fp8, runtime
 from tmagen.errors import RuleError
 from tmagen.kinds.tiled import Tiles, tiles  # noqa: F401 - where callers of tmagen.verify found them
 from tmagen.launch import Array, Workspaces, array_args, contiguous, encode, launch_parameters
@@ -292,19 +292,29 @@ class Verifier:
         b_major = self.plan.kernel.detail.b_major
         a_t, c_t = self.maps["a"].tensor, self.maps["c"].tensor
         m, n, kk = mnk or (a_t.shape[0], c_t.shape[1], a_t.shape[1])
+        family = self.plan.kernel.detail
+        b_t = self.maps["b"].tensor
         a = self.rng.standard_normal((m, kk)).astype(np.float32)
         b = self.rng.standard_normal((n, kk)).astype(np.float32)
-        a_bits, a = to_16bit(a, a_t.dtype)
-        b_bits, b = to_16bit(b, a_t.dtype)
+        a_bits, a = to_inputs(a, a_t.dtype)
+        b_bits, b = to_inputs(b, b_t.dtype)
         b_global = b_bits if b_major == "k" else np.ascontiguousarray(b_bits.T)
         out_bytes = c_t.dt.nbytes
         workspace = Workspaces()
+        # Block scales (fp8): a power of two per block, so that the scaled reference is exact.
+        k_blocks = -(-kk // 128)
+        sa = np.exp2(self.rng.integers(-3, 4, (m, k_blocks))).astype(np.float32)
+        sb = np.exp2(self.rng.integers(-3, 4, (-(-n // 128), k_blocks))).astype(np.float32)
 
         with runtime.Buffer.from_array(a_bits) as da, runtime.Buffer.from_array(b_global) as db, \
-                runtime.Buffer(m * n * out_bytes) as dc:
+                runtime.Buffer(m * n * out_bytes) as dc, runtime.Buffer.from_array(sa) as dsa, \
+                runtime.Buffer.from_array(sb) as dsb:
             dc.fill(OUT_POISON)
+            scales = ({"scale_a": Array.of(dsa.ptr, sa.shape), "scale_b": Array.of(dsb.ptr, sb.shape)}
+                      if family.block_scales else {})
             call, params = launch_parameters(self.plan, [Array.of(da.ptr, (m, kk)), Array.of(db.ptr, b_global.shape)],
-                                             Array.of(dc.ptr, (m, n)), self.device.multiprocessors, workspace)
+                                             Array.of(dc.ptr, (m, n)), self.device.multiprocessors, workspace,
+                                             **scales)
             view = self.plan.kernel.family[call.kernel]
             kernel = self._kernel(view)
 
@@ -319,9 +329,12 @@ class Verifier:
             got = from_device(dc.download(_uint(out_bytes), (m, n)), c_t.dtype)
             ms = self._time(launch) if timed else None
             workspace.free()
+        if family.block_scales:
+            a = a * np.repeat(sa, 128, axis=1)[:, :kk]
+            b = b * np.repeat(np.repeat(sb, 128, axis=0)[:n], 128, axis=1)[:, :kk]
         reference = a.astype(np.float64) @ b.astype(np.float64).T
         tolerance, rule = matmul_tolerance(np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64).T,
-                                           reference, kk, c_t.dtype)
+                                           reference, kk, c_t.dtype, family.promote_every if family.fp8 else None)
         bad = int(np.count_nonzero(~(np.abs(got - reference) <= tolerance)))  # NaN counts as bad
         detail = f"every element within {rule}" if bad == 0 else f"{bad} of {m * n} elements outside {rule}"
         return Outcome(view.symbol, (m, n, kk), f"{a_t.dtype}->{c_t.dtype}", bad == 0, detail, ms)
@@ -334,13 +347,36 @@ class Verifier:
 UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 2.0 ** -24}
 
 
-def matmul_tolerance(abs_product: np.ndarray, reference: np.ndarray, k: int, out_dtype: str) -> tuple[np.ndarray, str]:
-    """How far a matmul element may be from the float64 product of the same 16-bit inputs: the
-    rounding of C to its type, plus K fp32 additions of at most one unit in the last place each
-    (2^-23 of |A|.|B|: the tensor cores' fp32 accumulation is not required to round to nearest)."""
+# Bits the fp8 tensor-core accumulator keeps below its leading one, at least (its sums are not
+# fp32: docs/fp8-accumulator.md has the probe and the H200's figure).
+FP8_ACCUMULATOR_BITS = 13
+
+
+def matmul_tolerance(abs_product: np.ndarray, reference: np.ndarray, k: int, out_dtype: str,
+                     promote_every: int | None = None) -> tuple[np.ndarray, str]:
+    """How far a matmul element may be from the float64 product of the same inputs: the rounding of
+    C to its type, plus K fp32 additions of at most one unit in the last place each (2^-23 of
+    |A|.|B|: the tensor cores' fp32 accumulation is not required to round to nearest). fp8
+    (``promote_every`` not None): the tensor core's own sums keep FP8_ACCUMULATOR_BITS, so each of
+    the additions before a promotion (K / 32 instructions of 32 products; all K with promote_every
+    0) may lose 2^-bits of |A|.|B|."""
     u = UNIT_ROUNDOFF[out_dtype]
-    rule = f"|C - AB| <= 2^{int(np.log2(u))}|AB| + {k}*2^-23*(|A||B|)"
-    return u * np.abs(reference) + k * 2.0 ** -23 * abs_product, rule
+    if promote_every is None:
+        rule = f"|C - AB| <= 2^{int(np.log2(u))}|AB| + {k}*2^-23*(|A||B|)"
+        return u * np.abs(reference) + k * 2.0 ** -23 * abs_product, rule
+    steps = -(-(promote_every or k) // 32) + 1
+    bits = FP8_ACCUMULATOR_BITS
+    rule = f"|C - AB| <= 2^{int(np.log2(u))}|AB| + ({steps}*2^-{bits} + {k}*2^-23)*(|A||B|)"
+    return u * np.abs(reference) + (steps * 2.0 ** -bits + k * 2.0 ** -23) * abs_product, rule
+
+
+def to_inputs(values: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """(bit patterns, the values they hold as float32) of float32 ``values`` rounded to a matmul's
+    input type: bfloat16, float16 or an fp8 type."""
+    if dtype in fp8.FORMATS:
+        bits = fp8.encode(values, dtype)
+        return bits, fp8.decode(bits, dtype)
+    return to_16bit(values, dtype)
 
 
 def to_16bit(values: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:

@@ -49,6 +49,7 @@ Workspace = Callable[[int, int], tuple[int, int]]
 class MatmulLauncher:
     inputs: tuple[str, ...] = ("a", "b")
     parameters: tuple[str, ...] = PARAMETERS
+    parameter_dtypes = {"scale_a": ("float32", 4), "scale_b": ("float32", 4)}  # others: the output's type
     output_in_map_only = True  # C's address enters a launch only through C's map (tmagen.kernels re-encodes it alone)
 
     def roles(self, plan: Plan) -> tuple[tuple[str, ...], str | None]:

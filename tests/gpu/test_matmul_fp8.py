@@ -1,0 +1,211 @@
+"""The fp8 matmul on the GPU (issue 21): every kernel of the fp8 families at every split of K, the
+three scale forms (per tensor, per row and column, 1 x 128 / 128 x 128 blocks, including a tile
+that starts halfway into a 128-column block of scales), e4m3 and e5m2 in every pair, bf16 and fp32
+out, ragged and tiny shapes, K not a multiple of 128 or of 16, and `tmagen.ops.matmul` on PyTorch's
+fp8 tensors in torch._scaled_mm's layout, against a float64 product of the dequantized inputs
+within `tmagen.verify.matmul_tolerance`. And the accuracy claim: with promotion every 128, the
+error at K = 16384 is no worse than cuBLASLt's (torch._scaled_mm) on the same inputs; without
+promotion it is worse (what the promotion is for)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+import tmagen
+from tmagen.errors import ArgumentError
+from tmagen.plan import resolve
+from tmagen.spec import parse_spec
+from tmagen.verify import matmul_tolerance
+
+from conftest import REPO
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+FP8 = {"float8_e4m3": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+OUT = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+BASE = json.loads((REPO / "specs" / "matmul_fp8_e4m3.json").read_text())
+
+
+def _spec(a_type: str = "float8_e4m3", b_type: str = "float8_e4m3", out: str = "bfloat16", **kernel):
+    raw = copy.deepcopy(BASE)
+    raw["tensors"][0]["dtype"], raw["tensors"][1]["dtype"], raw["tensors"][2]["dtype"] = a_type, b_type, out
+    if out == "float32":
+        raw["tensors"][2]["box"] = [64, 32]
+    raw["kernel"].update(kernel)
+    raw["name"] = "fp8_" + "_".join(f"{v}" for v in (a_type[7:], b_type[7:], out, *kernel.values())).replace(
+        "[", "").replace("]", "").replace(", ", "x").replace("True", "blocks").replace("False", "")
+    return parse_spec(raw, "tests/gpu/test_matmul_fp8.py")
+
+
+def _fp8(shape, dtype: str, g, positive: bool = False):
+    x = torch.randn(*shape, device="cuda", generator=g)
+    if positive:
+        x = x.abs()
+    return x.to(FP8[dtype])
+
+
+def _check(got, a, b_nk, sa, sb, out: str, promote_every: int, blocks: bool = False) -> None:
+    """Each element within verify's fp8 bound of the float64 product of the dequantized inputs."""
+    k = a.shape[1]
+    a64, b64 = a.double(), b_nk.double()
+    if blocks:
+        a64 = a64 * sa.double().repeat_interleave(128, dim=1)[:, :k]
+        b64 = b64 * sb.double().repeat_interleave(128, dim=0)[: b64.shape[0]].repeat_interleave(128, dim=1)[:, :k]
+    else:
+        if sa is not None:
+            a64 = a64 * sa.double().reshape(-1, 1)
+        if sb is not None:
+            b64 = b64 * sb.double().reshape(-1, 1)
+    ref = (a64 @ b64.T).cpu().numpy()
+    bound = (a64.abs() @ b64.abs().T).cpu().numpy()
+    tol, rule = matmul_tolerance(bound, ref, k, out, promote_every)
+    err = np.abs(got.double().cpu().numpy() - ref)
+    bad = int(np.count_nonzero(~(err <= tol)))
+    assert bad == 0, f"{bad} of {err.size} elements outside {rule}; worst {float(np.nanmax(err - tol)):.3g} over"
+
+
+SHAPES = [(1, 64, 128), (129, 264, 1000), (300, 200, 456), (64, 128, 128), (700, 1000, 2048), (77, 40, 32)]
+
+
+@pytest.mark.parametrize("pair", [("float8_e4m3", "float8_e4m3"), ("float8_e4m3", "float8_e5m2"),
+                                  ("float8_e5m2", "float8_e5m2"), ("float8_e5m2", "float8_e4m3")])
+@pytest.mark.parametrize("out", ["bfloat16", "float32"])
+def test_every_kernel_and_split_of_the_family(pair, out) -> None:
+    spec = _spec(*pair, out)
+    family = resolve(spec).kernel.detail
+    kernel = tmagen.load(spec)
+    g = torch.Generator(device="cuda").manual_seed(21)
+    for m, n, k in SHAPES:
+        a, b = _fp8((m, k), pair[0], g), _fp8((n, k), pair[1], g)
+        for variant in range(len(family.kernels)):
+            for splits in (1, 3):
+                c = torch.full((m, n), float("nan"), device="cuda", dtype=OUT[out])
+                # every other launch passes the raw bytes, as a framework without fp8 types would
+                raw = (variant + splits) % 2 == 0
+                kernel(a.view(torch.uint8) if raw else a, b.view(torch.uint8) if raw else b, out=c,
+                       choice=(variant, splits))
+                torch.cuda.synchronize()
+                _check(c, a, b, None, None, out, family.promote_every)
+
+
+@pytest.mark.parametrize("promote_every", [0, 256])
+def test_promotion_intervals(promote_every) -> None:
+    spec = _spec(promote_every=promote_every, tile=[128, 128, 128])
+    kernel = tmagen.load(spec)
+    g = torch.Generator(device="cuda").manual_seed(5)
+    for m, n, k in [(200, 136, 1000), (128, 256, 640)]:
+        a, b = _fp8((m, k), "float8_e4m3", g), _fp8((n, k), "float8_e4m3", g)
+        c = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
+        kernel(a, b, out=c)
+        torch.cuda.synchronize()
+        _check(c, a, b, None, None, "bfloat16", promote_every)
+
+
+def test_scales_per_tensor_and_per_row() -> None:
+    spec = _spec()
+    kernel = tmagen.load(spec)
+    g = torch.Generator(device="cuda").manual_seed(7)
+    m, n, k = 333, 264, 520
+    a, b = _fp8((m, k), "float8_e4m3", g), _fp8((n, k), "float8_e4m3", g)
+    forms = [(torch.tensor([0.5], device="cuda"), torch.tensor([3.0], device="cuda")),
+             (torch.rand(m, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5),
+             (torch.rand(m, 1, device="cuda") + 0.5, torch.tensor([2.0], device="cuda"))]
+    for sa, sb in forms:
+        for variant, splits in ((0, 1), (1, 2), (2, 1)):
+            c = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
+            kernel(a, b, out=c, scale_a=sa, scale_b=sb, choice=(variant, splits))
+            torch.cuda.synchronize()
+            _check(c, a, b, sa if sa.numel() > 1 else sa.expand(m), sb if sb.numel() > 1 else sb.expand(n),
+                   "bfloat16", 128)
+
+
+def test_block_scales_on_every_kernel_and_a_tile_halfway_into_a_block() -> None:
+    spec = _spec(block_scales=True)
+    family = resolve(spec).kernel.detail
+    kernel = tmagen.load(spec)
+    g = torch.Generator(device="cuda").manual_seed(9)
+    for m, n, k in [(300, 520, 1000), (64, 200, 128), (129, 72, 300)]:
+        a, b = _fp8((m, k), "float8_e4m3", g), _fp8((n, k), "float8_e4m3", g)
+        sa = torch.exp2(torch.randint(-3, 4, (m, -(-k // 128)), device="cuda").float())
+        sb = torch.exp2(torch.randint(-3, 4, (-(-n // 128), -(-k // 128)), device="cuda").float())
+        # the 64 x 64 kernel's odd column tiles start 64 columns into a block of B's scales
+        for variant in range(len(family.kernels)):
+            for splits in (1, 2):
+                c = torch.empty((m, n), device="cuda", dtype=torch.bfloat16)
+                kernel(a, b, out=c, scale_a=sa, scale_b=sb, choice=(variant, splits))
+                torch.cuda.synchronize()
+                _check(c, a, b, sa, sb, "bfloat16", 128, blocks=True)
+
+
+def test_a_block_scaled_launch_without_scales_is_refused() -> None:
+    kernel = tmagen.load(_spec(block_scales=True))
+    a = torch.zeros(64, 128, device="cuda", dtype=torch.float8_e4m3fn)
+    with pytest.raises(ArgumentError) as err:
+        kernel(a, a)
+    assert "scale_a" in str(err.value) and "block_scales" in str(err.value)
+
+
+# ----------------------------------------------------------------------------- tmagen.ops.matmul
+@pytest.mark.parametrize("m, n, k", [(1, 8, 16), (128, 256, 512), (1000, 1000, 1000), (257, 4104, 4096),
+                                     (64, 30, 48), (4096, 4096, 4096)])
+def test_ops_matmul_takes_scaled_mm_layouts(m, n, k) -> None:
+    from tmagen import ops
+
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = _fp8((m, k), "float8_e4m3", g)
+    w = _fp8((n, k), "float8_e4m3", g)
+    sa, sb = torch.tensor(0.25, device="cuda"), torch.tensor(4.0, device="cuda")
+    got = ops.matmul(a, w.t(), scale_a=sa, scale_b=sb)
+    assert got.dtype == torch.bfloat16 and got.shape == (m, n)
+    _check(got, a, w, sa.expand(m), sb.expand(n), "bfloat16", 128)
+    rows, cols = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(1, n, device="cuda") + 0.5
+    got = ops.matmul(a, w.t(), scale_a=rows, scale_b=cols, out_dtype=torch.float32)
+    _check(got, a, w, rows, cols, "float32", 128)
+    # B handed over [K, N] with N contiguous: copied K-major first
+    got = ops.matmul(a, w.t().contiguous(), scale_a=sa, scale_b=sb)
+    _check(got, a, w, sa.expand(m), sb.expand(n), "bfloat16", 128)
+
+
+def test_ops_matmul_block_scales_bias_and_alpha() -> None:
+    from tmagen import ops
+
+    g = torch.Generator(device="cuda").manual_seed(3)
+    m, n, k = 384, 520, 1024
+    a, w = _fp8((m, k), "float8_e4m3", g), _fp8((n, k), "float8_e5m2", g)
+    sa = torch.rand(m, k // 128, device="cuda") + 0.5
+    sb = torch.rand(-(-n // 128), k // 128, device="cuda") + 0.5
+    bias = torch.randn(n, device="cuda")
+    got = ops.matmul(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32, bias=bias, alpha=0.5)
+    _check((got - bias) / 0.5, a, w, sa, sb, "float32", 128, blocks=True)
+
+
+# ----------------------------------------------------------------------------- accuracy
+def _errors(k: int, positive: bool):
+    from tmagen import ops
+
+    g = torch.Generator(device="cuda").manual_seed(k)
+    m = n = 256
+    a, w = _fp8((m, k), "float8_e4m3", g, positive), _fp8((n, k), "float8_e4m3", g, positive)
+    one = torch.tensor(1.0, device="cuda")
+    ref = a.double() @ w.double().T
+    ours = ops.matmul(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+    cublas = torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+    never = tmagen.load(_spec(out="float32", promote_every=0))
+    c = torch.empty((m, n), device="cuda", dtype=torch.float32)
+    never(a, w, out=c)
+    torch.cuda.synchronize()
+    return [float((x.double() - ref).abs().max()) for x in (ours, cublas, c)]
+
+
+@pytest.mark.parametrize("positive", [False, True])
+def test_promoted_error_is_no_worse_than_cublaslt(positive) -> None:
+    for k in (4096, 16384):
+        ours, cublas, never = _errors(k, positive)
+        assert ours <= cublas * 1.0001 + 1e-6, f"K = {k}: tmagen {ours}, cuBLASLt {cublas}"
+        if positive:  # the all-positive sums grow fastest: there the unpromoted accumulator loses bits
+            assert never > ours, f"K = {k}: unpromoted {never}, promoted {ours}"
