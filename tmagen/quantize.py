@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass
+
 from tmagen import __version__, runtime
 from tmagen.kinds.quantize.plan import Geometry, QuantizePlan
 
