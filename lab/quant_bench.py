@@ -37,14 +37,14 @@ def torch_reference(x: Any, fp8: Any, block: tuple[int, int] | None, transpose: 
     rows, cols = xq.shape
     amax = xq.abs().amax()
     if block is None:
-        s = torch.where(amax == 0, torch.ones_like(amax), amax / top)
+        s = torch.where(amax == 0, torch.ones_like(amax), amax / torch.full_like(amax, top))
         per = s
     else:
         br, bc = block
         nr, nc = -(-rows // br), -(-cols // bc)
         padded = torch.nn.functional.pad(xq.abs(), (0, nc * bc - cols, 0, nr * br - rows))
         m = padded.view(nr, br, nc, bc).amax(dim=(1, 3))
-        s = torch.where(m == 0, torch.ones_like(m), m / top)
+        s = torch.where(m == 0, torch.ones_like(m), m / torch.full_like(m, top))
         per = s.repeat_interleave(br, 0).repeat_interleave(bc, 1)[:rows, :cols]
     q = (xq / per).clamp(-top, top).to(fp8)
     return q.contiguous(), s, amax

@@ -27,7 +27,9 @@ BLOCKS = [(1, 128), (128, 128), None]
 
 def reference(x: Any, fp8: Any, block: tuple[int, int] | None, transpose: bool,
               scale_inv: Any = None) -> tuple[Any, Any, Any]:
-    """The documented arithmetic in PyTorch: s = amax_block / max (1 for zeros), q = fp8(clamp(x / s))."""
+    """The documented arithmetic in PyTorch: s = amax_block / max (1 for zeros), q = fp8(clamp(x / s)).
+    Every division has a GPU tensor as divisor: PyTorch divides by a Python number as a product with
+    its reciprocal, which can differ from the quotient in the last bit."""
     top = torch.finfo(fp8).max
     xf = x.float()
     xq = (xf.t() if transpose else xf).contiguous()
@@ -35,7 +37,7 @@ def reference(x: Any, fp8: Any, block: tuple[int, int] | None, transpose: bool,
     amax = xf.abs().amax() if xf.numel() else torch.zeros((), device=x.device)
     if block is None:
         s = scale_inv.reshape(()).clone() if scale_inv is not None else torch.where(
-            amax == 0, torch.ones_like(amax), amax / top)
+            amax == 0, torch.ones_like(amax), amax / torch.full_like(amax, top))
         per = s
     else:
         br, bc = block
@@ -43,7 +45,7 @@ def reference(x: Any, fp8: Any, block: tuple[int, int] | None, transpose: bool,
         padded = torch.zeros((nr * br, nc * bc), device=x.device)
         padded[:rows, :cols] = xq.abs()
         m = padded.view(nr, br, nc, bc).amax(dim=(1, 3))
-        s = torch.where(m == 0, torch.ones_like(m), m / top)
+        s = torch.where(m == 0, torch.ones_like(m), m / torch.full_like(m, top))
         per = s.repeat_interleave(br, 0).repeat_interleave(bc, 1)[:rows, :cols]
     q = (xq / per).clamp(-top, top).to(fp8)
     return q, s, amax
