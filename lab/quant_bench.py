@@ -8,7 +8,7 @@ Candidates, per shape, on bfloat16 x:
 
 * tmagen: ``quantize_fp8(x, block=..., transpose=..., out=...)`` (one fused kernel; two for a computed
   per-tensor scale);
-* torch eager: the documented arithmetic in PyTorch (``reference`` of tests/gpu/test_quantize.py, the
+* torch eager: the documented arithmetic in PyTorch (``reference`` of tests/gpu/test_ops_quantize.py, the
   blocks' amax by a padded view, a division, a clamp and a cast), as a user without the op writes it;
 * memcpy: ``cuMemcpyDtoDAsync``-class copy (``torch.Tensor.copy_``) of as many bytes as the op reads and
   writes together, halved (a copy reads and writes each byte): the bandwidth bound.

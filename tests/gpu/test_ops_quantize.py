@@ -4,7 +4,7 @@ transpose on and off, on ragged shapes and views (slices, transposed views, a co
 16 bytes); a given scale; zeros, NaN, empty tensors, out=; and the outputs fed to torch._scaled_mm.
 Cheap: small tensors, one NVRTC compile per configuration.
 
-    python -m pytest -q tests/gpu/test_quantize.py
+    python -m pytest -q tests/gpu/test_ops_quantize.py
 """
 
 from __future__ import annotations
