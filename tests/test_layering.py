@@ -28,8 +28,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("the resolved plan", {"plan"}),
     ("rendered text and predictions", {"render", "conflicts"}),
     ("the machine: driver, compilers, framework arrays", {"runtime", "toolchain", "nvrtc", "arrays"}),
-    ("running kernels", {"launch", "tensor_maps", "kernels", "strided", "verify", "bench"}),
-    ("ready-made operations", {"ops", "ops_matmul", "torch_ops"}),
+    ("running kernels", {"launch", "tensor_maps", "kernels", "strided", "quantize", "verify", "bench"}),
+    ("ready-made operations", {"ops", "ops_matmul", "ops_quant", "torch_ops"}),
     ("outputs: folders, documents, explanations", {"build", "docs", "explain"}),
     ("the edges", {"cli", "__main__", "__init__"}),
 ]

@@ -1,6 +1,6 @@
 """Ready-made operations on GPU tensors, with the kernels tuned on an H200: ``transpose(x)`` (the
 last two dimensions, any batch), ``copy(x)`` and ``permute(x, dims)``, on any shape and view;
-``matmul(a, b, ...)`` is `tmagen.ops_matmul`'s.
+``matmul(a, b, ...)`` is `tmagen.ops_matmul`'s, ``quantize_fp8(x, ...)`` `tmagen.ops_quant`'s.
 
 The kernels move bits, so an element type borrows the kernel of any type of its size. The tuned
 configurations are the specs of ``tmagen/ops_specs`` (which benchmarks/run.py times); a rank or
@@ -37,6 +37,7 @@ from tmagen.kernels import Kernel, raw_launch_function
 from tmagen.kinds.strided import plan as sp
 from tmagen.kinds.strided.plan import StridedCall
 from tmagen.ops_matmul import matmul
+from tmagen.ops_quant import quantize_fp8
 from tmagen.rules import Violation
 from tmagen.spec import Spec, parse_spec
 
@@ -617,4 +618,5 @@ def _register_torch_ops() -> None:
 if importlib.util.find_spec("torch") is not None:
     _register_torch_ops()
 
-__all__ = ["transpose", "copy", "permute", "matmul", "spec_for", "kernel", "tuned_specs", "plan_move", "Move"]
+__all__ = ["transpose", "copy", "permute", "matmul", "quantize_fp8", "spec_for", "kernel", "tuned_specs", "plan_move",
+           "Move"]

@@ -289,6 +289,13 @@ def copy_bytes_async(dst: int, src: int, nbytes: int, stream: int, device: int) 
                                    ctypes.c_size_t, _VOIDP)(dst, src, nbytes, stream or None), "cuMemcpyDtoDAsync")
 
 
+def zero_bytes_async(dst: int, nbytes: int, stream: int) -> None:
+    """``nbytes`` zero bytes at device address ``dst``, queued on ``stream`` (cuMemsetD8Async; a memset
+    node under a CUDA graph capture), in the current context."""
+    _raise_for(driver_function("cuMemsetD8Async", ctypes.c_int, ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t,
+                               _VOIDP)(dst, 0, nbytes, stream or None), "cuMemsetD8Async")
+
+
 def pointer_device(ptr: int) -> int:
     """The ordinal of the device that holds ``ptr``, or GpuError where it is no device memory."""
     require_gpu()
