@@ -18,7 +18,8 @@ PACKAGE = REPO / "tmagen"
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations: exceptions, limits, enums, element types", {"errors", "limits", "enums", "dtypes",
                                                                "strides"}),
-    ("models: where TMA puts each byte, tensor-core descriptors, bank conflicts", {"swizzle", "mma", "banks"}),
+    ("models: where TMA puts each byte, tensor-core descriptors, bank conflicts, fp8 values",
+     {"swizzle", "mma", "banks", "fp8"}),
     ("rules, and the toolbox's facts and cluster rules", {"rules", "toolbox"}),
     ("the form of a spec and the kinds' sections, reading JSON and pasted dumps",
      {"form", "sections", "jsonio", "schema_errors", "pasted"}),
@@ -29,7 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("rendered text and predictions", {"render", "conflicts"}),
     ("the machine: driver, compilers, framework arrays", {"runtime", "toolchain", "nvrtc", "arrays"}),
     ("running kernels", {"launch", "tensor_maps", "kernels", "strided", "quantize", "verify", "bench"}),
-    ("ready-made operations", {"ops", "ops_matmul", "ops_quant", "torch_ops"}),
+    ("ready-made operations", {"ops", "ops_matmul", "ops_matmul_fp8", "ops_quant", "torch_ops"}),
     ("outputs: folders, documents, explanations", {"build", "docs", "explain"}),
     ("the edges", {"cli", "__main__", "__init__"}),
 ]
