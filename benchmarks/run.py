@@ -76,7 +76,7 @@ def odd(shape: list[int], es: int) -> list[int]:
 @dataclass
 class Case:
     group: str  # copy, transpose, matmul, sweep, fp8
-    spec: str  # the benchmark spec, or "" for matmuls (fp8 ones included)
+    spec: str  # the benchmark spec, or "" for matmuls (tmagen.ops.matmul for fp8 ones)
     shape_kind: str  # full, square, ragged, odd strides; or the matmul's M x N x K
     shape: list[int]
     dtype: str
@@ -134,8 +134,8 @@ def matmul_cases(specs: list[Spec], tmagen_matmul: str, classes: set[str] | None
 def fp8_cases(classes: set[str] | None = None) -> list[Case]:
     """The fp8 section: each shape of the named set (of ``classes``, or all), e4m3 operands; tmagen's
     candidates are tmagen.ops.matmul's."""
-    return [Case("fp8", "", s.shape_class, [s.m, s.n, s.k], "float8_e4m3", ld=s.ld) for s in fp8_bench.fp8_shapes()
-            if classes is None or s.shape_class in classes]
+    return [Case("fp8", matmul_bench.OPS, s.shape_class, [s.m, s.n, s.k], "float8_e4m3", ld=s.ld)
+            for s in fp8_bench.fp8_shapes() if classes is None or s.shape_class in classes]
 
 
 def matmul_shape(case: Case) -> matmul_bench.MatmulShape:
