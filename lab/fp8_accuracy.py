@@ -126,8 +126,10 @@ def products(out_dtype: str) -> dict[str, Product | str]:
     import tmagen
     import tmagen.ops
 
+    matmul: Any = tmagen.ops.matmul  # scale_a and scale_b: issue 21's API
+
     def ops(a: Any, b: Any, sa: Any, sb: Any, out: Any) -> None:
-        tmagen.ops.matmul(a, b.t(), scale_a=sa, scale_b=sb, out=out)
+        matmul(a, b.t(), scale_a=sa, scale_b=sb, out=out)
 
     def scaled(fast: bool) -> Product:
         def run(a: Any, b: Any, sa: Any, sb: Any, out: Any) -> None:
@@ -328,18 +330,18 @@ def accuracy_markdown(data: dict[str, Any]) -> str:
             by_name = {c["name"]: c for c in s["candidates"]}
             failed = {f["name"]: f["why"] for f in s["failed"]}
             base = by_name.get(spec_name(128))
-            cells = []
+            figures: list[str] = []
             for n in timed_names:
                 c = by_name.get(n)
                 if c is None:
-                    cells.append("failed: " + failed[n].replace("|", "\\|") if n in failed else "-")
+                    figures.append("failed: " + failed[n].replace("|", "\\|") if n in failed else "-")
                     continue
                 ratio = ""
                 if base is not None and c is not base:
                     per_rep = [tb / tc for tc, tb in zip(c["rep_medians_ms"], base["rep_medians_ms"])]
                     ratio = f" ({statistics.median(per_rep):.3f})"
-                cells.append(f"{c['tflops']:.0f}{ratio}")
-            lines.append(f"| {'x'.join(map(str, s['shape']))} | " + " | ".join(cells) + " |")
+                figures.append(f"{c['tflops']:.0f}{ratio}")
+            lines.append(f"| {'x'.join(map(str, s['shape']))} | " + " | ".join(figures) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -360,8 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.report:
         try:
-            data = json.loads(Path(args.json).read_text(encoding="utf-8"))
-            page = accuracy_markdown(data)
+            page = accuracy_markdown(json.loads(Path(args.json).read_text(encoding="utf-8")))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             print(f"{p.prog}: {args.json}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 2

@@ -295,7 +295,8 @@ def tmagen_ops(a: Any, b: Any, sa: Any, sb: Any, c: Any) -> None:
     """``tmagen.ops.matmul(a, b.t(), scale_a=sa, scale_b=sb, out=c)``."""
     import tmagen.ops
 
-    tmagen.ops.matmul(a, b.t(), scale_a=sa, scale_b=sb, out=c)
+    matmul: Any = tmagen.ops.matmul  # scale_a and scale_b: issue 21's API
+    matmul(a, b.t(), scale_a=sa, scale_b=sb, out=c)
 
 
 def scaled_mm(a: Any, b: Any, sa: Any, sb: Any, c: Any) -> None:
