@@ -61,6 +61,7 @@ BREAKS = [
     ("matmul-types", matmul(tensors__2__dtype="int32"), "tensors[2].dtype"),
     ("matmul-shapes", matmul(tensors__2__shape=[1000, 992]), "tensors[2].shape"),
     ("matmul-tile", matmul(kernel__tile=[128, 256, 40]), "kernel.tile[2]"),
+    ("matmul-fp8", matmul(kernel__promote_every=128), "kernel.promote_every"),
     ("matmul-registers", matmul(kernel__tile=[256, 256, 64]), "kernel.tile"),
     ("matmul-boxes", matmul(tensors__2__box=[32, 64]), "tensors[2].box"),
 ]

@@ -151,7 +151,7 @@ def test_the_example_matmul_plans_its_stages_and_registers() -> None:
 
 @pytest.mark.parametrize("changes, fragments", [
     ({"kernel__a": "x"}, ("kernel.a = 'x'", "no tensor has this name")),
-    ({"tensors__0__dtype": "float32"}, ("tensors[0].dtype = 'float32'", "bfloat16 or float16")),
+    ({"tensors__0__dtype": "float32"}, ("tensors[0].dtype = 'float32'", "bfloat16, float16, float8_e4m3")),
     ({"tensors__1__dtype": "float16"}, ("tensors[1].dtype = 'float16'", "A's type")),
     ({"tensors__1__shape": [1000, 256]}, ("tensors[1].shape", "K = 520")),
     ({"tensors__2__shape": [1000, 992]}, ("tensors[2].shape", "[1000, 1000]")),

@@ -6,8 +6,9 @@ sub-byte types are fractions of a byte per element: the driver counts U4/U6 valu
 Each type also names the CUDA C++ type a kernel reads one element as (`cpp`): the TF32 and FTZ
 variants are stored as `float` (they change only what the copy engine or the tensor cores do
 with the bits), and the packed types have no element type of their own (`uint8_t` bytes). TMA
-has no signed 8-bit or fp8 type: such data travels as UINT8, and a spec says what its bytes hold
-(`UINT8_ELEMENT_TYPES`).
+has no signed 8-bit or fp8 type: such data travels as UINT8. The two fp8 types are spec dtypes of
+their own (`FP8`: the tensor cores read them), carried by UINT8 maps; a uint8 tensor may also say
+what its bytes hold (`UINT8_ELEMENT_TYPES`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ class DType:
     driver_name: str  # CU_TENSOR_MAP_DATA_TYPE_<driver_name>
     size: Fraction  # bytes per element
     cpp: str  # the C++ type one element is read as
-    is_float: bool
+    is_float: bool  # the driver's type is a float (NaN fill needs one; fp8 travels as UINT8, which is not)
     packed: bool = False  # a sub-byte type, sm_100a only
+    ptx: str | None = None  # the tensor cores' name of the type (wgmma operands), where they take it
 
     @property
     def raw_cpp(self) -> str:
@@ -46,10 +48,10 @@ _ALL = (
     DType("int32", 3, "INT32", Fraction(4), "int32_t", False),
     DType("uint64", 4, "UINT64", Fraction(8), "uint64_t", False),
     DType("int64", 5, "INT64", Fraction(8), "int64_t", False),
-    DType("float16", 6, "FLOAT16", Fraction(2), "__half", True),
+    DType("float16", 6, "FLOAT16", Fraction(2), "__half", True, ptx="f16"),
     DType("float32", 7, "FLOAT32", Fraction(4), "float", True),
     DType("float64", 8, "FLOAT64", Fraction(8), "double", True),
-    DType("bfloat16", 9, "BFLOAT16", Fraction(2), "__nv_bfloat16", True),
+    DType("bfloat16", 9, "BFLOAT16", Fraction(2), "__nv_bfloat16", True, ptx="bf16"),
     DType("float32_ftz", 10, "FLOAT32_FTZ", Fraction(4), "float", True),
     DType("tfloat32", 11, "TFLOAT32", Fraction(4), "float", True),
     DType("tfloat32_ftz", 12, "TFLOAT32_FTZ", Fraction(4), "float", True),
@@ -61,6 +63,14 @@ _ALL = (
     DType("u6x16_align16", 15, "16U6_ALIGN16B", Fraction(3, 4), "uint8_t", False, packed=True),
 )
 
+# The fp8 types (OCP 8-bit floating point: e4m3 with no infinities, largest 448; e5m2, largest
+# 57344), moved by UINT8 maps. PyTorch calls them float8_e4m3fn and float8_e5m2.
+FP8 = (
+    DType("float8_e4m3", 0, "UINT8", Fraction(1), "__nv_fp8_e4m3", False, ptx="e4m3"),
+    DType("float8_e5m2", 0, "UINT8", Fraction(1), "__nv_fp8_e5m2", False, ptx="e5m2"),
+)
+FP8_MAX = {"float8_e4m3": 448.0, "float8_e5m2": 57344.0}
+
 RAW_TYPES = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "uint4"}
 
 # What a UINT8 map's bytes may hold besides unsigned integers -> the C++ type of one element. The
@@ -71,8 +81,8 @@ UINT8_ELEMENT_TYPES: dict[str, str] = {"int8": "int8_t", "fp8_e4m3": "__nv_fp8_e
 CUDA_TYPE_HEADERS: dict[str, str] = {"__half": "cuda_fp16.h", "__nv_bfloat16": "cuda_bf16.h",
                                      "__nv_fp8_e4m3": "cuda_fp8.h", "__nv_fp8_e5m2": "cuda_fp8.h"}
 
-DTYPES: dict[str, DType] = {d.name: d for d in _ALL}
-BY_DRIVER: dict[int, DType] = {d.driver: d for d in _ALL}
+DTYPES: dict[str, DType] = {d.name: d for d in (*_ALL, *FP8)}
+BY_DRIVER: dict[int, DType] = {d.driver: d for d in _ALL}  # the 16 driver types (fp8 maps read back as uint8)
 
 
 def lookup(value: str | int) -> DType:
@@ -84,6 +94,8 @@ def lookup(value: str | int) -> DType:
         key = value.strip()
         if key in DTYPES:
             return DTYPES[key]
+        if key == "float8_e4m3fn":  # PyTorch's name
+            return DTYPES["float8_e4m3"]
         short = key.upper().removeprefix("CU_TENSOR_MAP_DATA_TYPE_")
         for d in _ALL:
             if d.driver_name == short:

@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from tmagen import kinds
+from tmagen.dtypes import DTYPES
 from tmagen.errors import ModelError, RuleError, Violation
 from tmagen.kinds.base import Kind, Launcher
 from tmagen.limits import TARGETS, Target
@@ -24,8 +25,6 @@ from tmagen.map_args import SpecFieldNames, tensor_map_args
 from tmagen.planning import KernelPlan, MapPlan, MapSpec, WgmmaInstruction, map_plan
 from tmagen.rules import TensorMapArgs, run_rules
 from tmagen.spec import Spec, load_spec
-
-MMA_PTX_TYPES = {"bfloat16": "bf16", "float16": "f16"}
 
 
 @dataclass(frozen=True)
@@ -97,8 +96,19 @@ class Plan:
         by_operand = {m.mma_operand: m for m in self.maps if m.operand}
         if not {"a", "b"} <= by_operand.keys():
             return None
-        b = by_operand["b"]
-        return WgmmaInstruction(b.operand.mn if b.operand else 0, MMA_PTX_TYPES[b.dtype_name])
+        a, b = by_operand["a"], by_operand["b"]
+        a_type, b_type = DTYPES[a.dtype_name].ptx, DTYPES[b.dtype_name].ptx
+        assert a_type is not None and b_type is not None, "rules mma-dtype and matmul-types admit tensor-core types"
+        return WgmmaInstruction(b.operand.mn if b.operand else 0, a_type, "" if b_type == a_type else b_type)
+
+    @property
+    def sass_expected(self) -> tuple[str, ...]:
+        """The opcodes each kernel's SASS must hold (`Kind.sass`): the wgmma of 16-bit operands is
+        HGMMA, of fp8 ones QGMMA."""
+        if self.kind is None:
+            return ()
+        fp8 = self.wgmma is not None and self.wgmma.k == 32
+        return tuple("QGMMA" if op == "HGMMA" and fp8 else op for op in self.kind.sass)
 
     @cached_property
     def wgmma_instructions(self) -> tuple[WgmmaInstruction, ...]:
@@ -108,7 +118,7 @@ class Plan:
         if first is None:
             return ()
         wanted = {first.n} | {n for k in self.kernels for n in k.wgmma_n}
-        return tuple(WgmmaInstruction(n, first.ptx_type) for n in sorted(wanted, reverse=True))
+        return tuple(WgmmaInstruction(n, first.ptx_type, first.b_ptx_type) for n in sorted(wanted, reverse=True))
 
 
 def tensor_maps(spec: Spec) -> list[MapSpec]:

@@ -195,12 +195,27 @@ class RegisterBudget:
 
 @dataclass(frozen=True)
 class WgmmaInstruction:
-    """The ``wgmma.mma_async`` m64nNk16 the device header wraps, as inline PTX: its accumulators are
+    """The ``wgmma.mma_async`` m64nNkK the device header wraps, as inline PTX: its accumulators are
     N / 2 fp32 registers a thread holds, written as asm operands 0 .. N/2 - 1 eight to a line, then
-    the a and b descriptors, the accumulate flag and the two transpose immediates."""
+    the a and b descriptors, the accumulate flag and (16-bit types) the two transpose immediates.
+    K is 32 bytes of each operand: 16 of a 16-bit type, 32 of an 8-bit one (PTX ISA 9.7.15.2)."""
 
     n: int  # N of the instruction: the B tile's N
-    ptx_type: str  # the operands' PTX type: bf16 or f16
+    ptx_type: str  # A's PTX type: bf16, f16, e4m3 or e5m2
+    b_ptx_type: str = ""  # B's, where it differs (fp8: e4m3 x e5m2 is an instruction too); "" = A's
+
+    @property
+    def b_type(self) -> str:
+        return self.b_ptx_type or self.ptx_type
+
+    @property
+    def k(self) -> int:
+        return 32 if self.ptx_type in ("e4m3", "e5m2") else 16
+
+    @property
+    def transposable(self) -> bool:
+        """Only 16-bit operands may be MN-major: the instruction has transpose immediates for them alone."""
+        return self.k == 16
 
     @property
     def accumulators(self) -> int:
@@ -224,7 +239,7 @@ class WgmmaInstruction:
                 for row in self._rows()]
 
     def operand(self, k: int) -> int:
-        """The asm operand number of the k-th input after the accumulators: a, b, accumulate, TransA, TransB."""
+        """The asm operand number of the k-th input after the accumulators: a, b, accumulate[, TransA, TransB]."""
         return self.accumulators + k
 
 

@@ -562,19 +562,28 @@ def _start_coord(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 
 # --- rules of a box that the tensor cores read (wgmma)
-MMA_DTYPES = ("bfloat16", "float16")
+MMA_DTYPES = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2")
+MMA_8BIT = ("float8_e4m3", "float8_e5m2")
 
 
 def _mma_rows(a: TensorMapArgs) -> int:
     return math.prod(a.box_dim[1:]) if a.box_dim else 0
 
 
-@rule("mma-dtype", "a wgmma operand box holds bfloat16 or float16", MMA)
+@rule("mma-dtype", "a wgmma operand box holds bfloat16, float16 or an fp8 type (float8_e4m3, float8_e5m2); "
+      "fp8 operands are K-major (the instruction transposes 16-bit types only: PTX ISA 9.7.15.5, imm-trans-a/b)",
+      MMA)
 def _mma_dtype(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
-    if a.mma and a.dtype.name not in MMA_DTYPES:
+    if not a.mma:
+        return
+    if a.dtype.name not in MMA_DTYPES:
         yield _fail("mma-dtype", n.dtype, n.dtype_name(a.dtype),
-                    f"tmagen builds wgmma descriptors for {' and '.join(MMA_DTYPES)} operands (fp8 and tf32 are "
-                    "K-major only and not generated yet)", "use bfloat16 or float16, or drop the mma marking")
+                    f"tmagen builds wgmma descriptors for {', '.join(MMA_DTYPES)} operands (tf32 and the integer "
+                    "types are not generated)", "use one of those, or drop the mma marking")
+    elif a.dtype.name in MMA_8BIT and a.mma.major != "k":
+        yield _fail("mma-dtype", n.mma + ".major", repr(a.mma.major),
+                    f"wgmma reads {a.dtype.name} operands K-major only: its transpose immediates exist for .f16 and "
+                    ".bf16 alone", "store the operand K-major (transpose it first: tmagen.ops.transpose)")
 
 
 @rule("mma-layout-for-target", "the box's swizzle is a shared-memory layout of the target's tensor cores "

@@ -78,8 +78,8 @@ class TensorSpec(Section):
 
     name: str = Field(description="C identifier naming the tensor in generated code.")
     dtype: Literal[tuple(DTYPES)] = Field(  # type: ignore[valid-type]
-        description="Element type: one of the 16 CUtensorMapDataType values (int8 and fp8 data travel as uint8: "
-        "see element_type).")
+        description="Element type: one of the 16 CUtensorMapDataType values, or float8_e4m3 / float8_e5m2 (fp8, "
+        "moved by a UINT8 map; the tensor cores read them). int8 data travels as uint8: see element_type.")
     element_type: ElementType | None = Field(  # type: ignore[valid-type]
         None, description="What the bytes of a uint8 tensor hold, for the accessors: int8 (at() gives int8_t&), "
         "fp8_e4m3 (__nv_fp8_e4m3&) or fp8_e5m2 (__nv_fp8_e5m2&). The map still moves UINT8. Default: the dtype's "

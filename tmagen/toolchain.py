@@ -305,7 +305,7 @@ def sass_check(plan: Plan, result: CompileResult) -> dict[str, dict[str, bool]] 
         return None
     if plan.kind is None:
         return {}
-    expected = plan.kind.sass
+    expected = plan.sass_expected
     return {k.symbol: {op: op in result.sass.get(k.symbol, ()) for op in expected} for k in plan.every_kernel}
 
 

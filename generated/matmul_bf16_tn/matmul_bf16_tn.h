@@ -69,6 +69,14 @@ matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_epilogue(const void* a, const
     uint64_t K, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta, const void* c_in, int64_t ldc_in,
     const void* bias, uint32_t bias_along, void* stream);
 
+/* The same with scales (fp32, on the device; null: 1): C = alpha * (sa A)(sb B)^T + beta * C_in + bias.
+Kind 0: one value for the tensor; kind 1: M values, one per row of A
+   (scale_a), or N values, one per column of C (scale_b); the lds are unused. */
+matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_scaled(const void* a, const void* b, void* c, uint64_t M, uint64_t N,
+    uint64_t K, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta, const void* c_in, int64_t ldc_in,
+    const void* bias, uint32_t bias_along, const float* scale_a, uint32_t scale_a_kind, int64_t scale_a_ld,
+    const float* scale_b, uint32_t scale_b_kind, int64_t scale_b_ld, void* stream);
+
 /* Which kernel (0 .. 5: 128x256, 128x192, 128x128, 64x256, 64x128, 64x64), how many splits of K and from which tile on
    (the tiles before it whole) a launch of M x N x K on `sms` multiprocessors runs. */
 matmul_bf16_tn_status matmul_bf16_tn_matmul_choice(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* kernel, uint32_t* splits,

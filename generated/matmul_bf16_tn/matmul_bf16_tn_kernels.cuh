@@ -35,14 +35,21 @@ constexpr uint32_t matmul_bf16_tn_matmul_tile_m = 128, matmul_bf16_tn_matmul_til
 
 namespace matmul_bf16_tn {
 
-// What the epilogue adds to the product: out = alpha * A B + beta * C_in + bias, in fp32.
+// What the epilogue makes of the product: out = alpha * (sa A)(sb B)^T + beta * C_in + bias, in fp32.
 struct matmul_epilogue {
   float alpha, beta;
   const __nv_bfloat16* c_in;  // [M, N], ldc_in elements per row; null: no beta term
   int64_t ldc_in;
   const __nv_bfloat16* bias;  // null, or N values added to each row (bias_along 1), or M values, one per row (2)
   uint32_t bias_along;
-  uint32_t plain;  // 1: alpha 1, no C_in, no bias: the epilogue converts the accumulators alone
+  uint32_t plain;  // 1: alpha 1, no C_in, no bias, no scales: the epilogue converts the accumulators alone
+  // Scales (fp32, null: 1). Kind 0: one value for the tensor; 1: one per row of A (sa, M values) or
+  // per column of C (sb, N values); 2: blocks, scale_a [M, ceil(K / 128)] and scale_b
+  // [ceil(N / 128), ceil(K / 128)], ld floats per row, applied as the sums are promoted (block_scales specs).
+  const float* scale_a;
+  const float* scale_b;
+  int64_t scale_a_ld, scale_b_ld;
+  uint32_t scale_a_kind, scale_b_kind;
 };
 
 // A launch that splits K `splits` ways for the tiles from `split_from` on (those before it are
@@ -92,11 +99,14 @@ __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
-// The epilogue's value of C at (row, col) of the whole matrix from its product `acc`.
-__device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float acc, uint32_t row, uint32_t col,
-                                                uint32_t M, uint32_t N) {
-  float v = e.alpha * acc;
+// The epilogue's value of C at (row, col) of the whole matrix from its product `acc`; `alpha` is
+// e.alpha times the scales that are one value for the tensor.
+__device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float alpha, float acc, uint32_t row,
+                                                uint32_t col, uint32_t M, uint32_t N) {
+  float v = alpha * acc;
   if (row < M && col < N) {
+    if (e.scale_a_kind == 1) v *= __ldg(e.scale_a + row);
+    if (e.scale_b_kind == 1) v *= __ldg(e.scale_b + col);
     if (e.c_in != nullptr) v += e.beta * to_float(e.c_in[static_cast<int64_t>(row) * e.ldc_in + col]);
     if (e.bias_along == 1) v += to_float(e.bias[col]);
     if (e.bias_along == 2) v += to_float(e.bias[row]);
@@ -176,6 +186,10 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   const uint32_t warp = thread / 32, lane = thread % 32;
   uint8_t* c_staging = pattern + Stages * stage_bytes + consumer * c_buffers * c_stride + C::smem_offset;
   float acc[m_blocks][BN / 2];
+  // The scales that are one value for the tensor fold into alpha.
+  float alpha = epilogue.alpha;
+  if (epilogue.scale_a != nullptr && epilogue.scale_a_kind == 0) alpha *= __ldg(epilogue.scale_a);
+  if (epilogue.scale_b != nullptr && epilogue.scale_b_kind == 0) alpha *= __ldg(epilogue.scale_b);
   uint32_t it = 0, stores = 0;
   for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
     const matmul_unit unit = matmul_unit_at(u, split);
@@ -183,6 +197,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     const matmul_tile tile = matmul_tile_at(unit.tile, tiles_m, tiles_n);
     const uint32_t kt_begin = static_cast<uint32_t>(uint64_t(s) * k_tiles / splits);
     const uint32_t kt_end = static_cast<uint32_t>(uint64_t(s + 1) * k_tiles / splits);
+    // The first of the two rows this thread holds in each 64-row block, in the whole matrix.
+    const uint32_t row0 = tile.m * BM + consumer * rows_per_consumer + 16 * warp + lane / 4;
+    bool pending = false;  // a stage whose wgmmas may still run, not yet given back
     for (uint32_t kt = kt_begin; kt < kt_end; ++kt, ++it) {
       const uint32_t stage = it % Stages;
       tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
@@ -196,6 +213,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
                                ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
       const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
+      const bool fresh = kt == kt_begin;
 #pragma unroll
       for (uint32_t kk = 0; kk < BK / 16; ++kk) {
 #pragma unroll
@@ -203,19 +221,20 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
           wgmma::mma_k16<0, 0>(
               acc[mb], a_first + ((A::wgmma::offset_in(ABoxes, 64 * mb, 16 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4),
               b_first + ((B::wgmma::offset_in(BBoxes, 0, 16 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4),
-              (kt != kt_begin || kk != 0) ? 1u : 0u);
+              (!fresh || kk != 0) ? 1u : 0u);
       }
       wgmma::commit_group();
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
       // The previous stage's wgmmas are done: give its buffers back to the producer.
       wgmma::wait_group<1>();
-      if (kt > kt_begin && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % Stages]);
+      if (pending && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % Stages]);
+      pending = true;
     }
     wgmma::wait_group<0>();
 #pragma unroll
     for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
-    if (kt_end > kt_begin && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % Stages]);
+    if (pending && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % Stages]);
     if (kt_end == kt_begin) {
       // K = 0, an empty sum: no wgmma ran, and it is the first K step's wgmma (scale-d 0) that starts
       // the accumulators from zero, so they hold whatever the registers held.
@@ -224,8 +243,6 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 #pragma unroll
         for (uint32_t i = 0; i < BN / 2; ++i) acc[mb][i] = 0.0f;
     }
-    // The first of the two rows this thread holds in each 64-row block, in the whole matrix.
-    const uint32_t row0 = tile.m * BM + consumer * rows_per_consumer + 16 * warp + lane / 4;
 
     if (splits > 1) {
       // Four accumulators (two rows, two columns) per float4, laid so that the warpgroup's 128
@@ -293,8 +310,8 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             float v0 = acc[mb][i], v1 = acc[mb][i + 1];
             if (!epilogue.plain) {
               const uint32_t m = row0 + 64 * mb + 8 * half, n = tile.n * BN + piece * c_cols + col;
-              v0 = epilogue_value(epilogue, v0, m, n, M, N);
-              v1 = epilogue_value(epilogue, v1, m, n + 1, M, N);
+              v0 = epilogue_value(epilogue, alpha, v0, m, n, M, N);
+              v1 = epilogue_value(epilogue, alpha, v1, m, n + 1, M, N);
             }
             *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
           }

@@ -400,10 +400,16 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_choice(uint64_t M, 
   return ok();
 }
 
-extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_epilogue(
+extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
     const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K, int64_t lda, int64_t ldb, int64_t ldc,
-    float alpha, float beta, const void* c_in, int64_t ldc_in, const void* bias, uint32_t bias_along, void* stream) {
+    float alpha, float beta, const void* c_in, int64_t ldc_in, const void* bias, uint32_t bias_along,
+    const float* scale_a, uint32_t scale_a_kind, int64_t scale_a_ld, const float* scale_b, uint32_t scale_b_kind,
+    int64_t scale_b_ld, void* stream) {
   if (M == 0 || N == 0) return ok();
+  if (scale_a_kind > 1 || scale_b_kind > 1) {
+    return fail(matmul_f16_nn_f32_bad_argument, "matmul: scale kinds %u and %u, but each is 0 (one value) or 1 (one per row "
+                "of A / column of C); kind 2 (blocks) needs a spec with block_scales", scale_a_kind, scale_b_kind);
+  }
   if (c == nullptr) return fail(matmul_f16_nn_f32_bad_argument, "matmul: C is required");
   if (M >= (1ull << 31) || N >= (1ull << 31) || K >= (1ull << 31)) {  // TMA coordinates are signed 32-bit
     return fail(matmul_f16_nn_f32_bad_shape, "matmul: M = %llu, N = %llu, K = %llu, but each must be below 2^31: TMA addresses "
@@ -415,8 +421,10 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_epilogue(
   if (beta != 0.0f && c_in == nullptr) return fail(matmul_f16_nn_f32_bad_argument, "matmul: beta = %g needs C_in", static_cast<double>(beta));
   matmul_f16_nn_f32::matmul_epilogue epilogue = {alpha, beta, beta != 0.0f ? static_cast<const float*>(c_in) : nullptr,
                                           ldc_in ? ldc_in : static_cast<int64_t>(N),
-                                          bias_along ? static_cast<const float*>(bias) : nullptr, bias_along, 0};
-  epilogue.plain = alpha == 1.0f && epilogue.c_in == nullptr && epilogue.bias == nullptr;
+                                          bias_along ? static_cast<const float*>(bias) : nullptr, bias_along, 0,
+                                          scale_a, scale_b, scale_a_ld, scale_b_ld, scale_a_kind, scale_b_kind};
+  epilogue.plain = alpha == 1.0f && epilogue.c_in == nullptr && epilogue.bias == nullptr && scale_a == nullptr &&
+                   scale_b == nullptr;
   const int64_t c_strides[2] = {ldc ? ldc : static_cast<int64_t>(N), 1};
   if (K == 0 && epilogue.plain) {  // an empty sum: TMA cannot describe an extent of 0
     const size_t row_bytes = N * 4, pitch = static_cast<size_t>(c_strides[0]) * 4;
@@ -540,7 +548,15 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_epilogue(
   return fail(matmul_f16_nn_f32_bad_argument, "matmul: no kernel %u", variant);
 }
 
+extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_epilogue(
+    const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K, int64_t lda, int64_t ldb, int64_t ldc,
+    float alpha, float beta, const void* c_in, int64_t ldc_in, const void* bias, uint32_t bias_along, void* stream) {
+  return matmul_f16_nn_f32_matmul_launch_scaled(a, b, c, M, N, K, lda, ldb, ldc, alpha, beta, c_in, ldc_in, bias, bias_along,
+                                        nullptr, 0, 0, nullptr, 0, 0, stream);
+}
+
 extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch(const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K,
                                             int64_t lda, int64_t ldb, int64_t ldc, void* stream) {
-  return matmul_f16_nn_f32_matmul_launch_epilogue(a, b, c, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, nullptr, 0, nullptr, 0, stream);
+  return matmul_f16_nn_f32_matmul_launch_scaled(a, b, c, M, N, K, lda, ldb, ldc, 1.0f, 0.0f, nullptr, 0, nullptr, 0,
+                                        nullptr, 0, 0, nullptr, 0, 0, stream);
 }

@@ -878,7 +878,7 @@ __device__ __forceinline__ void fence_operands(float (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
-// d (64 x 256 fp32) = a (64 x 16) * b (256 x 16)^T + (accumulate ? d : 0), f16 operands.
+// d (64 x 256 fp32) = a (64 x 16) * b (256 x 16)^T + (accumulate ? d : 0), f16 x f16 operands.
 // Thread t of the warpgroup holds rows 16 * (t / 32) + t % 32 / 4 + 8 * (i / 2 % 2) and columns
 // 8 * (i / 4) + 2 * (t % 4) + i % 2 of d[i]. TransA/TransB: 1 for an MN-major operand.
 template <int TransA, int TransB>
@@ -930,7 +930,7 @@ __device__ __forceinline__ void mma_k16(float (&d)[128], uint64_t a, uint64_t b,
   mma_m64n256k16<TransA, TransB>(d, a, b, accumulate);
 }
 
-// d (64 x 192 fp32) = a (64 x 16) * b (192 x 16)^T + (accumulate ? d : 0), f16 operands.
+// d (64 x 192 fp32) = a (64 x 16) * b (192 x 16)^T + (accumulate ? d : 0), f16 x f16 operands.
 // Thread t of the warpgroup holds rows 16 * (t / 32) + t % 32 / 4 + 8 * (i / 2 % 2) and columns
 // 8 * (i / 4) + 2 * (t % 4) + i % 2 of d[i]. TransA/TransB: 1 for an MN-major operand.
 template <int TransA, int TransB>
@@ -974,7 +974,7 @@ __device__ __forceinline__ void mma_k16(float (&d)[96], uint64_t a, uint64_t b, 
   mma_m64n192k16<TransA, TransB>(d, a, b, accumulate);
 }
 
-// d (64 x 128 fp32) = a (64 x 16) * b (128 x 16)^T + (accumulate ? d : 0), f16 operands.
+// d (64 x 128 fp32) = a (64 x 16) * b (128 x 16)^T + (accumulate ? d : 0), f16 x f16 operands.
 // Thread t of the warpgroup holds rows 16 * (t / 32) + t % 32 / 4 + 8 * (i / 2 % 2) and columns
 // 8 * (i / 4) + 2 * (t % 4) + i % 2 of d[i]. TransA/TransB: 1 for an MN-major operand.
 template <int TransA, int TransB>
@@ -1010,7 +1010,7 @@ __device__ __forceinline__ void mma_k16(float (&d)[64], uint64_t a, uint64_t b, 
   mma_m64n128k16<TransA, TransB>(d, a, b, accumulate);
 }
 
-// d (64 x 64 fp32) = a (64 x 16) * b (64 x 16)^T + (accumulate ? d : 0), f16 operands.
+// d (64 x 64 fp32) = a (64 x 16) * b (64 x 16)^T + (accumulate ? d : 0), f16 x f16 operands.
 // Thread t of the warpgroup holds rows 16 * (t / 32) + t % 32 / 4 + 8 * (i / 2 % 2) and columns
 // 8 * (i / 4) + 2 * (t % 4) + i % 2 of d[i]. TransA/TransB: 1 for an MN-major operand.
 template <int TransA, int TransB>

@@ -1,7 +1,8 @@
 """How a matmul is launched on arrays: A [M, K], B [N, K] or [K, N] as the spec's b_major says,
 rows of each at their own leading dimension (strides[0]), into C [M, N]; the family's kernel and
 split of K chosen for M, N and K (`MatmulFamily.choose`, the C API's arithmetic); the epilogue
-``alpha * A B + beta * c + bias`` as keyword parameters."""
+``alpha * (sa A)(sb B) + beta * c + bias`` as keyword parameters (the scales sa and sb: fp32
+arrays of one value, one per row of A / column of C, or, for a block_scales spec, per block)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from tmagen.limits import MAX_SPLITS
 
 COORDINATE_LIMIT = 1 << 31  # TMA coordinates are signed 32-bit
 BIAS_ALONG = {None: 0, "n": 1, "m": 2}
-PARAMETERS = ("c", "alpha", "beta", "bias", "bias_along", "choice")
+PARAMETERS = ("c", "alpha", "beta", "bias", "bias_along", "scale_a", "scale_b", "choice")
+SCALE_BLOCK = 128
 
 
 class MatmulEpilogue(ctypes.Structure):
@@ -25,7 +27,9 @@ class MatmulEpilogue(ctypes.Structure):
 
     _fields_ = [("alpha", ctypes.c_float), ("beta", ctypes.c_float), ("c_in", ctypes.c_void_p),
                 ("ldc_in", ctypes.c_int64), ("bias", ctypes.c_void_p), ("bias_along", ctypes.c_uint32),
-                ("plain", ctypes.c_uint32)]
+                ("plain", ctypes.c_uint32), ("scale_a", ctypes.c_void_p), ("scale_b", ctypes.c_void_p),
+                ("scale_a_ld", ctypes.c_int64), ("scale_b_ld", ctypes.c_int64), ("scale_a_kind", ctypes.c_uint32),
+                ("scale_b_kind", ctypes.c_uint32)]
 
 
 class MatmulSplit(ctypes.Structure):
@@ -78,7 +82,38 @@ class MatmulLauncher:
             if value >= COORDINATE_LIMIT:
                 found.append(Violation("array-shape", what, str(value), "TMA addresses tiles with signed 32-bit "
                                        "coordinates: each extent is below 2^31", "split the product", source))
+        scale_a, scale_b = params.pop("scale_a", None), params.pop("scale_b", None)
         found += self._epilogue_problems(m, n, source, family=plan.kernel.detail, **params)
+        found += self._scale_problems(m, n, k, source, plan.kernel.detail.block_scales, scale_a, scale_b)
+        return found
+
+    @staticmethod
+    def _scale_problems(m: int, n: int, k: int, source: str, blocks: bool, scale_a: Operand | None,
+                        scale_b: Operand | None) -> list[Violation]:
+        found = []
+        k_blocks = -(-k // SCALE_BLOCK)
+        for name, scale, rows, block_rows, what in (("scale_a", scale_a, m, m, "row of A"),
+                                                    ("scale_b", scale_b, n, -(-n // SCALE_BLOCK), "column of C")):
+            if blocks:
+                want = (block_rows, k_blocks)
+                ok = (scale is not None and tuple(scale.shape) == want and (k_blocks <= 1 or scale.strides[1] == 1)
+                      and (block_rows <= 1 or scale.strides[0] >= k_blocks))
+                if not ok:
+                    got = "none" if scale is None else f"shape {tuple(scale.shape)}, strides {tuple(scale.strides)}"
+                    block = "1 x 128 block of A [M, K]" if name == "scale_a" else "128 x 128 block of B [N, K]"
+                    found.append(Violation("matmul-scales", name, got, f"this spec has block_scales: one fp32 factor "
+                                           f"per {block}, {list(want)} with contiguous rows",
+                                           f"pass a float32 array of shape {list(want)}", source))
+                continue
+            if scale is None:
+                continue
+            count = math.prod(scale.shape)
+            per_row = count == rows and (rows <= 1 or all(st == 1 for st, d in zip(scale.strides, scale.shape)
+                                                            if d != 1))
+            if count != 1 and not per_row:
+                found.append(Violation("matmul-scales", name, f"shape {tuple(scale.shape)}",
+                                       f"a scale is one fp32 value, or {rows} contiguous values (one per {what}); "
+                                       "blocks need a spec with block_scales", f"pass 1 or {rows} values", source))
         return found
 
     @staticmethod
@@ -119,8 +154,8 @@ class MatmulLauncher:
 
     def bind(self, plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int,
              workspace: Workspace | None = None, c: Operand | None = None, alpha: float = 1.0, beta: float = 0.0,
-             bias: Operand | None = None, bias_along: str | None = None,
-             choice: tuple[int, ...] | None = None) -> Call:
+             bias: Operand | None = None, bias_along: str | None = None, scale_a: Operand | None = None,
+             scale_b: Operand | None = None, choice: tuple[int, ...] | None = None) -> Call:
         """``choice``: (kernel, splits[, first split tile]) to run instead of the family's own choice
         (tests, tuning)."""
         a, b = inputs
@@ -131,11 +166,17 @@ class MatmulLauncher:
         epilogue = MatmulEpilogue(alpha, beta, c_in.ptr if c_in is not None else None,
                                   (c_in.strides[0] if c_in is not None else n), bias.ptr if bias is not None else None,
                                   BIAS_ALONG[bias_along], 0)
-        epilogue.plain = int(alpha == 1.0 and c_in is None and bias is None)
+        family = plan.kernel.detail
+        for name, scale, rows in (("a", scale_a, m), ("b", scale_b, n)):
+            if scale is not None:
+                kind = 2 if family.block_scales else 0 if math.prod(scale.shape) == 1 and rows != 1 else 1
+                setattr(epilogue, f"scale_{name}", scale.ptr)
+                setattr(epilogue, f"scale_{name}_kind", kind)
+                setattr(epilogue, f"scale_{name}_ld", scale.strides[0] if kind == 2 else 0)
+        epilogue.plain = int(alpha == 1.0 and c_in is None and bias is None and scale_a is None and scale_b is None)
         out_map = MapBinding("c", out.ptr, (m, n), tuple(out.strides))
         if k == 0 and epilogue.plain:  # an empty sum: TMA cannot describe an extent of 0
             return Call((out_map,), clear_output=True)
-        family = plan.kernel.detail
         picked = family.choose(m, n, k, multiprocessors) if choice is None else Choice(*choice)
         split = MatmulSplit(None, None, picked.splits, picked.split_from)
         if picked.splits > 1:

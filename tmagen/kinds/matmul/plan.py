@@ -22,7 +22,9 @@ REGISTER_ALLOCATION_UNIT = 8  # registers per thread: the hardware allots 256 pe
 REGISTERS_BESIDE_ACCUMULATORS = 32  # addresses, descriptors, loop state, the epilogue (128 + 32 fit in 168: ptxas)
 C_STAGING_BUFFERS = 2  # per consumer: one being filled while TMA stores the other
 MAX_FAMILY_STAGES = 12  # deeper rings stop paying once a block has ~100 KB in flight (tmagen tune)
-PTX_TYPES = {"bfloat16": "bf16", "float16": "f16"}
+FP8_TYPES = ("float8_e4m3", "float8_e5m2")  # any pair: wgmma has e4m3 x e5m2 instructions too
+DEFAULT_PROMOTE_EVERY = 128  # K between promotions of fp8 partial sums (DeepSeek-V3 technical report, 3.3.2)
+SCALE_BLOCK = 128  # block scales: 1 x 128 of A, 128 x 128 of B (DeepSeek-V3 technical report, 3.3.1)
 
 # The tile shapes a family offers beside the spec's own, largest first: (BM, BN, consumer warpgroups).
 # Small tiles put more blocks on few rows or columns of C (small M or N); with a split of K they
@@ -49,9 +51,11 @@ class MatmulPlan:
     a_stage_bytes: int  # the A boxes of one stage, box stride apart
     b_stage_bytes: int
     c_stride: int  # bytes between the epilogue's C staging buffers
-    accumulators: int  # fp32 registers of accumulators per consumer thread
+    accumulators: int  # fp32 registers of accumulators per consumer thread (promoted sums included)
     b_major: str = "k"  # "k": B is [N, K]; "mn": B is [K, N]
     variant: int = 0  # its index in the family
+    instruction_k: int = 16  # K of one wgmma: 16 (16-bit types) or 32 (fp8)
+    promote_stages: int = 0  # fp8: stages whose partial sums the tensor core keeps before fp32 takes them; 0: never
 
     @property
     def shape(self) -> TileShape:
@@ -125,6 +129,9 @@ class MatmulFamily:
     kernels: tuple[MatmulPlan, ...]
     dispatch: Dispatch
     max_splits: int  # splits of K a launch may choose (1: none)
+    promote_every: int = 0  # fp8: K between promotions into fp32 registers (0: never, or not fp8)
+    block_scales: bool = False  # fp8: A's scales per 1 x 128 block, B's per 128 x 128, applied as sums are promoted
+    fp8: bool = False
 
     @property
     def b_major(self) -> str:
@@ -160,6 +167,19 @@ class MatmulFamily:
         return choice.split_from + (tiles - choice.split_from) * choice.splits
 
 
+def is_fp8(k: MatmulKernel, spec: Spec) -> bool:
+    names = {t.name: t for t in spec.tensors}
+    return k.a in names and names[k.a].dtype in FP8_TYPES
+
+
+def promote_every(k: MatmulKernel, spec: Spec) -> int:
+    """K elements between promotions of the tensor core's partial sums into fp32 registers; 0: none
+    (16-bit types need none: their wgmma accumulates in fp32)."""
+    if not is_fp8(k, spec):
+        return 0
+    return DEFAULT_PROMOTE_EVERY if k.promote_every is None else k.promote_every
+
+
 def setmaxnreg_consumers(consumers: int) -> int:
     """The rest of the register file after the producer's, per consumer thread, in steps of 8."""
     free = (REGISTERS_PER_SM - 128 * PRODUCER_REGISTERS) // (128 * consumers)
@@ -175,9 +195,10 @@ def consumer_registers(consumers: int) -> int:
     return min(setmaxnreg_consumers(consumers), launch_cap)
 
 
-def accumulators(bm: int, bn: int, consumers: int) -> int:
-    """fp32 accumulator registers per consumer thread: its rows x BN over 128 threads."""
-    return bm // consumers * bn // 128
+def accumulators(bm: int, bn: int, consumers: int, promoted: bool = False) -> int:
+    """fp32 accumulator registers per consumer thread: its rows x BN over 128 threads, twice over
+    where fp8 partial sums are promoted into a second set."""
+    return bm // consumers * bn // 128 * (2 if promoted else 1)
 
 
 def maps(spec: Spec) -> list[MapSpec]:
@@ -196,11 +217,12 @@ FAMILY_BOX_ROWS = 64  # the A and B boxes a family is derived over: 64 rows of o
 FAMILY_SPAN = 128
 
 
-def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int) -> list[tuple[int, int, int]]:
+def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
+                 promoted: bool = False) -> list[tuple[int, int, int]]:
     """The spec's tile, then every FAMILY_TILES shape its registers hold, where the family is proven:
     A and B in boxes of 64 rows (of M or N) of one 128-byte swizzled line of K (or N, for an
-    MN-major B), one box along K per stage (BK = 64 of 16-bit elements), as tmagen's own specs
-    are. There the tensor core's descriptors do not depend on how many boxes a tile spans, and every
+    MN-major B), one box along K per stage (BK = 64 of 16-bit elements, 128 of fp8), as tmagen's
+    own specs are. There the tensor core's descriptors do not depend on how many boxes a tile spans, and every
     kernel of the family runs on the GPU suite. Other boxes keep the spec's tile alone: derived
     tiles over them gave wrong products on an H200 (the random campaign of 2026-11-24: 32 B
     boxes of 8 or 16 rows, unswizzled boxes, 96-row boxes with two boxes along K per stage).
@@ -211,7 +233,7 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int) -
     if k.dispatch == "single" or not proven:
         return [own]
     others = [t for t in FAMILY_TILES if t != own and t[1] % c_cols == 0
-              and accumulators(*t) + REGISTERS_BESIDE_ACCUMULATORS <= consumer_registers(t[2])]
+              and accumulators(*t, promoted) + REGISTERS_BESIDE_ACCUMULATORS <= consumer_registers(t[2])]
     return [own, *others]
 
 
@@ -225,8 +247,10 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     c_stride = box_stride(box_layout(c_map))
     limit = smem_limit if smem_limit is not None else TARGETS[spec.target].smem_per_block_optin
     a_step, b_step = a.stride * (bk // a.k_per_box), b.stride * (bk // b.k_per_box)  # one box along MN, BK of K
+    every = promote_every(k, spec)
+    instruction_k = 32 if is_fp8(k, spec) else 16
     plans: list[MatmulPlan] = []
-    for i, (bm, bn, consumers) in enumerate(family_tiles(k, a, b, c_map.tensor.box[1])):
+    for i, (bm, bn, consumers) in enumerate(family_tiles(k, a, b, c_map.tensor.box[1], every > 0)):
         a_boxes, b_boxes = bm // a.mn_per_box, bn // b.mn_per_box
         stage = a_step * a_boxes + b_step * b_boxes
         fixed = consumers * C_STAGING_BUFFERS * c_stride + PATTERN_ALIGN
@@ -236,8 +260,10 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
         symbol = f"{spec.name}_matmul" if i == 0 else f"{spec.name}_matmul_{bm}x{bn}"
         plans.append(MatmulPlan(symbol, bm, bn, bk, consumers, stages, k.raster_group, a_boxes, b_boxes,
                                 a_stage_bytes=a_step * a_boxes, b_stage_bytes=b_step * b_boxes, c_stride=c_stride,
-                                accumulators=accumulators(bm, bn, consumers), b_major=k.b_major, variant=len(plans)))
-    family = MatmulFamily(tuple(plans), DISPATCH, max_splits=1 if k.dispatch == "single" else k.max_splits)
+                                accumulators=accumulators(bm, bn, consumers, every > 0), b_major=k.b_major,
+                                variant=len(plans), instruction_k=instruction_k, promote_stages=every // bk))
+    family = MatmulFamily(tuple(plans), DISPATCH, max_splits=1 if k.dispatch == "single" else k.max_splits,
+                          promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec))
     views = [KernelPlan(p.symbol, ("a", "b", "c"), p.threads, p.smem_bytes, p.stage_bytes, p.stages,
                         persistent=True, detail=p, barriers=2 * p.stages,  # full and empty
                         registers=p.register_budget) for p in plans]

@@ -8,17 +8,24 @@ from dataclasses import dataclass
 
 from tmagen.errors import Violation
 from tmagen.kinds.base import RuleBook
-from tmagen.kinds.matmul.plan import REGISTERS_BESIDE_ACCUMULATORS, accumulators, consumer_registers
+from tmagen.kinds.matmul.plan import (
+    FP8_TYPES,
+    REGISTERS_BESIDE_ACCUMULATORS,
+    SCALE_BLOCK,
+    accumulators,
+    consumer_registers,
+    is_fp8,
+    promote_every,
+)
 from tmagen.planning import PATTERN_ALIGN
 from tmagen.spec import MatmulKernel, Spec, TensorSpec
 
 RULES = RuleBook()
 KERNEL = "tmagen's matmul kernel (templates/matmul/kernels.cuh.j2)"
-WGMMA = "PTX ISA 9.7.15, wgmma.mma_async shapes (M 64, N 8 to 256 by 8, K 16 for 16-bit types)"
+WGMMA = "PTX ISA 9.7.15, wgmma.mma_async shapes (M 64, N 8 to 256 by 8, K 16 for 16-bit types, 32 for fp8)"
+WGMMA_FP8 = "PTX ISA 9.7.15.5, wgmma.mma_async (imm-trans-a and imm-trans-b exist for .f16 and .bf16 only)"
 AB_TYPES = ("bfloat16", "float16")
 C_TYPES = ("bfloat16", "float16", "float32")
-
-
 @dataclass(frozen=True)
 class Operands:
     """A, B and C with their spec indices, once the names resolve."""
@@ -90,16 +97,21 @@ def _zero_fill(spec: Spec) -> Iterator[Violation]:
                             "use 'zero'", KERNEL)
 
 
-@RULES.rule("matmul-types", "A and B are both bfloat16 or both float16; C is bfloat16, float16 or float32",
-            f"{WGMMA}; {KERNEL}")
+@RULES.rule("matmul-types", "A and B are both bfloat16, both float16, or both fp8 (float8_e4m3 or float8_e5m2, "
+            "either); C is bfloat16, float16 or float32", f"{WGMMA}; {KERNEL}")
 def _types(spec: Spec) -> Iterator[Violation]:
     ops = operands(spec)
     if ops is None:
         return
     src = f"{WGMMA}; {KERNEL}"
-    if ops.a.dtype not in AB_TYPES:
+    if ops.a.dtype not in AB_TYPES + FP8_TYPES:
         yield Violation("matmul-types", f"tensors[{ops.ia}].dtype", repr(ops.a.dtype),
-                        "the matmul takes bfloat16 or float16 A and B", "use bfloat16 or float16", src)
+                        "the matmul takes bfloat16, float16, float8_e4m3 or float8_e5m2 A and B",
+                        "use one of those", src)
+    elif ops.a.dtype in FP8_TYPES:
+        if ops.b.dtype not in FP8_TYPES:
+            yield Violation("matmul-types", f"tensors[{ops.ib}].dtype", repr(ops.b.dtype),
+                            "an fp8 A multiplies an fp8 B", "use float8_e4m3 or float8_e5m2", src)
     elif ops.b.dtype != ops.a.dtype:
         yield Violation("matmul-types", f"tensors[{ops.ib}].dtype", repr(ops.b.dtype),
                         f"B must have A's type ({ops.a.dtype!r})", f"use {ops.a.dtype!r}", src)
@@ -140,9 +152,38 @@ def _tile(spec: Spec) -> Iterator[Violation]:
     if bn % 8 or bn > 256:
         yield Violation("matmul-tile", "kernel.tile[1]", str(bn), "the wgmma N is a multiple of 8 up to 256",
                         "use one of 8, 16, ..., 256", WGMMA)
-    if bk % 16:
-        yield Violation("matmul-tile", "kernel.tile[2]", str(bk), "the wgmma K of 16-bit types is 16",
-                        "use a multiple of 16", WGMMA)
+    instruction_k = 32 if is_fp8(k, spec) else 16
+    if bk % instruction_k:
+        yield Violation("matmul-tile", "kernel.tile[2]", str(bk),
+                        f"the wgmma K of {'fp8' if instruction_k == 32 else '16-bit'} types is {instruction_k}",
+                        f"use a multiple of {instruction_k}", WGMMA)
+
+
+@RULES.rule("matmul-fp8", "fp8 A and B are both K-major (b_major k); promote_every is a multiple of tile[2] (0: "
+            "never); block scales promote every 128 of K; neither field is for 16-bit types", f"{WGMMA_FP8}; {KERNEL}")
+def _fp8(spec: Spec) -> Iterator[Violation]:
+    k = spec.kernel
+    assert isinstance(k, MatmulKernel)
+    src = f"{WGMMA_FP8}; {KERNEL}"
+    if not is_fp8(k, spec):
+        if k.promote_every is not None:
+            yield Violation("matmul-fp8", "kernel.promote_every", str(k.promote_every), "only fp8 sums are "
+                            "promoted: a 16-bit type's wgmma accumulates in fp32 already", "remove it", KERNEL)
+        if k.block_scales:
+            yield Violation("matmul-fp8", "kernel.block_scales", "true", "block scales are for fp8 operands",
+                            "remove it, or use float8_e4m3 / float8_e5m2 A and B", KERNEL)
+        return
+    if k.b_major != "k":
+        yield Violation("matmul-fp8", "kernel.b_major", repr(k.b_major), "wgmma reads fp8 operands K-major only: "
+                        "B must be [N, K]", "use 'k', and give B as [N, K] (tmagen.ops.transpose makes it)", src)
+    every, bk = promote_every(k, spec), k.tile[2]
+    if every % bk:
+        yield Violation("matmul-fp8", "kernel.promote_every", str(every), f"promotions fall between stages of "
+                        f"tile[2] = {bk} of K", f"use a multiple of {bk}, or 0 (never)", KERNEL)
+    if k.block_scales and every != SCALE_BLOCK:
+        yield Violation("matmul-fp8", "kernel.promote_every", str(every), f"block scales change every "
+                        f"{SCALE_BLOCK} of K, where each block's sum is scaled as it is promoted",
+                        f"use {SCALE_BLOCK} (and a tile[2] dividing it)", KERNEL)
 
 
 @RULES.rule("matmul-registers", "the accumulators and the kernel's own state fit a consumer thread's registers",
@@ -153,11 +194,12 @@ def _registers(spec: Spec) -> Iterator[Violation]:
     bm, bn, _ = k.tile
     if bm % k.consumers:
         return
-    acc = accumulators(bm, bn, k.consumers)
+    acc = accumulators(bm, bn, k.consumers, promote_every(k, spec) > 0)
     need, have = acc + REGISTERS_BESIDE_ACCUMULATORS, consumer_registers(k.consumers)
     if need > have:
         yield Violation("matmul-registers", "kernel.tile", f"{k.tile} with {k.consumers} consumer warpgroup(s)",
-                        f"that needs about {need} registers per consumer thread ({acc} accumulators), but {have} "
+                        f"that needs about {need} registers per consumer thread ({acc} accumulators"
+                        f"{', half of them the promoted fp32 sums' if promote_every(k, spec) else ''}), but {have} "
                         "are left to each", "use a smaller tile, or more consumers",
                         f"{KERNEL}; ptxas (setmaxnreg and the launch bounds)")
 

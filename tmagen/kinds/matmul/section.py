@@ -12,9 +12,10 @@ from tmagen.limits import MAX_SPLITS
 
 class MatmulKernel(Section):
     """C = A x B^T on the tensor cores (wgmma): A [M, K], B [N, K] (K-major) or [K, N] (MN-major),
-    bfloat16 or float16 in, fp32 accumulation, C [M, N] bfloat16, float16 or float32 out. TMA feeds a
-    ring of stages from one producer warpgroup; consumer warpgroups multiply; a persistent grid walks
-    the tiles of C, and the epilogue stores through shared memory with TMA."""
+    bfloat16 or float16 in (or fp8, K-major, with scales), fp32 accumulation, C [M, N] bfloat16,
+    float16 or float32 out. TMA feeds a ring of stages from one producer warpgroup; consumer
+    warpgroups multiply; a persistent grid walks the tiles of C, and the epilogue stores through
+    shared memory with TMA."""
 
     kind: Literal["matmul"]
     a: str = Field("a", description="The tensor holding A [M, K] (K contiguous).")
@@ -35,5 +36,14 @@ class MatmulKernel(Section):
     max_splits: int = Field(MAX_SPLITS, ge=1, le=MAX_SPLITS, description="The most ways a launch may split K "
                             "(1: never). A split launch sums the splits' fp32 partials in a workspace, in a fixed "
                             "order.")
+    promote_every: int | None = Field(
+        None, ge=0, description="fp8 only: K elements between promotions of the tensor core's partial sums into "
+        "fp32 registers (its fp8 accumulator keeps fewer bits than fp32: docs/fp8-accuracy.md). A multiple of "
+        "tile[2]; 0: never (the fastest, least accurate). Default: 128 for fp8 (as DeepSeek-V3's recipe).")
+    block_scales: bool = Field(
+        False, description="fp8 only: scale_a holds one fp32 factor per 1 x 128 block of A [M, K] and scale_b one "
+        "per 128 x 128 block of B [N, K] (DeepSeek-V3's and DeepGEMM's blocks), applied at each promotion "
+        "(promote_every 128). Otherwise each is one value for the tensor, or one per row of A / per column of C, "
+        "applied in the epilogue.")
     raster_group: int = Field(8, ge=1, le=64, description="Tile rows walked together, column by column, so that "
                               "the blocks running at once share A and B in L2.")

@@ -1,0 +1,117 @@
+"""fp8 matmul specs on the CPU: what the rules refuse (with the field and the fix), what the plan
+decides (instruction K, promotion, the family that fits the registers), what the header and the
+kernels print, and what a launch checks of its scales. The GPU half is tests/gpu/test_matmul_fp8.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tmagen.errors import RuleError
+from tmagen.kinds.base import Array
+from tmagen.kinds.matmul.launch import MatmulLauncher
+from tmagen.plan import resolve
+from tmagen.render import render
+from tmagen.spec import parse_spec
+
+SPEC = json.loads((Path(__file__).resolve().parents[1] / "specs" / "matmul_fp8_e4m3.json").read_text())
+
+
+def _with(**changes: Any) -> dict[str, Any]:
+    data = copy.deepcopy(SPEC)
+    for path, value in changes.items():
+        node: Any = data
+        *parts, last = path.split("__")
+        for p in parts:
+            node = node[int(p)] if p.isdigit() else node[p]
+        node[int(last) if last.isdigit() else last] = value
+    return data
+
+
+@pytest.mark.parametrize("changes, fragments", [
+    ({"kernel__b_major": "mn", "tensors__1__shape": [1024, 1000], "tensors__1__box": [128, 64]},
+     ("kernel.b_major = 'mn'", "K-major only", "use 'k'")),
+    ({"tensors__1__dtype": "bfloat16"}, ("tensors[1].dtype = 'bfloat16'", "an fp8 A multiplies an fp8 B")),
+    ({"kernel__promote_every": 192}, ("kernel.promote_every = 192", "multiple of 128")),
+    ({"kernel__block_scales": True, "kernel__promote_every": 256}, ("kernel.promote_every = 256", "use 128")),
+    ({"kernel__tile": [128, 128, 48], "tensors__0__box": [64, 48], "tensors__1__box": [64, 48]},
+     ("kernel.tile[2] = 48", "K of fp8 types is 32")),
+    ({"kernel__tile": [128, 256, 128]}, ("kernel.tile", "promoted fp32 sums", "more consumers")),
+])
+def test_fp8_spec_errors_name_the_field_and_the_fix(changes: dict, fragments: tuple) -> None:
+    with pytest.raises(RuleError) as err:
+        resolve(parse_spec(_with(**changes)))
+    text = str(err.value)
+    for fragment in fragments:
+        assert fragment in text, text
+
+
+def test_fp8_fields_are_refused_on_16_bit_types() -> None:
+    data = _with(tensors__0__dtype="bfloat16", tensors__1__dtype="bfloat16", tensors__0__box=[64, 64],
+                 tensors__1__box=[64, 64], kernel__tile=[128, 128, 64], kernel__block_scales=True)
+    with pytest.raises(RuleError) as err:
+        resolve(parse_spec(data))
+    assert "kernel.promote_every = 128" in str(err.value) and "kernel.block_scales" in str(err.value)
+
+
+def test_the_plan_promotes_every_stage_and_keeps_tiles_whose_sums_fit() -> None:
+    family = resolve(parse_spec(SPEC)).kernel.detail
+    assert family.fp8 and family.promote_every == 128 and not family.block_scales
+    assert [(p.bm, p.bn) for p in family.kernels] == [(128, 128), (64, 128), (64, 64)]
+    assert all(p.instruction_k == 32 and p.promote_stages == 1 and p.bk == 128 for p in family.kernels)
+    assert family.kernels[0].accumulators == 128  # 64 partial + 64 promoted per consumer thread
+
+
+def test_without_promotion_the_wide_tiles_come_back() -> None:
+    family = resolve(parse_spec(_with(kernel__promote_every=0, kernel__tile=[128, 256, 128],
+                                      kernel__stages=4))).kernel.detail
+    assert family.promote_every == 0
+    assert (128, 256) in [(p.bm, p.bn) for p in family.kernels]
+    assert all(p.promote_stages == 0 for p in family.kernels)
+
+
+def test_the_header_wraps_the_fp8_instruction_without_transpose_immediates() -> None:
+    data = _with(tensors__1__dtype="float8_e5m2")
+    files = render(resolve(parse_spec(data)), "spec.json")
+    header = next(text for name, text in files.items() if name.endswith(".cuh") and "_kernels" not in name)
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e5m2" in header
+    assert "static_assert(TransA == 0 && TransB == 0" in header
+    assert "k16" not in header.split("namespace wgmma")[1]
+    kernels = next(text for name, text in files.items() if name.endswith("_kernels.cuh"))
+    assert "wgmma::mma_k32<0, 0>" in kernels and "sum[mb][i] += acc[mb][i]" in kernels
+
+
+def test_block_scales_scale_the_promoted_sums() -> None:
+    files = render(resolve(parse_spec(_with(kernel__block_scales=True))), "spec.json")
+    kernels = next(text for name, text in files.items() if name.endswith("_kernels.cuh"))
+    assert "sum[mb][4 * q] += acc[mb][4 * q] * s0" in kernels
+    api = next(text for name, text in files.items() if name.endswith(".h"))
+    assert "matmul_launch_scaled" in api and "ceil(N / 128), ceil(K / 128)" in api
+
+
+def _problems(spec: dict, m: int, n: int, k: int, **params: Any) -> list[str]:
+    plan = resolve(parse_spec(spec))
+    a, b = Array.of(1 << 20, (m, k)), Array.of(1 << 21, (n, k))
+    return [f"{v.field}: {v.why} {v.fix}" for v in MatmulLauncher().problems(plan, [a, b], **params)]
+
+
+def test_a_launch_takes_scales_per_tensor_or_per_row() -> None:
+    one, rows, cols = Array.of(64, (1,)), Array.of(64, (300, 1)), Array.of(64, (1, 200))
+    assert _problems(SPEC, 300, 200, 256, scale_a=one, scale_b=one) == []
+    assert _problems(SPEC, 300, 200, 256, scale_a=rows, scale_b=cols) == []
+    found = _problems(SPEC, 300, 200, 256, scale_a=Array.of(64, (300, 2)))
+    assert len(found) == 1 and found[0].startswith("scale_a: ") and "block_scales" in found[0]
+
+
+def test_a_block_scaled_launch_needs_both_block_arrays() -> None:
+    spec = _with(kernel__block_scales=True)
+    good_a, good_b = Array.of(64, (300, 3)), Array.of(64, (2, 3))
+    assert _problems(spec, 300, 200, 300, scale_a=good_a, scale_b=good_b) == []
+    found = _problems(spec, 300, 200, 300, scale_a=good_a)
+    assert len(found) == 1 and found[0].startswith("scale_b: ") and "[2, 3]" in found[0]
+    found = _problems(spec, 300, 200, 300, scale_a=Array.of(64, (300, 1)), scale_b=good_b)
+    assert found and found[0].startswith("scale_a: ")
