@@ -60,9 +60,10 @@ def candidate_names() -> list[str]:
 
 # ----------------------------------------------------------------------------- tmagen's specs
 def default_fp8_spec() -> dict[str, Any]:
-    """The fp8 matmul spec of fp8api.md: e4m3 A and B in [64, 128] boxes (64 rows of one 128-byte
-    swizzled line), both K-major, 128 x 256 x 128 tiles, two consumer warpgroups; three stages of
-    48 KiB so that a bfloat16 C tile fits beside them."""
+    """An fp8 matmul spec as specs/matmul_fp8_e4m3.json has it: e4m3 A and B in [64, 128] boxes (64
+    rows of one 128-byte swizzled line), both K-major, 128 x 128 x 128 tiles (the promoted sums
+    double the accumulators, so 128 x 256 does not fit a consumer's registers), two consumer
+    warpgroups, six stages."""
     def operand(name: str) -> dict[str, Any]:
         return {"name": name, "dtype": "float8_e4m3", "shape": [4096, 4096], "box": [64, 128],
                 "swizzle": {"mode": "128B"}}
@@ -70,17 +71,22 @@ def default_fp8_spec() -> dict[str, Any]:
     return {"name": "fp8_matmul", "tensors": [operand("a"), operand("b"),
                                               {"name": "c", "dtype": "bfloat16", "shape": [4096, 4096],
                                                "box": [64, 64], "swizzle": {"mode": "128B"}}],
-            "kernel": {"kind": "matmul", "b_major": "k", "tile": [128, 256, 128], "consumers": 2, "stages": 3}}
+            "kernel": {"kind": "matmul", "tile": [128, 128, 128], "consumers": 2, "stages": 6}}
 
 
-def base_fp8_spec(ops_specs: Path | None = None) -> dict[str, Any]:
-    """The tuned fp8 matmul spec of tmagen/ops_specs where there is one (its first spec whose A is
-    float8_e4m3, by name), else :func:`default_fp8_spec`."""
-    folder = ops_specs or Path(__file__).resolve().parent.parent / "tmagen" / "ops_specs"
-    for path in sorted(folder.glob("*.json")):
-        spec = json.loads(path.read_text())
-        if spec.get("kernel", {}).get("kind") == "matmul" and spec["tensors"][0].get("dtype") == "float8_e4m3":
-            return spec
+REPO = Path(__file__).resolve().parent.parent
+SPEC_FOLDERS = (REPO / "tmagen" / "ops_specs", REPO / "specs")  # the tuned specs first, then the examples
+
+
+def base_fp8_spec(folders: Sequence[Path] = SPEC_FOLDERS) -> dict[str, Any]:
+    """The first fp8 matmul spec (A in float8_e4m3, by file name) of the first of ``folders`` that has
+    one: tmagen/ops_specs' tuned one where there is one, else the example specs/matmul_fp8_e4m3.json;
+    :func:`default_fp8_spec` where none has one."""
+    for folder in folders:
+        for path in sorted(folder.glob("*.json")):
+            spec = json.loads(path.read_text())
+            if spec.get("kernel", {}).get("kind") == "matmul" and spec["tensors"][0].get("dtype") == "float8_e4m3":
+                return spec
     return default_fp8_spec()
 
 

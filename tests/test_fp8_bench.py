@@ -298,15 +298,30 @@ def test_promote_specs_differ_in_the_setting_alone(tmp_path) -> None:
     assert c32["dtype"] == "float32" and c32["box"] == [64, 32]
     assert next(t for t in every["tensors"] if t["name"] == "c")["box"] == [64, 64]
     assert [t for t in never["tensors"] if t["name"] != "c"] == [t for t in base["tensors"] if t["name"] != "c"]
-    assert [t["dtype"] for t in base["tensors"][:2]] == ["float8_e4m3"] * 2 and base["kernel"]["b_major"] == "k"
+    assert [t["dtype"] for t in base["tensors"][:2]] == ["float8_e4m3"] * 2
+    assert base["kernel"].get("b_major", "k") == "k"
     assert "promote_every" not in base["kernel"]  # the base is left as it was
     # a tuned fp8 spec in tmagen/ops_specs is the base where there is one
     (tmp_path / "a_bf16.json").write_text(json.dumps(json.loads(
         (REPO / "tmagen" / "ops_specs" / "bench_matmul_bfloat16.json").read_text())))
     tuned = {**base, "name": "bench_matmul_float8_e4m3", "kernel": {**base["kernel"], "stages": 5}}
     (tmp_path / "b_fp8.json").write_text(json.dumps(tuned))
-    assert fp8_accuracy.base_fp8_spec(tmp_path) == tuned
-    assert fp8_accuracy.base_fp8_spec(tmp_path / "none") == base
+    assert fp8_accuracy.base_fp8_spec([tmp_path, REPO / "specs"]) == tuned
+    assert fp8_accuracy.base_fp8_spec([tmp_path / "none"]) == base
+    assert fp8_accuracy.base_fp8_spec()["tensors"][0]["dtype"] == "float8_e4m3"
+
+
+@pytest.mark.parametrize("every", fp8_accuracy.PROMOTE_EVERY)
+@pytest.mark.parametrize("out", ["float32", "bfloat16"])
+def test_every_promote_spec_plans(every, out) -> None:
+    """The study's specs pass every rule of the matmul kind (built from the repository's fp8 spec,
+    and from the default)."""
+    from tmagen.plan import resolve
+    from tmagen.spec import parse_spec
+
+    for base in (fp8_accuracy.base_fp8_spec(), fp8_accuracy.default_fp8_spec()):
+        plan = resolve(parse_spec(fp8_accuracy.promote_spec(every, out, base)))
+        assert plan.spec.kernel.promote_every == every and plan.spec.tensors[2].dtype == out
 
 
 def test_candidate_names_are_what_the_page_orders_by() -> None:
