@@ -3,12 +3,15 @@ in tmagen/ops_specs (the tuned specs tmagen.ops runs) at 1 GiB (transposes, and 
 ragged and odd-stride shapes),
 each case's candidates (tmagen, cudaMemcpyAsync, PyTorch, CuPy, Triton) interleaved on the same
 tensors; the matmul section (lab/matmul_bench.py: 53 named shapes in six classes, tmagen.ops.matmul
-beside cuBLAS and Triton); and a size sweep for the plot.
+beside cuBLAS and Triton); and a size sweep for the plot. The fp8 section (lab/fp8_bench.py: the same
+shapes in e4m3 with scales, beside torch._scaled_mm and Triton's fp8 matmul) runs when named: the
+whole suite with it would outlast one 10-minute call, so it is measured apart and merged.
 
     python3 benchmarks/run.py OUTDIR                 # writes OUTDIR/bench.json (after every case)
     python3 benchmarks/run.py OUTDIR --only matmul   # or copy, transpose, sweep; comma-separated
     python3 benchmarks/run.py OUTDIR --only matmul --matmul-class short-K,long-K   # some classes only
     python3 benchmarks/run.py OUTDIR --only matmul --tmagen-matmul spec  # the tuned spec, not tmagen.ops.matmul
+    python3 benchmarks/run.py OUTDIR --only fp8 --merge   # the fp8 section into OUTDIR/bench.json's other cases
     python3 benchmarks/run.py OUTDIR --quick         # fewer rounds: a smoke run
     python3 benchmarks/run.py --estimate             # the plan and its expected duration; runs nothing
     python3 -m lab.bench_report OUTDIR/bench.json    # BENCHMARKS.md and its plot, on any machine
@@ -34,14 +37,15 @@ HERE = Path(__file__).resolve().parent
 SPECS = HERE.parent / "tmagen" / "ops_specs"  # the tuned specs, one copy: what tmagen.ops runs is what is timed
 sys.path.insert(0, str(HERE.parent))
 
-from lab import matmul_bench  # noqa: E402
+from lab import fp8_bench, matmul_bench  # noqa: E402
 from tmagen.bench import Method  # noqa: E402
 from tmagen.dtypes import DTYPES  # noqa: E402
 from tmagen.plan import load as load_plan  # noqa: E402
 from tmagen.plan import resolve  # noqa: E402
 from tmagen.spec import MatmulKernel, Spec, TransposeKernel  # noqa: E402
 
-GROUPS = ("copy", "transpose", "matmul", "sweep")
+GROUPS = ("copy", "transpose", "matmul", "sweep", "fp8")
+DEFAULT_GROUPS = ("copy", "transpose", "matmul", "sweep")  # what fits one 10-minute call; fp8 runs apart (--merge)
 SWEEP = {"bench_copy_float32": 4, "bench_transpose_float32": 4, "bench_transpose_bfloat16": 2,
          "bench_transpose_uint8": 1}
 SWEEP_MIB = (16, 64, 256, 1024, 2048)
@@ -71,13 +75,13 @@ def odd(shape: list[int], es: int) -> list[int]:
 
 @dataclass
 class Case:
-    group: str  # copy, transpose, matmul, sweep
-    spec: str  # the benchmark spec, or "" for matmuls
+    group: str  # copy, transpose, matmul, sweep, fp8
+    spec: str  # the benchmark spec, or "" for matmuls (tmagen.ops.matmul for fp8 ones)
     shape_kind: str  # full, square, ragged, odd strides; or the matmul's M x N x K
     shape: list[int]
     dtype: str
     size_mib: int | None = None  # sweep cases
-    ld: int | None = None  # matmul cases: A's and B's row pitch in elements where they are sliced views
+    ld: int | None = None  # matmul and fp8 cases: A's and B's row pitch in elements where they are sliced views
 
 
 def plan(specs: list[Spec], groups: set[str], tmagen_matmul: str = "spec",
@@ -100,6 +104,8 @@ def plan(specs: list[Spec], groups: set[str], tmagen_matmul: str = "spec",
             cases.append(Case(group, spec.name, "odd strides", odd(shape, es), t.dtype))
     if "matmul" in groups:
         cases += matmul_cases(specs, tmagen_matmul, matmul_classes)
+    if "fp8" in groups:
+        cases += fp8_cases(matmul_classes)
     if "sweep" in groups:
         dtypes = {s.name: s.tensors[0].dtype for s in specs}
         for mib in SWEEP_MIB:
@@ -123,6 +129,13 @@ def matmul_cases(specs: list[Spec], tmagen_matmul: str, classes: set[str] | None
         tmagens = tmagens or [("", "bfloat16")]
     return [Case("matmul", name, s.shape_class, [s.m, s.n, s.k], dtype, ld=s.ld) for name, dtype in tmagens
             for s in shapes]
+
+
+def fp8_cases(classes: set[str] | None = None) -> list[Case]:
+    """The fp8 section: each shape of the named set (of ``classes``, or all), e4m3 operands; tmagen's
+    candidates are tmagen.ops.matmul's."""
+    return [Case("fp8", matmul_bench.OPS, s.shape_class, [s.m, s.n, s.k], "float8_e4m3", ld=s.ld)
+            for s in fp8_bench.fp8_shapes() if classes is None or s.shape_class in classes]
 
 
 def matmul_shape(case: Case) -> matmul_bench.MatmulShape:
@@ -150,6 +163,11 @@ def estimate(cases: list[Case], method: Method, triton: bool = True) -> tuple[fl
     for c in cases:
         by_group.setdefault(c.group, []).append(c)
     for group, cs in by_group.items():
+        if group == "fp8":
+            seconds, line = fp8_bench.estimate([matmul_shape(c) for c in cs], method, triton=triton)
+            total += seconds
+            lines.append(f"{line}: ~{seconds:.0f} s")
+            continue
         if group == "matmul":
             seconds, line = matmul_bench.estimate([matmul_shape(c) for c in cs], method, tmagen=any(c.spec for c in cs),
                                                   triton=triton, ops=any(c.spec == matmul_bench.OPS for c in cs))
@@ -210,14 +228,17 @@ def machine() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", nargs="?", help="folder for bench.json")
-    ap.add_argument("--only", default=",".join(GROUPS), help=f"comma-separated groups of {', '.join(GROUPS)}")
+    ap.add_argument("--only", default=",".join(DEFAULT_GROUPS),
+                    help=f"comma-separated groups of {', '.join(GROUPS)} (default: {', '.join(DEFAULT_GROUPS)})")
+    ap.add_argument("--merge", action="store_true", help="keep the cases of other groups from the bench.json "
+                    "already in OUTDIR (a section measured apart, e.g. --only fp8)")
     ap.add_argument("--spec", action="append", default=[], help="only these benchmark specs (by name)")
     ap.add_argument("--quick", action="store_true", help=f"{QUICK.rounds} rounds x {QUICK.repetitions} repetitions")
     ap.add_argument("--no-triton", action="store_true", help="leave the Triton peers out")
     ap.add_argument("--tmagen-matmul", choices=("auto", "ops", "spec"), default="auto",
                     help="tmagen's matmul: tmagen.ops.matmul (ops), the tuned matmul spec of tmagen/ops_specs "
                          "launched directly (spec), or ops where tmagen.ops has it (auto, the default)")
-    ap.add_argument("--matmul-class", default="", help="only these classes of matmul shapes (comma-separated: "
+    ap.add_argument("--matmul-class", default="", help="only these classes of matmul and fp8 shapes (comma-separated: "
                     f"{', '.join(matmul_bench.CLASSES)})")
     ap.add_argument("--estimate", action="store_true", help="print the plan and its expected duration, run nothing")
     args = ap.parse_args(argv)
@@ -247,10 +268,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.out:
         ap.error("give an output folder")
-    return run(cases, specs, method, Path(args.out), triton=not args.no_triton)
+    return run(cases, specs, method, Path(args.out), triton=not args.no_triton, merge=args.merge)
 
 
-def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool) -> int:
+def merged(old: dict[str, Any], new: dict[str, Any], groups: set[str]) -> dict[str, Any]:
+    """``old``'s run (its machine, date and method) with its cases of ``groups`` replaced by
+    ``new``'s, whose machine and date are kept per group under "sections"."""
+    about = {k: new[k] for k in ("gpu", "driver", "sms", "l2_bytes", "versions", "date", "method") if k in new}
+    sections = {g: v for g, v in old.get("sections", {}).items() if g not in groups}
+    sections.update({g: about for g in sorted(groups)})
+    return {**old, "sections": sections,
+            "cases": [c for c in old["cases"] if c["group"] not in groups] + new["cases"]}
+
+
+def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool, merge: bool = False) -> int:
     from lab import peers
     from tmagen import runtime, toolchain
     from tmagen.render import render
@@ -269,6 +300,8 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
     data = {"format": 2, **machine(), "date": datetime.now(UTC).strftime("%Y-%m-%d"),
             "method": {**asdict(method), "sweep": asdict(SWEEP_METHOD)}, "unavailable": peers.unavailable(),
             "cases": []}
+    old = json.loads((out / "bench.json").read_text()) if merge and (out / "bench.json").exists() else None
+    groups = {c.group for c in cases}
     for case in cases:
         t0 = time.perf_counter()
         try:
@@ -280,7 +313,7 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
         record = {"group": case.group, "spec": case.spec, "shape_kind": case.shape_kind, "size_mib": case.size_mib,
                   **record, "seconds": round(time.perf_counter() - t0, 1)}
         data["cases"].append(record)
-        (out / "bench.json").write_text(json.dumps(data, indent=1))
+        (out / "bench.json").write_text(json.dumps(merged(old, data, groups) if old else data, indent=1))
         print(one_line(record), flush=True)
     print(f"done in {time.perf_counter() - began:.0f} s: {out / 'bench.json'}", flush=True)
     return 0
@@ -292,6 +325,8 @@ def run_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, bytes], dev
 
     if case.group == "matmul":
         return run_matmul_case(case, by_name, cubins, device, method, triton)
+    if case.group == "fp8":
+        return fp8_bench.fp8_case(matmul_shape(case), method, triton=triton)
     if case.group == "sweep":
         return peers.sweep_case(by_name[case.spec], cubins[case.spec], device, case.shape, SWEEP_METHOD)
     return peers.data_movement_case(by_name[case.spec], cubins[case.spec], device, case.shape, method, triton=triton)
@@ -312,7 +347,7 @@ def run_matmul_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, byte
 def one_line(record: dict[str, Any]) -> str:
     """What a case measured, for the log."""
     kind = record["shape_kind"]
-    if record["group"] == "matmul":
+    if record["group"] in ("matmul", "fp8"):
         kind += " " + "x".join(map(str, record["shape"])) + (f" ld {record['ld']}" if record.get("ld") else "")
     what = f"{record['group']:9s} {record['spec'] or 'matmul':26s} {kind:11s} {record['dtype']:8s}"
     figures = []

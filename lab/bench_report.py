@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lab import fp8_bench
 from lab.matmul_bench import CLASSES as MATMUL_CLASSES
 
 # ----------------------------------------------------------------------------- the targets
@@ -27,6 +28,9 @@ OF_BEST_PEER = 1.0  # ... and, copies and transposes, at or above the best peer 
 RAGGED_OF_SQUARE = 0.97  # transposes: ragged within 3% of square
 MATMUL_GEOMEAN_OF_CUBLAS = 1.00  # issue 18: the matmul's geometric mean over the shape set at or above cuBLAS ...
 MATMUL_FLOOR_OF_CUBLAS = 0.90  # ... no shape below 0.90 of it, and ahead of Triton (OF_BEST_PEER) on every shape
+# issue 21, fp8 with per-tensor scales: the same three against cuBLASLt (torch._scaled_mm) and Triton's fp8 matmul;
+# block-scaled at or above 0.90 of tmagen's own per-tensor speed at 4096^3 and above
+FP8_GEOMEAN_OF_CUBLAS, FP8_FLOOR_OF_CUBLAS, FP8_BLOCK_OF_TENSOR = 1.00, 0.90, 0.90
 
 
 def markdown_report(data: dict[str, Any], plot_file: str = "benchmarks/bandwidth.svg") -> str:
@@ -158,6 +162,9 @@ def _report(data: dict[str, Any], plot_file: str) -> str:
         lines += _every_candidate(moving)
     if matmuls:
         lines += _matmul_lines(matmuls)
+    fp8 = [c for c in cases if c["group"] == "fp8"]
+    if fp8:
+        lines += _fp8_lines(fp8, data.get("sections", {}).get("fp8"))
     lines += _notes(data)
     if any(c["group"] == "sweep" for c in cases):
         lines += [f"![bandwidth against size]({plot_file})", "",
@@ -289,12 +296,12 @@ def _mine(case: dict[str, Any]) -> dict[str, Any] | None:
     return _role(case, "tmagen")
 
 
-def _tally(matmuls: list[dict[str, Any]], second: Any, target: float) -> str:
-    """How many shapes met the per-shape target, were within noise of it and missed it, naming the
-    last two."""
+def _tally(matmuls: list[dict[str, Any]], second: Any, target: float, first: Any = _mine) -> str:
+    """How many shapes met the per-shape target (``first`` against ``second``), were within noise of
+    it and missed it, naming the last two."""
     verdicts: dict[str, list[str]] = {"met": [], "within noise": [], "**missed**": []}
     for case in matmuls:
-        mine, other = _mine(case), second(case)
+        mine, other = first(case), second(case)
         if mine is not None and other is not None:
             verdicts[judge(paired_ratios(mine, other), target)].append(_mnk(case))
     parts = [f"{len(verdicts['met'])} met"]
@@ -413,6 +420,133 @@ def _matmul_row(case: dict[str, Any]) -> str:
     kernel = "" if triton is None else "TMA" if "TMA" in triton["name"] else "pointer tiles"
     return (f"{head} {mine_cell} | {tf(cublas)} | {tf(triton)} | {vs(mine, cublas, MATMUL_FLOOR_OF_CUBLAS)} | "
             f"{vs(mine, triton, OF_BEST_PEER)} | {vs(triton, cublas, None)} | {kernel} |")
+
+
+# ----------------------------------------------------------------------------- fp8 (issue 21)
+def _named(name: str) -> Any:
+    """The case's candidate of that name, or None."""
+    def find(case: dict[str, Any]) -> dict[str, Any] | None:
+        return next((c for c in case["candidates"] if c["name"] == name), None)
+
+    return find
+
+
+_TENSOR, _ROW, _BLOCK = (_named(fp8_bench.TMAGEN_TENSOR), _named(fp8_bench.TMAGEN_ROW),
+                         _named(fp8_bench.TMAGEN_BLOCK))
+_LT_TENSOR, _LT_ROW, _TRITON8 = (_named(fp8_bench.CUBLAS_TENSOR), _named(fp8_bench.CUBLAS_ROW),
+                                 _named(fp8_bench.TRITON))
+
+
+def _block_target(case: dict[str, Any]) -> bool:
+    """Whether the block-scaled target applies: M, N and K all 4096 or more."""
+    return min(case["shape"]) >= fp8_bench.BLOCK_SCALED_MIN
+
+
+def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> list[str]:
+    """The fp8 section: the targets' verdicts, each class's geometric means, then every shape."""
+    where = ""
+    if about:
+        where = (f" Measured apart from the sections above: {about.get('gpu', '?')}, driver "
+                 f"{about.get('driver', '?')}, {about.get('date', '?')}.")
+    lines = ["", "## fp8 matmul", "",
+             "C = (A sa)(B sb)^T, A [M, K] and B [N, K] in float8_e4m3fn, both K-major (B passed as the `.t()` view "
+             "of its [N, K] tensor, the layout `torch._scaled_mm` takes), fp32 accumulation, bfloat16 out; the bf16 "
+             "section's shapes, sliced views 16 bytes wider than a row (K + 16 elements). Candidates on the same "
+             "tensors, interleaved: `tmagen.ops.matmul(a, b.t(), scale_a=, scale_b=, out=c)` with one scale per "
+             "tensor, one per row of A and of B, and (square shapes of 4096 and above) block scales of 1 x 128 on A "
+             "and 128 x 128 on B; cuBLASLt through `torch._scaled_mm` per tensor (use_fast_accum False, its "
+             "default) and row-wise; a persistent Triton fp8 matmul on TMA descriptors with per-tensor scales, "
+             "autotuned on the shape. Each was checked first against an fp32 product of the dequantized inputs: "
+             "|C - R| <= 2^-8 |R| + 2^-10 S per element, S = |A sa| |B sb|^T (bfloat16's rounding and a "
+             "14-bit tensor-core accumulator promoted every 128 of K; lab/fp8_bench.py says why)." + where
+             + _matmul_methods(cases), "",
+             f"Targets (issue 21; ratios in the same loop): per-tensor scales at a geometric mean of "
+             f"{FP8_GEOMEAN_OF_CUBLAS:.2f} or more of cuBLASLt's per-tensor speed over the shape set, no shape below "
+             f"{FP8_FLOOR_OF_CUBLAS:.2f}, ahead of Triton on every shape; block-scaled at {FP8_BLOCK_OF_TENSOR:.2f} "
+             "or more of tmagen's own per-tensor speed at 4096^3 and above. Judged as in the bf16 section.", ""]
+    timed = _pairs(cases, _TENSOR, _LT_TENSOR)
+    if timed:
+        lines.append(f"- Geometric mean of tmagen / cuBLASLt, per-tensor scales, over {len(timed)} shapes: "
+                     f"{_band(ratio_band(timed), FP8_GEOMEAN_OF_CUBLAS)}")
+    else:
+        lines.append("- No shape has both tmagen's and cuBLASLt's per-tensor figures.")
+    lines += [f"- Shapes at or above {FP8_FLOOR_OF_CUBLAS:.2f} of cuBLASLt (per-tensor): "
+              f"{_tally(cases, _LT_TENSOR, FP8_FLOOR_OF_CUBLAS, _TENSOR)}",
+              f"- Shapes ahead of Triton (per-tensor): {_tally(cases, _TRITON8, OF_BEST_PEER, _TENSOR)}",
+              f"- Block-scaled at or above {FP8_BLOCK_OF_TENSOR:.2f} of tmagen per-tensor, 4096^3 and above: "
+              f"{_tally([c for c in cases if _block_target(c)], _TENSOR, FP8_BLOCK_OF_TENSOR, _BLOCK)}"]
+    rows = _pairs(cases, _ROW, _LT_ROW)
+    if rows:
+        lines.append(f"- Per-row scales (no target), tmagen / cuBLASLt row-wise over {len(rows)} shapes: "
+                     f"{_band(ratio_band(rows))}")
+    refused = [_mnk(c) for c in cases if any(f["name"] == fp8_bench.CUBLAS_TENSOR and f["why"].startswith("refused")
+                                             for f in c["failed"])]
+    if refused:
+        lines.append(f"- Refused by `torch._scaled_mm` (K and N must be multiples of 16; nothing is padded): "
+                     f"{', '.join(refused)}")
+    untimed = [_mnk(c) for c in cases if _TENSOR(c) is None]
+    if untimed:
+        lines.append(f"- Without a tmagen per-tensor figure (see the notes): {', '.join(untimed)}")
+    lines += ["", "Each class's geometric means (lowest-highest), each over the shapes where both candidates have a "
+              "figure, per-tensor scales unless named:", "",
+              "| class | shapes | tmagen / cuBLASLt | lowest shape | tmagen / Triton | tmagen / cuBLASLt, per row | "
+              "Triton / cuBLASLt |", "|---|---|---|---|---|---|---|"]
+    classes = [c for c in [*MATMUL_CLASSES, "unclassified"] if any(matmul_class(m) == c for m in cases)]
+    for name in [*classes, "all"]:
+        here = [m for m in cases if name in ("all", matmul_class(m))]
+        count = sum(_TENSOR(m) is not None for m in here)
+        lines.append(f"| {name} | {len(here) if count == len(here) else f'{count} of {len(here)}'} | "
+                     f"{_fp8_class_cells(here)} |")
+    lines += ["", "Every shape: TFLOP/s (2MNK over the median time; \"refused\" where `torch._scaled_mm` refuses the "
+              "shape, \"failed\" where a check or a launch failed: see the notes), and per-repetition ratios as "
+              "their median (lowest-highest), judged against their targets.", "",
+              "| class | M | N | K | A, B row pitch | tmagen | tmagen per row | tmagen block | cuBLASLt | "
+              "cuBLASLt row-wise | Triton | tmagen / cuBLASLt | tmagen / Triton | per row / cuBLASLt row-wise | "
+              "block / tmagen |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [_fp8_row(case) for case in cases]
+    return lines
+
+
+def _fp8_class_cells(cases: list[dict[str, Any]]) -> str:
+    def band(first: Any, second: Any) -> str:
+        pairs = _pairs(cases, first, second)
+        return _band(ratio_band(pairs)) if pairs else "-"
+
+    ratios = [(statistics.median(paired_ratios(a, b)), case) for case in cases
+              for a, b in _pairs([case], _TENSOR, _LT_TENSOR)]
+    lowest = "-"
+    if ratios:
+        r, case = min(ratios, key=lambda x: x[0])
+        lowest = f"{r:.3f} at {_mnk(case)}"
+    return " | ".join([band(_TENSOR, _LT_TENSOR), lowest, band(_TENSOR, _TRITON8), band(_ROW, _LT_ROW),
+                       band(_TRITON8, _LT_TENSOR)])
+
+
+def _fp8_row(case: dict[str, Any]) -> str:
+    m, n, k = case["shape"]
+    ld = case.get("ld")
+    failed = {f["name"]: f["why"] for f in case["failed"]}
+
+    def tf(name: str) -> str:
+        c = _named(name)(case)
+        if c is not None:
+            return f"{c['tflops']:.1f}" if c["tflops"] < 10 else f"{c['tflops']:.0f}"
+        if name in failed:
+            return "refused" if failed[name].startswith("refused") else "failed"
+        return "-"
+
+    def vs(first: Any, second: Any, target: float | None) -> str:
+        a, b = first(case), second(case)
+        if a is None or b is None:
+            return "-"
+        r = paired_ratios(a, b)
+        return _ratio(r) + (f" {judge(r, target)}" if target is not None else "")
+
+    figures = " | ".join(tf(name) for name in fp8_bench.NAMES)
+    block = vs(_BLOCK, _TENSOR, FP8_BLOCK_OF_TENSOR if _block_target(case) else None)
+    return (f"| {matmul_class(case)} | {m} | {n} | {k} | {ld if ld else 'K'} | {figures} | "
+            f"{vs(_TENSOR, _LT_TENSOR, FP8_FLOOR_OF_CUBLAS)} | {vs(_TENSOR, _TRITON8, OF_BEST_PEER)} | "
+            f"{vs(_ROW, _LT_ROW, None)} | {block} |")
 
 
 def _notes(data: dict[str, Any]) -> list[str]:

@@ -257,6 +257,79 @@ def matmul_pointer(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.T
     return c
 
 
+# ----------------------------------------------------------------------------- matmul, fp8, TMA, persistent (issue 21)
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, GROUP_M): BLOCK_K 128 (one 128-byte line of fp8
+# along K, what a swizzled TMA box of e4m3 holds), the bf16 kernel's tiles from 64 x 128 to 128 x 256
+# and 256 x 128, with as many stages as shared memory holds at one byte an element; groups of 8 rows
+# of tiles, and of 16 for the large tiles.
+MATMUL_FP8_TILES = [(128, 256, 128, 8, 3, 8), (128, 256, 128, 8, 3, 16),
+                    (256, 128, 128, 8, 3, 8), (256, 128, 128, 8, 3, 16),
+                    (128, 128, 128, 4, 4, 8), (128, 128, 128, 4, 5, 8),
+                    (128, 128, 128, 8, 4, 8), (128, 128, 128, 8, 5, 8),
+                    (64, 256, 128, 4, 4, 8), (64, 128, 128, 4, 4, 8), (64, 128, 128, 4, 6, 8),
+                    (128, 64, 128, 4, 4, 8)]
+
+
+def matmul_fp8_configs() -> list[triton.Config]:
+    """The 12 configurations of MATMUL_FP8_TILES (all of which a Hopper SM holds: see
+    :func:`fitting_fp8_configs`)."""
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g}, num_warps=w, num_stages=s,
+                          pre_hook=_matmul_blocks)
+            for bm, bn, bk, w, s, g in MATMUL_FP8_TILES]
+
+
+def fitting_fp8_configs(configs: list[triton.Config], named_args: dict[str, Any],
+                        **kwargs: Any) -> list[triton.Config]:
+    """The configurations a Hopper SM holds for one-byte operands and a C of ``c_desc``'s element
+    size: at most 128 accumulator registers a thread, stages plus the output tile within shared
+    memory."""
+    out = named_args["c_desc"].base.element_size()
+    kept = []
+    for c in configs:
+        bm, bn, bk = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]
+        if bm * bn // (32 * c.num_warps) <= 128 and c.num_stages * (bm + bn) * bk + bm * bn * out <= MATMUL_SMEM_BYTES:
+            kept.append(c)
+    return kept
+
+
+@triton.autotune(configs=matmul_fp8_configs(), key=["M", "N", "K"], do_bench=_bench,
+                 prune_configs_by={"early_config_prune": fitting_fp8_configs})
+@triton.jit(do_not_specialize=["M", "N", "K"])
+def matmul_fp8_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
+    # the bf16 kernel's loop on fp8 tiles (tl.dot's own fp8 accumulation), the per-tensor scales
+    # applied to the fp32 accumulator before the cast
+    scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    epilogue_tile = tl.program_id(0) - NUM_SMS
+    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile_of(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(k_tiles):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+            acc = tl.dot(a, b.T, acc)
+        epilogue_tile += NUM_SMS
+        pid_m, pid_n = _tile_of(epilogue_tile, num_pid_m, num_pid_n, GROUP_M)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (acc * scale).to(c_desc.dtype))
+
+
+def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, c: torch.Tensor,
+               num_sms: int) -> torch.Tensor:
+    """``c`` = ``(a * scale_a) @ (b * scale_b).T`` for fp8 ``a`` [M, K] and ``b`` [N, K] (K-major, rows
+    16-byte multiples apart), one fp32 scale each, fp32 accumulation, ``c`` [M, N]."""
+    m, k = a.shape
+    n = b.shape[0]
+    a_desc = TensorDescriptor.from_tensor(a, [128, 128])  # placeholders: each configuration's pre_hook sets them
+    b_desc = TensorDescriptor.from_tensor(b, [128, 128])
+    c_desc = TensorDescriptor.from_tensor(c, [128, 128])
+    grid = lambda meta: (min(num_sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)  # noqa: E731
+    matmul_fp8_kernel[grid](a_desc, b_desc, c_desc, scale_a, scale_b, m, n, k, NUM_SMS=num_sms)
+    return c
+
+
 def chosen_config(kernel: Any) -> str:
     """The configuration the autotuner chose at its last call, as text (for the report)."""
     config = getattr(kernel, "best_config", None)

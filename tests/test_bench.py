@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from lab import bench_report, matmul_bench
+from lab import bench_report, fp8_bench, matmul_bench
 from tmagen import bench
 from tmagen.cli import main
 from tmagen.plan import load as load_plan
@@ -383,7 +383,7 @@ def test_suite_plan_covers_every_spec_shape_and_matmul() -> None:
     run = _run_module()
 
     specs = [load_plan(p).spec for p in sorted((REPO / "tmagen" / "ops_specs").glob("*.json"))]
-    cases = run.plan(specs, set(run.GROUPS))
+    cases = run.plan(specs, set(run.DEFAULT_GROUPS))
     transposes = [c for c in cases if c.group == "transpose"]
     assert {c.shape_kind for c in transposes} == {"square", "ragged", "odd strides"}
     assert len(transposes) == 3 * sum(s.kernel.kind == "transpose" for s in specs)
@@ -392,9 +392,16 @@ def test_suite_plan_covers_every_spec_shape_and_matmul() -> None:
     assert [(c.shape, c.shape_kind, c.ld) for c in cases if c.group == "matmul"] == [
         ([s.m, s.n, s.k], s.shape_class, s.ld) for s in shapes]
     assert [c.group for c in run.plan(specs, {"matmul"})] == ["matmul"] * len(shapes)
-    # the whole suite, autotuning included, fits one 10-minute GPU call with room for compiling the specs
+    # the whole suite by default, autotuning included, fits one 10-minute GPU call with room for compiling the
+    # specs; the fp8 section is measured apart (--only fp8 --merge) in under 4 minutes
     seconds, _ = run.estimate(cases, run.FULL)
     assert 0 < seconds < 400
+    fp8 = run.plan(specs, {"fp8"})
+    assert [(c.shape, c.shape_kind, c.ld, c.dtype) for c in fp8] == [
+        ([s.m, s.n, s.k], s.shape_class, s.ld, "float8_e4m3") for s in fp8_bench.fp8_shapes()]
+    seconds, _ = run.estimate(fp8, run.FULL)
+    assert 0 < seconds < 240
+    assert "fp8" in run.GROUPS and "fp8" not in run.DEFAULT_GROUPS
 
 
 def test_suite_estimate_runs_without_a_gpu(capsys) -> None:
@@ -425,7 +432,7 @@ def test_suite_plan_of_chosen_specs() -> None:
 
     specs = [load_plan(REPO / "tmagen" / "ops_specs" / "bench_copy_uint8.json").spec]
     cases = run.plan(specs, set(run.GROUPS))
-    assert [(c.group, c.shape_kind) for c in cases if c.group != "matmul"] == [
+    assert [(c.group, c.shape_kind) for c in cases if c.group not in ("matmul", "fp8")] == [
         ("copy", "full"), ("copy", "ragged"), ("copy", "odd strides")]  # no sweep spec among them
 
 

@@ -70,6 +70,29 @@ def test_autotuning_sets_are_what_the_budget_counts() -> None:
     assert min(c.kwargs["BLOCK_M"] for c in tp.matmul_pointer_kernel.configs) == 16
 
 
+def test_fp8_autotuning_set_is_what_the_budget_counts() -> None:
+    """The fp8 matmul's 12 configurations, BLOCK_K 128 each, all of which a Hopper SM holds with a
+    bfloat16 C (accumulator registers, shared memory); a float32 C drops the largest."""
+    _need_triton()
+    import types
+
+    from lab import fp8_bench
+    from lab import triton_peers as tp
+
+    def desc(size: int) -> types.SimpleNamespace:
+        return types.SimpleNamespace(base=types.SimpleNamespace(element_size=lambda: size))
+
+    configs = tp.matmul_fp8_configs()
+    kept = tp.fitting_fp8_configs(configs, {"c_desc": desc(2)})
+    assert len(configs) == len(kept) == len(tp.matmul_fp8_kernel.configs) == fp8_bench.TRITON_FP8_CONFIGS
+    assert {c.kwargs["BLOCK_K"] for c in kept} == {128}
+    assert {(128, 256), (256, 128), (128, 128), (64, 128)} <= {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in kept}
+    for c in kept:
+        bm, bn, bk = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]
+        assert bm * bn // (32 * c.num_warps) <= 128 and c.num_stages * (bm + bn) * bk + 2 * bm * bn <= 227 * 1024
+    assert 0 < len(tp.fitting_fp8_configs(configs, {"c_desc": desc(4)})) < len(kept)
+
+
 def test_tmagen_imports_without_torch_triton_or_cupy() -> None:
     """The peers import PyTorch, Triton and CuPy only when a benchmark calls them."""
     code = ("import sys\n"
