@@ -441,17 +441,25 @@ def _transpose_shape(rng: random.Random, box: list[int], es: int, unit: int, ali
 
 # ----------------------------------------------------------------------------- matmul
 def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run]]:
-    """bf16/fp16 in, bf16/fp16/fp32 out, K-major or MN-major B, every swizzle of the operands and of
+    """bf16/fp16 (or fp8, K-major, promoted or not, block-scaled or not) in, bf16/fp16/fp32 out,
+    K-major or MN-major B, every swizzle of the operands and of
     C, 1 to 3 consumer warpgroups, tiles, stages, raster groups and shared-memory offsets; checked
     at its own ragged M, N, K and at another, K below one tile among them. sm_90a only (wgmma)."""
-    dtype = rng.choice(["bfloat16", "float16"])
+    fp8 = _chance(rng, 0.3)
+    dtype = rng.choice(["float8_e4m3", "float8_e5m2"] if fp8 else ["bfloat16", "float16"])
+    b_dtype = rng.choice(["float8_e4m3", "float8_e5m2"]) if fp8 else dtype
     out = rng.choice(["bfloat16", "float16", "float32"])
-    b_major = rng.choice(["k", "mn"])
+    b_major = "k" if fp8 else rng.choice(["k", "mn"])  # wgmma reads fp8 K-major only
     consumers = _weighted(rng, {1: 3, 2: 4, 3: 1})
     bm = 64 * consumers * _weighted(rng, {1: 4, 2: 1})
     swizzle = _weighted(rng, {"128B": 6, "64B": 2, "32B": 2, "none": 1})
-    atom = (SPANS[swizzle] or 16) // 2  # elements of one box row: a span, or one 16-byte core-matrix column
-    bk = atom * rng.randint(1, max(1, 128 // atom)) if atom >= 16 else 16 * rng.randint(1, 4)
+    es = 1 if fp8 else 2
+    atom = (SPANS[swizzle] or 16) // es  # elements of one box row: a span, or one 16-byte core-matrix column
+    k_step = 32 if fp8 else 16  # the wgmma K
+    if atom >= k_step:
+        bk = atom * rng.randint(1, max(1, 128 // atom))
+    else:  # unswizzled fp8: 16-element boxes, two per instruction K
+        bk = k_step * rng.randint(1, 4)
     bn = 8 * rng.randint(1, 32) if b_major == "k" else atom * rng.randint(1, 256 // atom)
     a_rows = rng.choice([r for r in (64, 128, 192, 256) if bm % r == 0])
     k_rows = rng.choice([r for r in range(16, bk + 1, 16) if bk % r == 0])
@@ -461,13 +469,17 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
     c_cols = rng.choice([c for c in range(8, c_limit // c_es + 1, 8) if bn % c == 0] or [8])
     offset = (lambda: _smem_offset(rng)) if _chance(rng, 0.2) else (lambda: 0)
     a = {"name": "a", "dtype": dtype, "box": [a_rows, atom], "swizzle": {"mode": swizzle}, "smem_offset": offset()}
-    b = {"name": "b", "dtype": dtype, "box": [bn, atom] if b_major == "k" else [k_rows, atom],
+    b = {"name": "b", "dtype": b_dtype, "box": [bn, atom] if b_major == "k" else [k_rows, atom],
          "swizzle": {"mode": swizzle}, "smem_offset": offset()}
     c = {"name": "c", "dtype": out, "box": [64, c_cols], "swizzle": {"mode": c_swizzle}, "smem_offset": offset()}
     for t in (a, b, c):
         t["l2_promotion"] = rng.choice(["none", "64B", "128B", "256B"])
     kernel = {"kind": "matmul", "b_major": b_major, "tile": [bm, bn, bk], "consumers": consumers,
               "stages": rng.randint(2, 6), "raster_group": rng.choice([1, 2, 4, 8, 16])}
+    if fp8:  # promotion every stage or two, or never; block scales where a stage divides 128 of K
+        kernel["promote_every"] = rng.choice([0, bk, 2 * bk])
+        if 128 % bk == 0 and _chance(rng, 0.3):
+            kernel.update(promote_every=128, block_scales=True)
     mnk = [_matmul_sizes(rng, bm, bn, bk) for _ in range(2)]
     m, n, k = mnk[0]
     a["shape"], c["shape"] = [m, k], [m, n]
@@ -479,11 +491,11 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
 
 
 def _matmul_sizes(rng: random.Random, bm: int, bn: int, bk: int) -> tuple[int, int, int]:
-    """M anything; N and K multiples of 8 (rows of whole 16 bytes, as TMA needs), up to about three
-    tiles each, K sometimes below one tile."""
+    """M anything; N and K multiples of 16 (rows of whole 16 bytes, as TMA needs, for 1-byte
+    elements too), up to about three tiles each, K sometimes below one tile."""
     m = _extent(rng, bm)
-    n = _round_up(_extent(rng, bn), 8)
-    k = _round_up(_extent(rng, bk) if _chance(rng, 0.7) else rng.randint(1, bk), 8)
+    n = _round_up(_extent(rng, bn), 16)
+    k = _round_up(_extent(rng, bk) if _chance(rng, 0.7) else rng.randint(1, bk), 16)
     return m, n, k
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from tmagen import fp8
 from tmagen.dtypes import BY_DRIVER
 from tmagen.enums import Interleave, Swizzle
 from tmagen.rules import check_encode_tiled
@@ -155,9 +156,39 @@ def _floats(view: np.ndarray, dtype: int) -> np.ndarray:
     return bits.view({"float16": np.float16, "float32": np.float32}[name]).astype(np.float64)
 
 
-def _matmul(a: TensorMap, b: TensorMap, c: TensorMap, b_major: str) -> None:
-    """C = A B^T (B [N, K]) or A B (B [K, N]) in float64, rounded to C's type to nearest even."""
-    av, bv = _floats(_view(a), a.args["dtype"]), _floats(_view(b), b.args["dtype"])
+def _fp8_floats(view: np.ndarray, dtype: str) -> np.ndarray:
+    return fp8.decode(np.ascontiguousarray(view)[..., 0], dtype).astype(np.float64)
+
+
+def _scales(ptr: int | None, kind: int, ld: int, rows: int, k_blocks: int) -> np.ndarray | None:
+    """The fp32 scales a matmul's epilogue points to: 1 value, ``rows`` values or [rows, k_blocks] blocks."""
+    if not ptr:
+        return None
+    flat = MEMORY[ptr].view(np.float32)
+    if kind == 2:
+        return np.stack([flat[r * ld: r * ld + k_blocks] for r in range(rows)]).astype(np.float64)
+    return flat[: rows if kind == 1 else 1].astype(np.float64)
+
+
+def _matmul(a: TensorMap, b: TensorMap, c: TensorMap, b_major: str, types: tuple[str, str] | None = None,
+            epilogue: Any = None) -> None:
+    """C = A B^T (B [N, K]) or A B (B [K, N]) in float64, rounded to C's type to nearest even. fp8
+    (``types``): the operands decoded, scaled as ``epilogue`` says (per tensor, row or block)."""
+    if types is None:
+        av, bv = _floats(_view(a), a.args["dtype"]), _floats(_view(b), b.args["dtype"])
+    else:
+        av, bv = _fp8_floats(_view(a), types[0]), _fp8_floats(_view(b), types[1])
+    if epilogue is not None and (epilogue.scale_a or epilogue.scale_b):
+        (m, k), n = av.shape, bv.shape[0]
+        kb = -(-k // 128)
+        sa = _scales(epilogue.scale_a, epilogue.scale_a_kind, epilogue.scale_a_ld, m, kb)
+        sb = _scales(epilogue.scale_b, epilogue.scale_b_kind, epilogue.scale_b_ld, -(-n // 128)
+                     if epilogue.scale_b_kind == 2 else n, kb)
+        if sa is not None:
+            av = av * (np.repeat(sa, 128, axis=1)[:, :k] if sa.ndim == 2 else sa.reshape(-1, 1))
+        if sb is not None:
+            bv = bv * (np.repeat(np.repeat(sb, 128, axis=0)[:n], 128, axis=1)[:, :k] if sb.ndim == 2
+                       else sb.reshape(-1, 1))
     product = av @ (bv.T if b_major == "k" else bv)
     out = _view(c)
     name = BY_DRIVER[c.args["dtype"]].name
@@ -178,7 +209,8 @@ class Kernel:
             _copy(params[0], params[1])
         elif "_matmul" in self.symbol:  # any kernel of the family: the product is the same
             family = self.symbol[:self.symbol.rindex("_matmul") + len("_matmul")]
-            _matmul(params[0], params[1], params[2], Module.b_major[family])
+            _matmul(params[0], params[1], params[2], Module.b_major[family], Module.fp8_types.get(family),
+                    params[6] if len(params) > 6 else None)
         elif self.symbol.endswith("_transpose"):
             _transpose(params[0], params[1])
         else:  # the coordinates come innermost first, as the kernel takes them
@@ -191,6 +223,7 @@ class Module:
 
     smem_offsets: dict[str, int] = {}  # inspect kernel symbol -> its map's smem_offset
     b_major: dict[str, str] = {}  # matmul kernel symbol -> its B's major-ness
+    fp8_types: dict[str, tuple[str, str]] = {}  # fp8 matmul kernel symbol -> A's and B's types (maps say uint8)
 
     def __init__(self, cubin: bytes) -> None:
         pass

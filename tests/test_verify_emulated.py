@@ -48,6 +48,8 @@ def _run(cases, device, tmp_path: Path) -> list[dict]:
                                         for c in cases if c.kind == "inspect" for t in c.spec["tensors"]}
     emulated_gpu.Module.b_major = {f"{c.name}_matmul": c.spec["kernel"].get("b_major", "k")
                                    for c in cases if c.kind == "matmul"}
+    emulated_gpu.Module.fp8_types = {f"{c.name}_matmul": (c.spec["tensors"][0]["dtype"], c.spec["tensors"][1]["dtype"])
+                                     for c in cases if c.kind == "matmul" and "float8" in c.spec["tensors"][0]["dtype"]}
     job = {"job": "emulated", "cases": [{"name": c.name, "spec": c.spec, "runs": list(c.runs),
                                          "data_seed": data_seed(c), "cubin": str(cubin)} for c in cases]}
     records: list[dict] = []

@@ -198,7 +198,8 @@ def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 
     torch._scaled_mm's layout: see `tmagen.ops_matmul_fp8`.
     """
     t = _TORCH
-    if is_fp8(a) or is_fp8(b) or scale_a is not None or scale_b is not None:
+    if scale_a is not None or scale_b is not None or (a.dtype in _FP8_TORCH if t is not None and isinstance(
+            a, t.Tensor) else is_fp8(a)):
         if t is not None and isinstance(a, t.Tensor) and out is None and t.compiler.is_compiling():
             return t.ops.tmagen.scaled_matmul(a, b, scale_a, scale_b, bias, c, float(alpha), float(beta),
                                               _torch_dtype(out_dtype))
@@ -561,6 +562,7 @@ def _float32(x: Any) -> Any:
 
 # ----------------------------------------------------------------------------- PyTorch
 _TORCH: Any = None
+_FP8_TORCH: frozenset = frozenset()  # PyTorch's fp8 dtypes (a set lookup: the bf16 path's host time counts)
 _STREAM: Any = None  # PyTorch's current stream of a device, as an integer
 
 
@@ -587,9 +589,10 @@ def register_torch_op() -> None:
     """Registers ``torch.ops.tmagen.matmul`` (`tmagen.torch_ops` calls this once): the eager path as
     a custom operator, its fake implementation (shapes and dtype for torch.compile) and its autograd
     formula."""
-    global _TORCH, _STREAM
+    global _TORCH, _STREAM, _FP8_TORCH
     import torch
 
+    _FP8_TORCH = frozenset(getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name))
     op = torch.library.custom_op(
         "tmagen::matmul", _torch_eager, mutates_args=(), device_types="cuda",
         schema="(Tensor a, Tensor b, Tensor? bias, Tensor? c, float alpha, float beta, ScalarType? out_dtype) "

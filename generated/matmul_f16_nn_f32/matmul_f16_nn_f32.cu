@@ -423,10 +423,11 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
                                           ldc_in ? ldc_in : static_cast<int64_t>(N),
                                           bias_along ? static_cast<const float*>(bias) : nullptr, bias_along, 0,
                                           scale_a, scale_b, scale_a_ld, scale_b_ld, scale_a_kind, scale_b_kind};
-  epilogue.plain = alpha == 1.0f && epilogue.c_in == nullptr && epilogue.bias == nullptr && scale_a == nullptr &&
-                   scale_b == nullptr;
+  epilogue.plain = epilogue.c_in == nullptr && epilogue.bias == nullptr && !(scale_a != nullptr && scale_a_kind == 1) &&
+                   !(scale_b != nullptr && scale_b_kind == 1);
   const int64_t c_strides[2] = {ldc ? ldc : static_cast<int64_t>(N), 1};
-  if (K == 0 && epilogue.plain) {  // an empty sum: TMA cannot describe an extent of 0
+  if (K == 0 && epilogue.plain && alpha == 1.0f && scale_a == nullptr && scale_b == nullptr) {
+    // an empty sum, unscaled: TMA cannot describe an extent of 0
     const size_t row_bytes = N * 4, pitch = static_cast<size_t>(c_strides[0]) * 4;
     const cudaError_t err = cudaMemset2DAsync(c, pitch, 0, row_bytes, M, static_cast<cudaStream_t>(stream));
     if (err != cudaSuccess) return fail(matmul_f16_nn_f32_launch_failed, "matmul: clearing C failed: %s", cudaGetErrorString(err));
@@ -436,7 +437,7 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
   uint32_t sms = 1;
   matmul_f16_nn_f32_status status = current_sms(&device, &sms);
   if (status != matmul_f16_nn_f32_ok) return status;
-  // K = 0 with an epilogue: the kernel still runs (C = beta C_in + bias) and loads nothing, over
+  // K = 0 with an epilogue: the kernel still runs (C = alpha 0 + beta C_in + bias) and loads nothing, over
   // maps of one column (TMA cannot describe an extent of 0).
   const uint64_t k_extent = K ? K : 1;
   const uint64_t a_shape[2] = {M, k_extent};

@@ -42,7 +42,7 @@ struct matmul_epilogue {
   int64_t ldc_in;
   const float* bias;  // null, or N values added to each row (bias_along 1), or M values, one per row (2)
   uint32_t bias_along;
-  uint32_t plain;  // 1: alpha 1, no C_in, no bias, no scales: the epilogue converts the accumulators alone
+  uint32_t plain;  // 1: no C_in, no bias, no scales per row or column: the epilogue scales the accumulators alone
   // Scales (fp32, null: 1). Kind 0: one value for the tensor; 1: one per row of A (sa, M values) or
   // per column of C (sb, N values); 2: blocks, scale_a [M, ceil(K / 128)] and scale_b
   // [ceil(N / 128), ceil(K / 128)], ld floats per row, applied as the sums are promoted (block_scales specs).
@@ -308,7 +308,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
             const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
             float v0 = acc[mb][i], v1 = acc[mb][i + 1];
-            if (!epilogue.plain) {
+            if (epilogue.plain) {  // alpha and the scales of the tensors (1 * x is x: exact)
+              v0 *= alpha, v1 *= alpha;
+            } else {
               const uint32_t m = row0 + 64 * mb + 8 * half, n = tile.n * BN + piece * c_cols + col;
               v0 = epilogue_value(epilogue, alpha, v0, m, n, M, N);
               v1 = epilogue_value(epilogue, alpha, v1, m, n + 1, M, N);

@@ -174,9 +174,11 @@ class MatmulLauncher:
                 setattr(epilogue, f"scale_{name}", scale.ptr)
                 setattr(epilogue, f"scale_{name}_kind", kind)
                 setattr(epilogue, f"scale_{name}_ld", scale.strides[0] if kind == 2 else 0)
-        epilogue.plain = int(alpha == 1.0 and c_in is None and bias is None and scale_a is None and scale_b is None)
+        per_row = any(getattr(epilogue, f"scale_{x}_kind") == 1 for x in "ab")
+        epilogue.plain = int(c_in is None and bias is None and not per_row)  # the kernel multiplies by alpha alone
         out_map = MapBinding("c", out.ptr, (m, n), tuple(out.strides))
-        if k == 0 and epilogue.plain:  # an empty sum: TMA cannot describe an extent of 0
+        if k == 0 and epilogue.plain and alpha == 1.0 and scale_a is None and scale_b is None:
+            # an empty sum, unscaled: TMA cannot describe an extent of 0
             return Call((out_map,), clear_output=True)
         picked = family.choose(m, n, k, multiprocessors) if choice is None else Choice(*choice)
         split = MatmulSplit(None, None, picked.splits, picked.split_from)
