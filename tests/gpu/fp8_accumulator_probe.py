@@ -8,6 +8,9 @@ Three ways of adding them (`MODES`):
     carried          the big product in one wgmma, the small one in the next, which accumulates onto the
                      first's result (d = 2^X carried in the accumulator registers)
     registers        d loaded with 2^X from memory, one wgmma adds the small product
+    passthrough      d loaded with 2^X +- 2^(X-e) itself (where float32 holds it: e <= 23 for +, 24 for -),
+                     one wgmma adds zero products: does the instruction keep what d held? (SageAttention2
+                     reports the fp8 instruction cuts d to 13 fraction bits even so)
 
 for e = 1 .. 32 (rows 0-31 add +2^(X-e), rows 32-63 subtract it: truncation and rounding differ
 there), fp8 operands (m64n16k32, every pairing of e4m3 and e5m2) and, as controls, bfloat16 and
@@ -35,7 +38,7 @@ from wgmma_probe import fp8_bits
 
 ROWS = 64
 E_MAX = 32  # e = 1 .. 32 on rows 0-31 (+) and 32-63 (-)
-MODES = ("one_instruction", "carried", "registers")
+MODES = ("one_instruction", "carried", "registers", "passthrough")
 SIGNS = ("+", "-")
 # normal exponents of each type (no subnormal factor), its K per instruction and its wgmma name
 NORMAL_EXPONENTS = {"float8_e4m3": (-6, 8), "float8_e5m2": (-14, 15), "bfloat16": (-126, 127), "float16": (-14, 15)}
@@ -200,12 +203,17 @@ def layout(c: Case, mode: str) -> Layout:
             small_slot += k  # in the second instruction
         a0 = x - b0
         assert a_lo <= a0 <= a_hi, (c, x, b0)
-        if mode != "registers":
+        if mode not in ("registers", "passthrough"):
             b[col, big_slot] = 2.0 ** b0
-        b[col, small_slot] = 2.0 ** b1
+        if mode != "passthrough":
+            b[col, small_slot] = 2.0 ** b1
         for row in range(ROWS):
             ee, s = row % E_MAX + 1, 1 if row < E_MAX else -1
             e[row, col], sign[row, col], big[row, col] = ee, s, 2.0 ** x
+            if mode == "passthrough":  # no products: d_in is the sum, where float32 holds it exactly
+                valid[row, col] = ee <= (23 if s > 0 else 24)
+                d_in[row, col] = (2.0 ** x + s * 2.0 ** (x - ee)) if valid[row, col] else 0.0
+                continue
             a1 = x - ee - b1
             if not a_lo <= a1 <= a_hi:
                 continue
@@ -272,8 +280,9 @@ def run(c: Case, mode: str, kernel, device, map_args) -> np.ndarray:
             runtime.Buffer.from_array(lay.d_in.astype(np.float32)) as din, \
             runtime.Buffer(ROWS * c.n * 4) as out:
         out.fill(0xA5)
+        accumulate_first = int(mode in ("registers", "passthrough"))
         params = [encode(map_args("a", da.ptr, lay.a.shape)), encode(map_args("b", db.ptr, lay.b.shape)),
-                  ctypes.c_uint64(din.ptr), ctypes.c_uint64(out.ptr), ctypes.c_uint32(int(mode == "registers"))]
+                  ctypes.c_uint64(din.ptr), ctypes.c_uint64(out.ptr), ctypes.c_uint32(accumulate_first)]
         kernel.launch(1, 128, params)
         device.synchronize()
         return out.download(np.float32, (ROWS, c.n))

@@ -4,7 +4,7 @@ instruction, carried from one instruction to the next, and onto registers loaded
 
 Writes TMAGEN_REPORT_DIR/fp8_accumulator.json (copied by hand to tests/data/hw_h200/, from which
 `python -m lab.fp8_accumulator` writes docs/fp8-accumulator.md) and figures.json's entry. One nvcc
-run (12 kernels), 18 launches.
+run (12 kernels), 24 launches.
 """
 
 from __future__ import annotations
