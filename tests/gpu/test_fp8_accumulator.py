@@ -1,6 +1,7 @@
 """The tensor core's accumulator precision, measured (tests/gpu/fp8_accumulator_probe.py says how):
 fp8 wgmma (every pairing of e4m3 and e5m2) against bfloat16 and float16 as controls, within one
-instruction, carried from one instruction to the next, and onto registers loaded from memory.
+instruction, carried from one instruction to the next, onto registers loaded from memory, and through
+an instruction of zero products.
 
 Writes TMAGEN_REPORT_DIR/fp8_accumulator.json (copied by hand to tests/data/hw_h200/, from which
 `python -m lab.fp8_accumulator` writes docs/fp8-accumulator.md) and figures.json's entry. One nvcc
