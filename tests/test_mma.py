@@ -4,12 +4,14 @@ GPU's verdict on it replayed, and the matmul kernel kind's spec checks and plan.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tmagen import mma
@@ -121,6 +123,105 @@ def test_generated_descriptors_agree_with_the_model_on_the_host(tmp_path: Path) 
     got = [int(x) for x in subprocess.run([str(tmp_path / "desc")], capture_output=True, text=True,
                                           check=True).stdout.split()]
     assert len(expected) > 500 and got == expected
+
+
+
+# --- fp8 operands (the fp8 half of the GPU probe, and its replay) --------------------------------
+def test_fp8_bytes_of_the_probe_are_the_ocp_encodings() -> None:
+    """The probe's fp8 writer: known bytes of both types (OCP 8-bit floating point; e4m3 is PyTorch's
+    float8_e4m3fn), every finite byte round-trips, and a value the type cannot hold is refused."""
+    known = {"float8_e4m3": {1.0: 0x38, -2.0: 0xC0, 0.5: 0x30, 448.0: 0x7E, 2.0 ** -6: 0x08, 2.0 ** -9: 0x01,
+                             1.125: 0x39},
+             "float8_e5m2": {1.0: 0x3C, -2.0: 0xC0, 0.5: 0x38, 57344.0: 0x7B, 2.0 ** -14: 0x04, 2.0 ** -16: 0x01,
+                             1.25: 0x3D}}
+    for dtype, table in known.items():
+        values = np.array(list(table))
+        assert wgmma_probe.fp8_bits(values, dtype).tolist() == list(table.values()), dtype
+        finite = [b for b in range(256) if (b & 0x7F) <= (0x7E if dtype == "float8_e4m3" else 0x7B)]
+        back = wgmma_probe.fp8_values(np.array(finite), dtype)
+        assert wgmma_probe.fp8_bits(back, dtype).tolist() == finite, dtype
+        assert (wgmma_probe.fp8_values(wgmma_probe.fp8_bits(wgmma_probe.FP8_VALUES, dtype), dtype)
+                == wgmma_probe.FP8_VALUES).all()
+    for dtype, bad in (("float8_e4m3", 1.0625), ("float8_e4m3", 480.0), ("float8_e5m2", 1.125)):
+        with pytest.raises(ValueError):
+            wgmma_probe.fp8_bits(np.array([bad]), dtype)
+
+
+def test_fp8_probe_covers_every_swizzle_type_pair_and_offset_over_several_boxes() -> None:
+    combos = wgmma_probe.fp8_combos()
+    assert len(combos) == 128 and len({c.name for c in combos}) == 128
+    assert {(c.a_dtype, c.b_dtype) for c in combos} == set(itertools.product(wgmma_probe.FP8_DTYPES, repeat=2))
+    for c in combos:
+        plan = resolve(parse_spec(wgmma_probe.fp8_spec_for(c)))
+        assert plan.wgmma is not None and plan.wgmma.k == 32
+        for role in ("a", "b"):
+            tile = plan.map(role).operand
+            assert tile is not None and tile.major == "k" and tile.elem_bytes == 1
+            assert wgmma_probe.FP8_K // tile.k_per_box >= 2, c  # the K steps cross boxes
+
+
+def test_fp8_probe_sums_stay_exact_in_a_short_accumulator() -> None:
+    """The probe's inputs keep every running sum (per 32 of K, as wgmma adds them) within 12 significant
+    bits, so the descriptor probe's verdict does not hang on the fp8 accumulator's width."""
+    rng = np.random.default_rng(20261124)
+    for _ in range(8):
+        a = rng.choice(wgmma_probe.FP8_VALUES, size=(wgmma_probe.M, wgmma_probe.FP8_K))
+        b = rng.choice(wgmma_probe.FP8_VALUES, size=(wgmma_probe.N, wgmma_probe.FP8_K))
+        partial = np.cumsum((a[:, None, :] * b[None, :, :]).reshape(wgmma_probe.M, wgmma_probe.N, -1, 32).sum(-1), -1)
+        assert np.abs(partial).max() * 4 < 2 ** 12
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ to compile the header for the host")
+def test_generated_fp8_descriptors_agree_with_the_model_on_the_host(tmp_path: Path) -> None:
+    """The fp8 probe's headers' wgmma::offset and encode, as plain C++, equal tmagen.mma (one byte per
+    element: K steps of 32 elements, across boxes)."""
+    combos = [c for c in wgmma_probe.fp8_combos() if c.a_dtype == c.b_dtype == "float8_e4m3"]
+    program, expected = ["#include <cstdio>"], []
+    points = [(0, 0), (0, 32), (8, 96), (64, 128), (0, 224)]
+    for c in combos:
+        spec = parse_spec(wgmma_probe.fp8_spec_for(c))
+        (tmp_path / f"{c.name}.cuh").write_text(render(resolve(spec), f"{c.name}.json")[f"{c.name}.cuh"])
+        program.append(f'#include "{c.name}.cuh"')
+    program.append("int main() {")
+    for c in combos:
+        maps = {m.role: m for m in resolve(parse_spec(wgmma_probe.fp8_spec_for(c))).maps}
+        for role in ("a", "b"):
+            tile = maps[role].operand
+            assert tile is not None
+            for mn, k in points:
+                if mn >= tile.mn:
+                    continue
+                address = 16384 + c.smem_offset
+                program.append(f'  std::printf("%llu\\n", (unsigned long long){c.name}::{role}_box::wgmma::encode('
+                               f'{address}u + {c.name}::{role}_box::wgmma::offset({mn}, {k})));')
+                expected.append(tile.wgmma_descriptor(address, mn, k))
+    program += ["  return 0;", "}"]
+    (tmp_path / "main.cpp").write_text("\n".join(program) + "\n")
+    subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(tmp_path / "desc"), str(tmp_path / "main.cpp")],
+                   check=True, cwd=tmp_path)
+    got = [int(x) for x in subprocess.run([str(tmp_path / "desc")], capture_output=True, text=True,
+                                          check=True).stdout.split()]
+    assert len(expected) > 200 and got == expected
+
+
+FP8_RECORD = HW_DATA / "wgmma_descriptors_fp8.json"
+
+
+@pytest.mark.skipif(not FP8_RECORD.exists(), reason="no H200 run of the fp8 descriptor probe committed yet "
+                    "(tests/gpu/test_wgmma_descriptors.py writes it under TMAGEN_REPORT_DIR)")
+def test_the_gpu_verdict_on_fp8_descriptors_is_replayed() -> None:
+    """Every fp8 combination the H200 ran: tmagen's LBO/SBO then are tmagen's now, and the descriptors
+    tmagen writes (base offset 0) gave the exact product in each."""
+    rows = json.loads(FP8_RECORD.read_text())["rows"]
+    assert len(rows) == 128
+    assert {(r["swizzle"], r["a_dtype"], r["b_dtype"], r["smem_offset"]) for r in rows} == \
+        {(c.swizzle, c.a_dtype, c.b_dtype, c.smem_offset) for c in wgmma_probe.fp8_combos()}
+    for r in rows:
+        combo = wgmma_probe.Fp8Combo(r["swizzle"], r["a_dtype"], r["b_dtype"], r["smem_offset"])
+        maps = {m.role: m.operand for m in resolve(parse_spec(wgmma_probe.fp8_spec_for(combo))).maps}
+        for role in ("a", "b"):
+            assert (maps[role].lbo, maps[role].sbo) == (r["lbo"][role], r["sbo"][role]), (combo, role)
+        assert r["base_offset_0"], combo
 
 
 # --- the matmul kernel kind --------------------------------------------------------------------

@@ -7,6 +7,10 @@ and sum exact in fp32, so the comparison is bit for bit: a wrong descriptor cann
 K = 128 makes every K-major operand cross at least one box along K and every MN-major one cross
 8-row groups; N = 128 makes MN-major B span several atoms along N (LBO), and A MN-major with a
 32B or 64B swizzle several atoms along M.
+
+The fp8 probe (`Fp8Combo`) is the same with K-major e4m3 or e5m2 A and B (wgmma has no transpose
+for 8-bit operands), m64n128k32 steps over K = 256: two 128B boxes along K, up to sixteen
+unswizzled ones. Halves in [-4, 4] are exact in both fp8 types (`fp8_bits` writes their bytes).
 """
 
 from __future__ import annotations
@@ -71,9 +75,15 @@ def _coords(major: str) -> str:
 
 
 def kernel_source(c: Combo) -> str:
-    ta, tb = int(c.a_major == "mn"), int(c.b_major == "mn")
+    return _kernel_source(c.name, c.a_major, c.b_major, K, 16, "mma_m64n128k16")
+
+
+def _kernel_source(name: str, a_major: str, b_major: str, k: int, k_step: int, mma: str) -> str:
+    """One probe kernel: TMA loads all of A (64 x k) and B (128 x k), then k / k_step wgmma steps of
+    ``mma`` (the header's m64n128kK wrapper) read them through the header's descriptors."""
+    ta, tb = int(a_major == "mn"), int(b_major == "mn")
     loads = []
-    for operand, major in (("A", c.a_major), ("B", c.b_major)):
+    for operand, major in (("A", a_major), ("B", b_major)):
         loads.append(f"""
     {{
       using W = {operand}::wgmma;
@@ -83,13 +93,13 @@ def kernel_source(c: Combo) -> str:
                           &{operand.lower()}_map, &loaded, {_coords(major)});
     }}""")
     return f"""
-extern "C" __global__ void __launch_bounds__(128, 1) probe_{c.name}(
+extern "C" __global__ void __launch_bounds__(128, 1) probe_{name}(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map, float* out,
     uint32_t base_mode) {{
-  namespace g = {c.name};
+  namespace g = {name};
   using A = g::a_box;
   using B = g::b_box;
-  constexpr uint32_t K = {K};
+  constexpr uint32_t K = {k};
   constexpr uint32_t a_boxes = A::wgmma::mn_boxes * (K / A::wgmma::k_per_box);
   constexpr uint32_t b_boxes = B::wgmma::mn_boxes * (K / B::wgmma::k_per_box);
   extern __shared__ uint8_t smem_raw[];
@@ -110,13 +120,13 @@ extern "C" __global__ void __launch_bounds__(128, 1) probe_{c.name}(
   g::wgmma::fence_operands(d);
   g::wgmma::fence();
 #pragma unroll
-  for (uint32_t kk = 0; kk < K / 16; ++kk) {{
-    uint64_t da = A::wgmma::descriptor(a_tile, 0, 16 * kk), db = B::wgmma::descriptor(b_tile, 0, 16 * kk);
+  for (uint32_t kk = 0; kk < K / {k_step}; ++kk) {{
+    uint64_t da = A::wgmma::descriptor(a_tile, 0, {k_step} * kk), db = B::wgmma::descriptor(b_tile, 0, {k_step} * kk);
     if (base_mode == 1) {{
       da = (da & ~(uint64_t(7) << 49)) | uint64_t(((da & 0x3FFFu) << 4 >> 7) % (A::period / 128)) << 49;
       db = (db & ~(uint64_t(7) << 49)) | uint64_t(((db & 0x3FFFu) << 4 >> 7) % (B::period / 128)) << 49;
     }}
-    g::wgmma::mma_m64n128k16<{ta}, {tb}>(d, da, db, kk > 0 ? 1u : 0u);
+    g::wgmma::{mma}<{ta}, {tb}>(d, da, db, kk > 0 ? 1u : 0u);
   }}
   g::wgmma::commit_group();
   g::wgmma::wait_group<0>();
@@ -174,4 +184,119 @@ def run(combo: Combo, spec, kernel, device, rng: np.random.Generator, base_mode:
     return bad == 0, bad
 
 
-__all__ = ["Combo", "combos", "spec_for", "batch_source", "smem_bytes", "run", "BASE_MODES"]
+
+# --- fp8 operands (wgmma m64n128k32, K-major A and B only) -----------------------------------------
+FP8_K = 256  # every swizzle's boxes repeat along K: 128B 2 boxes, 64B 4, 32B 8, none 16
+FP8_DTYPES = ("float8_e4m3", "float8_e5m2")
+FP8_PAIRS = (("float8_e4m3", "float8_e4m3"), ("float8_e4m3", "float8_e5m2"), ("float8_e5m2", "float8_e5m2"),
+             ("float8_e5m2", "float8_e4m3"))
+# Halves in [-4, 4]: exact in e4m3 (3 mantissa bits) and e5m2 (2); products are quarters up to 16, and
+# a row's running sums over K = 256 stay below 2^10 quarters, so even an accumulator of 12 bits keeps
+# them exactly (the descriptor, not the accumulator, is under test; fp8_accumulator_probe measures that).
+FP8_VALUES = np.arange(-8, 9) / 2
+
+
+@dataclass(frozen=True)
+class Fp8Combo:
+    swizzle: str
+    a_dtype: str
+    b_dtype: str
+    smem_offset: int
+
+    @property
+    def name(self) -> str:
+        short = {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
+        return f"wgmma8_{self.swizzle.lower()}_{short[self.a_dtype]}_{short[self.b_dtype]}_o{self.smem_offset}"
+
+
+def fp8_combos() -> list[Fp8Combo]:
+    return [Fp8Combo(s, a, b, o) for s, (a, b), o in itertools.product(SWIZZLES, FP8_PAIRS, OFFSETS)]
+
+
+def fp8_spec_for(c: Fp8Combo) -> dict:
+    atom = {"none": 16, "32B": 32, "64B": 64, "128B": 128}[c.swizzle]  # one byte per element
+
+    def operand(name: str, dtype: str, mn: int) -> dict:
+        return {"name": name, "dtype": dtype, "shape": [mn, FP8_K], "box": [mn, atom], "swizzle": {"mode": c.swizzle},
+                "smem_offset": c.smem_offset, "mma": {"operand": name, "major": "k", "mn_boxes": 1}}
+
+    return {"name": c.name, "tensors": [operand("a", c.a_dtype, M), operand("b", c.b_dtype, N)],
+            "kernel": {"kind": "inspect"}}
+
+
+def fp8_kernel_source(c: Fp8Combo) -> str:
+    return _kernel_source(c.name, "k", "k", FP8_K, 32, "mma_m64n128k32")
+
+
+def fp8_batch_source(batch: list[Fp8Combo]) -> str:
+    includes = "".join(f'#include "{c.name}.cuh"\n' for c in batch)
+    return includes + "".join(fp8_kernel_source(c) for c in batch)
+
+
+def fp8_smem_bytes(tiles: dict) -> int:
+    return sum(t.stride * t.mn_boxes * (FP8_K // t.k_per_box) for t in tiles.values()) + 1024
+
+
+_FP8_FORMAT = {"float8_e4m3": (3, 7, 448.0), "float8_e5m2": (2, 15, 57344.0)}  # mantissa bits, bias, largest
+
+
+def fp8_bits(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Values as OCP fp8 bytes (e4m3: PyTorch's float8_e4m3fn; e5m2), subnormals included. Every value
+    must be exact in the type: a probe's inputs are chosen so, and a value that is not raises."""
+    mbits, bias, largest = _FP8_FORMAT[dtype]
+    flat = np.asarray(values, dtype=np.float64).ravel()
+    out = np.empty(flat.size, dtype=np.uint8)
+    for i, v in enumerate(flat):
+        sign = 0x80 if np.signbit(v) else 0
+        a = abs(float(v))
+        if a == 0:
+            out[i] = sign
+            continue
+        if not a <= largest:
+            raise ValueError(f"{v} is out of {dtype}'s range (largest {largest})")
+        mant, exp = np.frexp(a)  # a = mant * 2^exp, 0.5 <= mant < 1
+        e = int(exp) - 1  # a = (2 mant) * 2^e
+        if e < 1 - bias:  # subnormal: a = m * 2^(1 - bias - mbits)
+            m, biased = a / 2.0 ** (1 - bias - mbits), 0
+        else:
+            m, biased = (2 * float(mant) - 1) * 2 ** mbits, e + bias
+        if m != int(m) or m >= 2 ** mbits:
+            raise ValueError(f"{v} is not exact in {dtype}")
+        out[i] = sign | biased << mbits | int(m)
+    return out.reshape(np.shape(values))
+
+
+def fp8_values(bits: np.ndarray, dtype: str) -> np.ndarray:
+    """The inverse of fp8_bits (finite values only)."""
+    mbits, bias, _ = _FP8_FORMAT[dtype]
+    b = np.asarray(bits, dtype=np.int64)
+    biased, m = (b >> mbits) & (0x7F >> mbits), b & ((1 << mbits) - 1)
+    mag = np.where(biased == 0, m * 2.0 ** (1 - bias - mbits), (1 + m / 2 ** mbits) * 2.0 ** (biased - bias))
+    return np.where(b & 0x80, -mag, mag)
+
+
+def fp8_run(combo: Fp8Combo, spec, kernel, device, rng: np.random.Generator, base_mode: int) -> tuple[bool, int]:
+    """Runs the fp8 probe once; (exact match, mismatching elements)."""
+    from tmagen import runtime
+    from tmagen.launch import array_args, encode
+    from tmagen.plan import resolve
+
+    a = rng.choice(FP8_VALUES, size=(M, FP8_K))
+    b = rng.choice(FP8_VALUES, size=(N, FP8_K))
+    maps = {m.role: m for m in resolve(spec).maps}
+    expected = (a @ b.T).astype(np.float32)
+    with runtime.Buffer.from_array(fp8_bits(a, combo.a_dtype)) as da, \
+            runtime.Buffer.from_array(fp8_bits(b, combo.b_dtype)) as db, \
+            runtime.Buffer(M * N * 4) as out:
+        out.fill(0xA5)
+        params = [encode(array_args(maps["a"], da.ptr, a.shape)), encode(array_args(maps["b"], db.ptr, b.shape)),
+                  ctypes.c_uint64(out.ptr), ctypes.c_uint32(base_mode)]
+        kernel.launch(1, 128, params)
+        device.synchronize()
+        got = out.download(np.float32, (M, N))
+    bad = int(np.count_nonzero(got != expected))
+    return bad == 0, bad
+
+
+__all__ = ["Combo", "combos", "spec_for", "batch_source", "smem_bytes", "run", "BASE_MODES", "Fp8Combo", "fp8_combos",
+           "fp8_spec_for", "fp8_batch_source", "fp8_smem_bytes", "fp8_run", "fp8_bits", "fp8_values"]
