@@ -125,7 +125,9 @@ def matmul_cases(specs: list[Spec], tmagen_matmul: str, classes: set[str] | None
     if tmagen_matmul == "ops":
         tmagens = [(matmul_bench.OPS, "bfloat16")]
     else:
-        tmagens = [(m.name, m.tensors[2].dtype) for m in specs if isinstance(m.kernel, MatmulKernel)]
+        # the bf16 section's specs (the fp8 one is the fp8 section's, through tmagen.ops.matmul)
+        tmagens = [(m.name, m.tensors[2].dtype) for m in specs if isinstance(m.kernel, MatmulKernel)
+                   and "float8" not in m.tensors[0].dtype]
         tmagens = tmagens or [("", "bfloat16")]
     return [Case("matmul", name, s.shape_class, [s.m, s.n, s.k], dtype, ld=s.ld) for name, dtype in tmagens
             for s in shapes]

@@ -484,7 +484,8 @@ def test_matmul_plan_follows_the_tmagen_path_and_the_classes() -> None:
     ops = run.plan(specs, {"matmul"}, "ops")
     assert {c.spec for c in ops} == {matmul_bench.OPS} and len(ops) == len(matmul_bench.matmul_shapes())
     spec = run.plan(specs, {"matmul"}, "spec")
-    assert {c.spec for c in spec} == {s.name for s in specs if s.kernel.kind == "matmul"}
+    assert {c.spec for c in spec} == {s.name for s in specs if s.kernel.kind == "matmul"
+                                      and "float8" not in s.tensors[0].dtype}  # fp8: the fp8 section's
     short = run.plan(specs, {"matmul"}, "ops", {"short-K", "long-K"})
     assert {c.shape_kind for c in short} == {"short-K", "long-K"} and all(c.shape[2] <= 512 or c.shape[2] >= 16384
                                                                           for c in short)
