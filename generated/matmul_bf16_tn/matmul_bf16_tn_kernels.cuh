@@ -22,11 +22,11 @@
 constexpr uint32_t matmul_bf16_tn_matmul_threads = 384;
 constexpr uint32_t matmul_bf16_tn_matmul_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_bf16_tn_matmul_128x192_threads = 384;
-constexpr uint32_t matmul_bf16_tn_matmul_128x192_smem_bytes = 197632;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_bf16_tn_matmul_128x192_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_bf16_tn_matmul_128x128_threads = 384;
 constexpr uint32_t matmul_bf16_tn_matmul_128x128_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_bf16_tn_matmul_64x256_threads = 256;
-constexpr uint32_t matmul_bf16_tn_matmul_64x256_smem_bytes = 222208;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_bf16_tn_matmul_64x256_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_bf16_tn_matmul_64x128_threads = 256;
 constexpr uint32_t matmul_bf16_tn_matmul_64x128_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_bf16_tn_matmul_64x64_threads = 256;
@@ -115,7 +115,7 @@ __device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float 
 }
 
 template <uint32_t BM, uint32_t BN, uint32_t Consumers, uint32_t Stages, uint32_t ABoxes, uint32_t BBoxes,
-          uint32_t ProducerRegisters, uint32_t ConsumerRegisters>
+          uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers>
 __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUtensorMap* b_map, const CUtensorMap* c_map,
                                             uint32_t M, uint32_t N, uint32_t K, const matmul_epilogue& epilogue,
                                             const matmul_split& split) {
@@ -127,7 +127,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   constexpr uint32_t a_stage = A::wgmma::box_stride * ABoxes * a_k_boxes;
   constexpr uint32_t stage_bytes = a_stage + B::wgmma::box_stride * BBoxes * b_k_boxes;
   constexpr uint32_t stage_tx = (A::tx_bytes * ABoxes * a_k_boxes) + (B::tx_bytes * BBoxes * b_k_boxes);
-  constexpr uint32_t c_cols = C::dim(1), c_stride = 8192, c_buffers = 2;
+  // C staging: CBuffers per consumer, one per piece of its rows where they fit (it writes a whole tile
+  // without waiting for its own stores, which drain during the next tile's K loop), else two.
+  constexpr uint32_t c_cols = C::dim(1), c_stride = 8192, c_buffers = CBuffers;
   static_assert(ABoxes * A::wgmma::mn_per_box == BM && BBoxes * B::wgmma::mn_per_box == BN, "a tile is whole boxes");
   static_assert(rows_per_consumer % 64 == 0 && BN % c_cols == 0, "64-row wgmmas; whole C boxes");
   extern __shared__ uint8_t smem_raw[];
@@ -291,15 +293,22 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     }
 
     // Epilogue: 64-row x 64-column pieces of this consumer's rows, converted to __nv_bfloat16, written
-    // into one of two staging buffers (C's swizzle keeps the warp's writes on distinct banks) and
-    // stored with TMA while the next piece is written.
+    // into a staging buffer (C's swizzle keeps the warp's writes on distinct banks) and stored with
+    // TMA while the next piece is written.
+    constexpr uint32_t pieces = m_blocks * (BN / c_cols);
+    if constexpr (c_buffers >= pieces) {  // a buffer per piece: the last tile's stores have read them all
+      if (thread == 0) tma::wait_group_read<0>();
+      warpgroup_barrier(1 + consumer);
+    }
 #pragma unroll
     for (uint32_t mb = 0; mb < m_blocks; ++mb) {
 #pragma unroll
       for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
         uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
-        if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
-        warpgroup_barrier(1 + consumer);
+        if constexpr (c_buffers < pieces) {
+          if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
+          warpgroup_barrier(1 + consumer);
+        }
         const uint32_t base = tma::smem_address(buffer);
 #pragma unroll
         for (uint32_t q = 0; q < c_cols / 8; ++q) {
@@ -333,68 +342,68 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 
 }  // namespace matmul_bf16_tn
 
-// 128 x 256 tiles, 2 consumer warpgroup(s), 4 stages of 49152 bytes.
+// 128 x 256 tiles, 2 consumer warpgroup(s), 4 stages of 49152 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
 extern "C" __global__ void __launch_bounds__(384, 1) matmul_bf16_tn_matmul(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<128, 256, 2, 4, 2, 4,
-                          56, 224>(
+                          56, 224, 2>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
-// 128 x 192 tiles, 2 consumer warpgroup(s), 4 stages of 40960 bytes.
+// 128 x 192 tiles, 2 consumer warpgroup(s), 4 stages of 40960 bytes, 3 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
 extern "C" __global__ void __launch_bounds__(384, 1) matmul_bf16_tn_matmul_128x192(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<128, 192, 2, 4, 2, 3,
-                          56, 224>(
+                          56, 224, 3>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
-// 128 x 128 tiles, 2 consumer warpgroup(s), 6 stages of 32768 bytes.
+// 128 x 128 tiles, 2 consumer warpgroup(s), 6 stages of 32768 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
 extern "C" __global__ void __launch_bounds__(384, 1) matmul_bf16_tn_matmul_128x128(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<128, 128, 2, 6, 2, 2,
-                          56, 224>(
+                          56, 224, 2>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
-// 64 x 256 tiles, 1 consumer warpgroup(s), 5 stages of 40960 bytes.
+// 64 x 256 tiles, 1 consumer warpgroup(s), 5 stages of 40960 bytes, 3 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_tn_matmul_64x256(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<64, 256, 1, 5, 1, 4,
-                          56, 240>(
+                          56, 240, 3>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
-// 64 x 128 tiles, 1 consumer warpgroup(s), 8 stages of 24576 bytes.
+// 64 x 128 tiles, 1 consumer warpgroup(s), 8 stages of 24576 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_tn_matmul_64x128(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<64, 128, 1, 8, 1, 2,
-                          56, 240>(
+                          56, 240, 2>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
-// 64 x 64 tiles, 1 consumer warpgroup(s), 12 stages of 16384 bytes.
+// 64 x 64 tiles, 1 consumer warpgroup(s), 12 stages of 16384 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_tn_matmul_64x64(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<64, 64, 1, 12, 1, 1,
-                          56, 240>(
+                          56, 240, 2>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
