@@ -448,6 +448,8 @@ def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> lis
     if about:
         where = (f" Measured apart from the sections above: {about.get('gpu', '?')}, driver "
                  f"{about.get('driver', '?')}, {about.get('date', '?')}.")
+        if about.get("note"):  # what the run measured, where the code has moved on since
+            where += f" {about['note']}"
     lines = ["", "## fp8 matmul", "",
              "C = (A sa)(B sb)^T, A [M, K] and B [N, K] in float8_e4m3fn, both K-major (B passed as the `.t()` view "
              "of its [N, K] tensor, the layout `torch._scaled_mm` takes), fp32 accumulation, bfloat16 out; the bf16 "

@@ -318,39 +318,70 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       if (thread == 0) tma::wait_group_read<0>();
       warpgroup_barrier(1 + consumer);
     }
-#pragma unroll
-    for (uint32_t mb = 0; mb < m_blocks; ++mb) {
-#pragma unroll
-      for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
-        uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
-        if constexpr (c_buffers < pieces) {
-          if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
+    // The two epilogues apart, each unrolled whole: a branch per element would interleave the general
+    // one's code with the plain one's, which the instruction cache then fetches for nothing.
+    if (epilogue.plain) {
+  #pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb) {
+  #pragma unroll
+        for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
+          uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          if constexpr (c_buffers < pieces) {
+            if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
+            warpgroup_barrier(1 + consumer);
+          }
+          const uint32_t base = tma::smem_address(buffer);
+  #pragma unroll
+          for (uint32_t q = 0; q < c_cols / 8; ++q) {
+  #pragma unroll
+            for (uint32_t half = 0; half < 2; ++half) {
+              const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
+              const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
+              float v0 = acc[mb][i], v1 = acc[mb][i + 1];
+              v0 *= alpha, v1 *= alpha;  // alpha and the scales of the tensors (1 * x is x: exact)
+              *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
+            }
+          }
+          tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
           warpgroup_barrier(1 + consumer);
+          if (thread == 0) {
+            tma::store_2d(c_map, buffer, static_cast<int32_t>(tile.n * BN + piece * c_cols),
+                          static_cast<int32_t>(tile.m * BM + consumer * rows_per_consumer + 64 * mb));
+            tma::commit_group();
+          }
         }
-        const uint32_t base = tma::smem_address(buffer);
-#pragma unroll
-        for (uint32_t q = 0; q < c_cols / 8; ++q) {
-#pragma unroll
-          for (uint32_t half = 0; half < 2; ++half) {
-            const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
-            const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
-            float v0 = acc[mb][i], v1 = acc[mb][i + 1];
-            if (epilogue.plain) {  // alpha and the scales of the tensors (1 * x is x: exact)
-              v0 *= alpha, v1 *= alpha;
-            } else {
+      }
+    } else {
+  #pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb) {
+  #pragma unroll
+        for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
+          uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          if constexpr (c_buffers < pieces) {
+            if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
+            warpgroup_barrier(1 + consumer);
+          }
+          const uint32_t base = tma::smem_address(buffer);
+  #pragma unroll
+          for (uint32_t q = 0; q < c_cols / 8; ++q) {
+  #pragma unroll
+            for (uint32_t half = 0; half < 2; ++half) {
+              const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
+              const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
+              float v0 = acc[mb][i], v1 = acc[mb][i + 1];
               const uint32_t m = row0 + 64 * mb + 8 * half, n = tile.n * BN + piece * c_cols + col;
               v0 = epilogue_value(epilogue, alpha, v0, m, n, M, N);
               v1 = epilogue_value(epilogue, alpha, v1, m, n + 1, M, N);
+              *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
             }
-            *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
           }
-        }
-        tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
-        warpgroup_barrier(1 + consumer);
-        if (thread == 0) {
-          tma::store_2d(c_map, buffer, static_cast<int32_t>(tile.n * BN + piece * c_cols),
-                        static_cast<int32_t>(tile.m * BM + consumer * rows_per_consumer + 64 * mb));
-          tma::commit_group();
+          tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
+          warpgroup_barrier(1 + consumer);
+          if (thread == 0) {
+            tma::store_2d(c_map, buffer, static_cast<int32_t>(tile.n * BN + piece * c_cols),
+                          static_cast<int32_t>(tile.m * BM + consumer * rows_per_consumer + 64 * mb));
+            tma::commit_group();
+          }
         }
       }
     }
