@@ -1,6 +1,6 @@
 """fp8 matmul specs on the CPU: what the rules refuse (with the field and the fix), what the plan
 decides (instruction K, promotion, the family that fits the registers), what the header and the
-kernels print, and what a launch checks of its scales. The GPU half is tests/gpu/test_matmul_fp8.py."""
+kernels print, and what a launch checks of its scales. The GPU half is tests/gpu/test_fp8_matmul_gpu.py."""
 
 from __future__ import annotations
 

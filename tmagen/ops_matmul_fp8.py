@@ -91,7 +91,7 @@ def _k_major(x: Any, view: ArrayView, rows: int, k: int, name: str) -> ArrayView
     return describe(scratch, name).with_layout((rows, k), (pitch, 1))
 
 
-def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | None, like: Any) -> ArrayView | None:
+def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | None) -> ArrayView | None:
     """The scale as the kernel reads it: one value, ``count`` contiguous values, or (blocks) a
     [rows, ceil(K/128)] array with contiguous rows; float32 on the GPU."""
     if scale is None:
@@ -111,7 +111,8 @@ def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | Non
                           + ("1 x 128 block of a: [M, ceil(K/128)]" if name == "scale_a" else
                              "128 x 128 block of w = b.t(): [ceil(N/128), ceil(K/128)]"),
                           f"pass a float32 tensor of shape {block_shape}"))
-        if v.strides[1] == 1 or block_shape[1] == 1:
+        rows_apart = block_shape[0] <= 1 or v.strides[0] >= block_shape[1]  # not a broadcast (stride 0) view
+        if (v.strides[1] == 1 or block_shape[1] == 1) and rows_apart:
             return v
         return describe(scale.contiguous(), name)
     if size == 1:
@@ -149,15 +150,15 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
     if od not in OUT_TYPES:
         raise _error(("matmul-types", "out_dtype", str(out_dtype if out_dtype is not None else od),
                       "the fp8 matmul writes bfloat16, float16 or float32", "pass one of those"))
+    blocks = scale_a is not None and len(getattr(scale_a, "shape", ())) == 2 and scale_a.shape[1] != 1
+    k_blocks = -(-k // SCALE_BLOCK)
+    sa = _scale(scale_a, "scale_a", m, (m, k_blocks) if blocks else None)
+    sb = _scale(scale_b, "scale_b", n, (-(-n // SCALE_BLOCK), k_blocks) if blocks else None)
     if ov is None:
         out, ov = empty_view(av, (m, n), dtype=od)
     elif ov.shape != (m, n) or ov.carrier != od:
         raise _error(("array-shape", "out", f"{ov.dtype} {ov.shape}", f"the product is {od} {(m, n)}",
                       f"pass out of shape {(m, n)} and dtype {od}"))
-    blocks = scale_a is not None and len(getattr(scale_a, "shape", ())) == 2 and scale_a.shape[1] != 1
-    k_blocks = -(-k // SCALE_BLOCK)
-    sa = _scale(scale_a, "scale_a", m, (m, k_blocks) if blocks else None, a)
-    sb = _scale(scale_b, "scale_b", n, (-(-n // SCALE_BLOCK), k_blocks) if blocks else None, a)
     if m == 0 or n == 0:
         return out
     unit = CHUNK // _OUT_BYTES[od]

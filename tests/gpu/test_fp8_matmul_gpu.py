@@ -39,7 +39,7 @@ def _spec(a_type: str = "float8_e4m3", b_type: str = "float8_e4m3", out: str = "
     raw["kernel"].update(kernel)
     raw["name"] = "fp8_" + "_".join(f"{v}" for v in (a_type[7:], b_type[7:], out, *kernel.values())).replace(
         "[", "").replace("]", "").replace(", ", "x").replace("True", "blocks").replace("False", "")
-    return parse_spec(raw, "tests/gpu/test_matmul_fp8.py")
+    return parse_spec(raw, "tests/gpu/test_fp8_matmul_gpu.py")
 
 
 def _fp8(shape, dtype: str, g, positive: bool = False):

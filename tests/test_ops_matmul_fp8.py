@@ -1,0 +1,60 @@
+"""tmagen.ops.matmul on fp8 tensors, on the CPU: every argument it refuses is named with its value,
+the limit and the fix before anything reaches a GPU (the products are tests/gpu/test_fp8_matmul_gpu.py's)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tmagen.errors import ArgumentError
+
+torch = pytest.importorskip("torch")
+from tmagen import ops  # noqa: E402
+
+
+def _fp8(*shape: int):
+    return torch.zeros(*shape).to(torch.float8_e4m3fn)
+
+
+def _refused(**kwargs) -> str:
+    args = {"a": _fp8(64, 256), "b": _fp8(128, 256).t(), **kwargs}
+    with pytest.raises(ArgumentError) as err:
+        ops.matmul(args.pop("a"), args.pop("b"), **args)
+    return str(err.value)
+
+
+def test_scales_must_be_float32() -> None:
+    text = _refused(scale_a=torch.tensor(1.0, dtype=torch.float64))
+    assert "scale_a.dtype" in text and "float32" in text and "scale_a.float()" in text
+
+
+def test_a_scale_is_one_value_or_one_per_row() -> None:
+    text = _refused(scale_a=torch.ones(3))
+    assert "scale_a.shape" in text and "64" in text
+    text = _refused(scale_b=torch.ones(5, 1))
+    assert "scale_b.shape" in text and "128" in text
+
+
+def test_block_scales_have_their_blocks_shape() -> None:
+    text = _refused(scale_a=torch.ones(64, 2), scale_b=torch.ones(2, 2))
+    assert "scale_b.shape" in text and "(1, 2)" in text and "128 x 128" in text
+    text = _refused(scale_a=torch.ones(64, 2))
+    assert "scale_b" in text and "pairs" in text
+
+
+def test_fp8_multiplies_fp8_and_matrices_only() -> None:
+    text = _refused(b=torch.zeros(256, 128, dtype=torch.bfloat16))
+    assert "b.dtype" in text and "float8_e4m3fn" in text
+    text = _refused(a=_fp8(2, 64, 256))
+    assert "a.ndim" in text and "matrix" in text
+    text = _refused(b=_fp8(128, 200).t())
+    assert "b.shape" in text and "K = 256" in text
+
+
+def test_the_output_type_is_checked() -> None:
+    text = _refused(scale_a=torch.tensor(1.0), out_dtype=torch.int32)
+    assert "out_dtype" in text and "bfloat16, float16 or float32" in text
+
+
+def test_cpu_tensors_are_refused_with_the_fix() -> None:
+    text = _refused(scale_a=torch.tensor(1.0), scale_b=torch.tensor(1.0))
+    assert "x.cuda()" in text or "GPU" in text
