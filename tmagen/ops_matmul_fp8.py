@@ -30,13 +30,13 @@ from typing import Any
 from tmagen.arrays import FP8_NAMES, ArrayView, describe, empty_view
 from tmagen.errors import ArgumentError
 from tmagen.kernels import Kernel
+from tmagen.kinds.matmul.plan import SCALE_BLOCK
 from tmagen.rules import Violation
 from tmagen.spec import Spec, parse_spec
 
 CALL = "tmagen.ops.matmul"
 OUT_TYPES = ("bfloat16", "float16", "float32")
 CHUNK = 16  # TMA: a global address and every row pitch are whole 16 bytes
-SCALE_BLOCK = 128
 _OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 

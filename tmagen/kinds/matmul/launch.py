@@ -14,12 +14,12 @@ from typing import Any
 from tmagen.errors import NoWorkspace, Violation
 from tmagen.kinds.base import Call, MapBinding, Operand, Plan
 from tmagen.kinds.matmul.dispatch import Choice
+from tmagen.kinds.matmul.plan import SCALE_BLOCK
 from tmagen.limits import MAX_SPLITS
 
 COORDINATE_LIMIT = 1 << 31  # TMA coordinates are signed 32-bit
 BIAS_ALONG = {None: 0, "n": 1, "m": 2}
 PARAMETERS = ("c", "alpha", "beta", "bias", "bias_along", "scale_a", "scale_b", "choice")
-SCALE_BLOCK = 128
 
 
 class MatmulEpilogue(ctypes.Structure):
