@@ -210,3 +210,58 @@ def test_promoted_error_is_no_worse_than_cublaslt(positive) -> None:
         assert ours <= cublas * 1.0001 + 1e-6, f"K = {k}: tmagen {ours}, cuBLASLt {cublas}"
         if positive:  # the all-positive sums grow fastest: there the unpromoted accumulator loses bits
             assert never > ours, f"K = {k}: unpromoted {never}, promoted {ours}"
+
+
+# ----------------------------------------------------------------------------- the C API
+def _scaled_launch(spec):
+    """The spec's shared library and its NAME_matmul_launch_scaled, through ctypes."""
+    import ctypes
+
+    from tmagen import toolchain
+    from tmagen.render import render
+
+    plan = resolve(spec)
+    lib = ctypes.CDLL(str(toolchain.compile_folder(plan, render(plan, "spec.json")).shared_library))
+    getattr(lib, f"{spec.name}_last_error").restype = ctypes.c_char_p
+    launch = getattr(lib, f"{spec.name}_matmul_launch_scaled")
+    launch.argtypes = ([ctypes.c_void_p] * 3 + [ctypes.c_uint64] * 3 + [ctypes.c_int64] * 3
+                       + [ctypes.c_float, ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                          ctypes.c_uint32]
+                       + [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int64] * 2 + [ctypes.c_void_p])
+    return lib, launch
+
+
+def test_the_c_api_scales_per_tensor_per_row_and_per_block() -> None:
+    g = torch.Generator(device="cuda").manual_seed(12)
+    m, n, k = 300, 264, 1024
+    a, b = _fp8((m, k), "float8_e4m3", g), _fp8((n, k), "float8_e5m2", g)
+    spec = _spec("float8_e4m3", "float8_e5m2", "float32")
+    lib, launch = _scaled_launch(spec)
+    error = getattr(lib, f"{spec.name}_last_error")
+    one_a, one_b = torch.tensor([0.5], device="cuda"), torch.tensor([4.0], device="cuda")
+    rows, cols = torch.rand(m, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5
+    for sa, ka, sb, kb in ((one_a, 0, one_b, 0), (rows, 1, cols, 1), (one_a, 0, cols, 1)):
+        c = torch.full((m, n), float("nan"), device="cuda")
+        assert launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, k, k, n, 1.0, 0.0, None, 0, None, 0,
+                      sa.data_ptr(), ka, 0, sb.data_ptr(), kb, 0, None) == 0, error()
+        torch.cuda.synchronize()
+        _check(c, a, b, sa.expand(m) if ka == 0 else sa, sb.expand(n) if kb == 0 else sb, "float32", 128)
+    # kind 2 needs a spec with block scales: refused with the reason, nothing launched
+    assert launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, k, k, n, 1.0, 0.0, None, 0, None, 0,
+                  sa.data_ptr(), 2, 8, sb.data_ptr(), 2, 8, None) != 0
+    assert b"block_scales" in error()
+
+    blocks = _spec("float8_e4m3", "float8_e5m2", "float32", block_scales=True)
+    lib, launch = _scaled_launch(blocks)
+    error = getattr(lib, f"{blocks.name}_last_error")
+    ld = 16  # rows of scales padded past ceil(K / 128) = 8: the leading dimension is honoured
+    sa_pad = torch.exp2(torch.randint(-3, 4, (m, ld), device="cuda").float())
+    sb_pad = torch.exp2(torch.randint(-3, 4, (-(-n // 128), ld), device="cuda").float())
+    c = torch.full((m, n), float("nan"), device="cuda")
+    assert launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, k, k, n, 1.0, 0.0, None, 0, None, 0,
+                  sa_pad.data_ptr(), 2, ld, sb_pad.data_ptr(), 2, ld, None) == 0, error()
+    torch.cuda.synchronize()
+    _check(c, a, b, sa_pad[:, : k // 128], sb_pad[:, : k // 128], "float32", 128, blocks=True)
+    assert launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), m, n, k, k, k, n, 1.0, 0.0, None, 0, None, 0,
+                  None, 0, 0, None, 0, 0, None) != 0  # a block-scaled spec without its scales
+    assert b"block_scales" in error()
