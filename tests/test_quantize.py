@@ -13,8 +13,9 @@ import pytest
 
 from tmagen import nvrtc
 from tmagen import quantize as launcher
+from tmagen.fp8 import finite_values
 from tmagen.kinds.quantize import plan as qp
-from tmagen.kinds.quantize.reference import finite_values, quantize, to_fp8
+from tmagen.kinds.quantize.reference import quantize, to_fp8
 
 FP8S = list(qp.FP8)
 

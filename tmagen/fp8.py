@@ -38,22 +38,30 @@ def largest(dtype: str) -> float:
     return {"float8_e4m3": 448.0, "float8_e5m2": 57344.0}[dtype]
 
 
+@cache
+def finite_values(dtype: str) -> np.ndarray:
+    """The non-negative finite values (float64), by code from 0x00 up to the largest: they grow
+    with the code."""
+    table = values(dtype).astype(np.float64)
+    top = int(np.flatnonzero(table[:128] == largest(dtype))[0])
+    return table[: top + 1]
+
+
 def decode(bits: np.ndarray, dtype: str) -> np.ndarray:
     """float32 values of fp8 ``bits`` (uint8)."""
     return values(dtype)[np.asarray(bits, dtype=np.uint8)]
 
 
 def encode(x: np.ndarray, dtype: str) -> np.ndarray:
-    """fp8 bit patterns (uint8) of ``x`` rounded to nearest, ties to an even pattern, saturated
-    to the largest finite value (NaN stays NaN)."""
-    table = values(dtype)
-    top = int(np.flatnonzero(table[:128] == largest(dtype))[0])
-    positive = table[: top + 1]  # patterns 0 .. top grow with their value
+    """fp8 bit patterns (uint8) of ``x`` rounded to nearest, ties to an even pattern (the one whose
+    last mantissa bit is 0), saturated to the largest finite value, the sign kept (-0.0 is 0x80);
+    NaN is 0x7F in both types (what PTX's cvt.rn.satfinite gives, and PyTorch for a positive NaN)."""
+    positive = finite_values(dtype)
+    top = len(positive) - 1
     mag = np.minimum(np.abs(np.asarray(x, dtype=np.float64)), largest(dtype))
     hi = np.clip(np.searchsorted(positive, mag), 0, top)
     lo = np.maximum(hi - 1, 0)
     d_lo, d_hi = mag - positive[lo], positive[hi] - mag
     pick = np.where((d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0)), hi, lo)
     bits = pick.astype(np.uint8) | np.where(np.signbit(x), 0x80, 0).astype(np.uint8)
-    nan_code = 0x7F if dtype == "float8_e4m3" else 0x7E
-    return np.where(np.isnan(x), nan_code, bits).astype(np.uint8)
+    return np.where(np.isnan(x), 0x7F, bits).astype(np.uint8)

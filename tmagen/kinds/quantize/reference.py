@@ -2,9 +2,8 @@
 the tests' oracle, and a statement of the arithmetic for a reader.
 
 - ``to_fp8``: float32 -> fp8 bits, rounding to nearest even and saturating to +-max: the value's
-  nearest finite fp8 value, by comparing with the midpoints between neighbours (exact in float64), a
-  tie going to the even code (the one whose last mantissa bit is 0); the sign kept (-0.0 -> 0x80); NaN
-  -> 0x7F.
+  nearest finite fp8 value, a tie going to the even code (the one whose last mantissa bit is 0); the
+  sign kept (-0.0 -> 0x80); NaN -> 0x7F (`tmagen.fp8.encode`, shared with the matmul's verify).
 - ``quantize``: q's orientation is x's (or x.T); amax = max |x| (NaN if any); per block of q the scale
   s = amax_block / max in float32 (1 where amax_block is 0), blocks clipped at the edges; q = fp8(x / s)
   with the division in float32.
@@ -12,46 +11,19 @@ the tests' oracle, and a statement of the arithmetic for a reader.
 
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 import numpy.typing as npt
 
+from tmagen.fp8 import encode
 from tmagen.kinds.quantize.plan import FP8
 
 Floats = npt.NDArray[np.float32]
 Bytes = npt.NDArray[np.uint8]
 
 
-@cache
-def finite_values(fp8: str) -> npt.NDArray[np.float64]:
-    """The non-negative finite values of ``fp8``, by code (0x00 upwards, increasing)."""
-    exp_bits, man_bits = (4, 3) if fp8 == "float8_e4m3" else (5, 2)
-    bias = (1 << (exp_bits - 1)) - 1
-    top = FP8[fp8][1]
-    values = []
-    for code in range(128):
-        e, m = code >> man_bits, code & ((1 << man_bits) - 1)
-        v = m / (1 << man_bits) * 2.0 ** (1 - bias) if e == 0 else (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
-        if v > top:
-            break
-        values.append(v)
-    assert values[-1] == top, (fp8, values[-1])
-    return np.array(values, dtype=np.float64)
-
-
 def to_fp8(v: Floats, fp8: str) -> Bytes:
-    """``v`` (float32) as fp8 bits, rounded to nearest even and saturated to +-max."""
-    table = finite_values(fp8)
-    a = np.abs(v.astype(np.float64))
-    nan = np.isnan(a)
-    a = np.where(nan, 0.0, np.minimum(a, table[-1]))
-    hi = np.searchsorted(table, a, side="left")  # table[hi] >= a
-    lo = np.maximum(hi - 1, 0)
-    mid = (table[lo] + table[hi]) / 2
-    code = np.where(table[hi] == a, hi, np.where(a < mid, lo, np.where(a > mid, hi, np.where(lo % 2 == 0, lo, hi))))
-    out = code.astype(np.uint8) | np.where(np.signbit(v), 0x80, 0).astype(np.uint8)
-    return np.where(nan, np.uint8(0x7F), out).astype(np.uint8)
+    """``v`` (float32) as fp8 bits, rounded to nearest even and saturated to +-max (`tmagen.fp8.encode`)."""
+    return encode(v, fp8)
 
 
 def _scale(amax: np.float32, top: float) -> np.float32:
