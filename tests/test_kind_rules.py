@@ -3,11 +3,11 @@ hears it by its id, on its field; a spec that breaks several hears them all at o
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 import pytest
+from spec_edit import edited
 
 from tmagen import kinds
 from tmagen.plan import check
@@ -26,14 +26,7 @@ def tile(kind: dict[str, Any], shape: list[int] | None = None, box: list[int] | 
 
 
 def matmul(**changes: Any) -> dict[str, Any]:
-    data = copy.deepcopy(MATMUL)
-    for path, value in changes.items():
-        node: Any = data
-        *parts, last = path.split("__")
-        for p in parts:
-            node = node[int(p)] if p.isdigit() else node[p]
-        node[int(last) if last.isdigit() else last] = value
-    return data
+    return edited(MATMUL, **changes)
 
 
 TWO = {"name": "k", "kernel": {"kind": "copy"},

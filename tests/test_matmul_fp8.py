@@ -4,12 +4,12 @@ kernels print, and what a launch checks of its scales. The GPU half is tests/gpu
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from spec_edit import edited
 
 from tmagen.errors import RuleError
 from tmagen.kinds.base import Array
@@ -22,14 +22,7 @@ SPEC = json.loads((Path(__file__).resolve().parents[1] / "specs" / "matmul_fp8_e
 
 
 def _with(**changes: Any) -> dict[str, Any]:
-    data = copy.deepcopy(SPEC)
-    for path, value in changes.items():
-        node: Any = data
-        *parts, last = path.split("__")
-        for p in parts:
-            node = node[int(p)] if p.isdigit() else node[p]
-        node[int(last) if last.isdigit() else last] = value
-    return data
+    return edited(SPEC, **changes)
 
 
 @pytest.mark.parametrize("changes, fragments", [

@@ -3,7 +3,6 @@ GPU's verdict on it replayed, and the matmul kernel kind's spec checks and plan.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import shutil
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from spec_edit import edited
 
 from tmagen import mma
 from tmagen.errors import RuleError
@@ -229,14 +229,7 @@ SPEC = json.loads((REPO / "specs" / "matmul_bf16_tn.json").read_text())
 
 
 def _with(**changes: object) -> dict:
-    data = copy.deepcopy(SPEC)
-    for path, value in changes.items():
-        node = data
-        *parts, last = path.split("__")
-        for p in parts:
-            node = node[int(p)] if p.isdigit() else node[p]
-        node[int(last) if last.isdigit() else last] = value
-    return data
+    return edited(SPEC, **changes)
 
 
 def test_the_example_matmul_plans_its_stages_and_registers() -> None:

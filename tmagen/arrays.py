@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from tmagen.dtypes import FRAMEWORK_FP8
 from tmagen.errors import ArgumentError
 from tmagen.rules import Violation
 from tmagen.strides import contiguous
@@ -95,14 +96,10 @@ _TORCH_NAMES = {  # torch dtype name -> carrier
     "float8_e8m0fnu": "uint8",  # fp8 data travels as uint8
 }
 _TORCH_CARRIERS: dict[Any, str] = {}
-# What a framework's fp8 dtype holds, as tmagen's spec dtypes name it (TMA moves it as uint8).
-FP8_NAMES = {"float8_e4m3fn": "float8_e4m3", "float8_e5m2": "float8_e5m2"}
-
-
 def element_type(view: ArrayView) -> str | None:
     """The spec dtype of ``view``'s elements: an fp8 type where the framework says so; raw uint8 bytes
     may hold one too (CuPy and numpy have no fp8 type); else the carrier."""
-    name = FP8_NAMES.get(view.dtype.removeprefix("torch."))
+    name = FRAMEWORK_FP8.get(view.dtype.removeprefix("torch."))
     return name if name is not None else view.carrier
 
 

@@ -70,6 +70,9 @@ FP8 = (
     DType("float8_e5m2", 0, "UINT8", Fraction(1), "__nv_fp8_e5m2", False, ptx="e5m2"),
 )
 FP8_MAX = {"float8_e4m3": 448.0, "float8_e5m2": 57344.0}
+FP8_NAMES = tuple(d.name for d in FP8)
+# The frameworks' names of the two fp8 types (PyTorch's dtypes; CuPy and numpy have none) -> tmagen's.
+FRAMEWORK_FP8 = {"float8_e4m3fn": "float8_e4m3", "float8_e5m2": "float8_e5m2"}
 
 RAW_TYPES = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "uint4"}
 
@@ -94,8 +97,8 @@ def lookup(value: str | int) -> DType:
         key = value.strip()
         if key in DTYPES:
             return DTYPES[key]
-        if key == "float8_e4m3fn":  # PyTorch's name
-            return DTYPES["float8_e4m3"]
+        if key in FRAMEWORK_FP8:  # PyTorch's names
+            return DTYPES[FRAMEWORK_FP8[key]]
         short = key.upper().removeprefix("CU_TENSOR_MAP_DATA_TYPE_")
         for d in _ALL:
             if d.driver_name == short:

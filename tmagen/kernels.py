@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from tmagen import runtime
-from tmagen.arrays import FP8_NAMES, ArrayView, current_stream, describe, element_type, empty_view
+from tmagen.arrays import ArrayView, current_stream, describe, element_type, empty_view
+from tmagen.dtypes import FP8_NAMES
 from tmagen.errors import ArgumentError, NoWorkspace, SpecError
 from tmagen.kinds.base import Launcher, MapBinding
 from tmagen.launch import array_args, driver_arguments
@@ -264,7 +265,7 @@ class Kernel:
                                   f"the kernel moves elements of {nbytes} bytes", "pass an array of that size",
                                   f"spec {self.plan.name}")]
             return []
-        raw_fp8 = a.carrier == "uint8" and want in FP8_NAMES.values()  # fp8 bits in a framework without the type
+        raw_fp8 = a.carrier == "uint8" and want in FP8_NAMES  # fp8 bits in a framework without the type
         if a.carrier != want and element_type(a) != want and not raw_fp8:
             return [Violation("array-dtype", f"{name}.dtype", a.dtype, f"the kernel of {self.plan.name} takes "
                               f"{want}", f"pass {want} data, or load a spec of its dtype", f"spec {self.plan.name}")]

@@ -24,6 +24,7 @@ from typing import Any
 
 from tmagen import kernels, runtime
 from tmagen.arrays import ArrayView, describe, empty_view, merge_dims
+from tmagen.dtypes import FRAMEWORK_FP8
 from tmagen.errors import ArgumentError
 from tmagen.kernels import Kernel, Launch
 from tmagen.ops_matmul_fp8 import is_fp8, matmul_fp8
@@ -592,7 +593,7 @@ def register_torch_op() -> None:
     global _TORCH, _STREAM, _FP8_TORCH
     import torch
 
-    _FP8_TORCH = frozenset(getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name))
+    _FP8_TORCH = frozenset(getattr(torch, name) for name in FRAMEWORK_FP8 if hasattr(torch, name))
     op = torch.library.custom_op(
         "tmagen::matmul", _torch_eager, mutates_args=(), device_types="cuda",
         schema="(Tensor a, Tensor b, Tensor? bias, Tensor? c, float alpha, float beta, ScalarType? out_dtype) "

@@ -21,13 +21,13 @@ and multiply them with matmuls of their own).
 
 from __future__ import annotations
 
-import copy
 import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tmagen.arrays import FP8_NAMES, ArrayView, describe, empty_view
+from tmagen.arrays import ArrayView, describe, element_type, empty_view
+from tmagen.dtypes import FP8_NAMES, FRAMEWORK_FP8
 from tmagen.errors import ArgumentError
 from tmagen.kernels import Kernel
 from tmagen.kinds.matmul.plan import SCALE_BLOCK
@@ -42,7 +42,7 @@ _OUT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 def is_fp8(x: Any) -> bool:
     """Whether ``x`` is an array of a framework fp8 type (PyTorch's float8_e4m3fn or float8_e5m2)."""
-    return str(getattr(x, "dtype", "")).removeprefix("torch.") in FP8_NAMES
+    return str(getattr(x, "dtype", "")).removeprefix("torch.") in FRAMEWORK_FP8
 
 
 @cache
@@ -50,7 +50,6 @@ def fp8_spec(a_type: str, b_type: str, out_dtype: str, block_scales: bool) -> Sp
     """The family's spec for these types: the tuned fp8 spec with its types changed (an fp32 C in
     boxes of [64, 32], 128 bytes), and block scales where asked."""
     raw = json.loads((Path(__file__).resolve().parent / "ops_specs" / "bench_matmul_fp8.json").read_text())
-    raw = copy.deepcopy(raw)
     a, b, c = raw["tensors"]
     a["dtype"], b["dtype"], c["dtype"] = a_type, b_type, out_dtype
     if out_dtype == "float32":
@@ -131,9 +130,9 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
                beta: float = 0, c: Any = None, out: Any = None, out_dtype: Any = None) -> Any:
     """The scaled fp8 product (see the module's notes)."""
     av, bv = describe(a, "a"), describe(b, "b")
-    a_type, b_type = FP8_NAMES.get(av.dtype.removeprefix("torch.")), FP8_NAMES.get(bv.dtype.removeprefix("torch."))
-    if a_type is None or b_type is None:
-        bad, view = ("a", av) if a_type is None else ("b", bv)
+    a_type, b_type = element_type(av), element_type(bv)
+    if a_type not in FP8_NAMES or b_type not in FP8_NAMES:
+        bad, view = ("a", av) if a_type not in FP8_NAMES else ("b", bv)
         raise _error(("matmul-types", f"{bad}.dtype", view.dtype, "an fp8 operand multiplies an fp8 operand",
                       f"pass {bad} as torch.float8_e4m3fn or torch.float8_e5m2"))
     if av.rank != 2 or bv.rank != 2:

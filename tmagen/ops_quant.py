@@ -9,12 +9,12 @@ from typing import Any
 
 from tmagen import quantize as launcher
 from tmagen.arrays import ArrayView, current_stream, describe
+from tmagen.dtypes import FRAMEWORK_FP8
 from tmagen.errors import ArgumentError, Violation
 from tmagen.kinds.quantize import plan as qp
 
 CALL = "tmagen.ops.quantize_fp8"
 SOURCE = "tmagen.ops.quantize_fp8"
-_FP8_NAMES = {"float8_e4m3fn": "float8_e4m3", "float8_e5m2": "float8_e5m2"}
 
 
 def _problem(rule: str, field: str, value: object, why: str, fix: str) -> ArgumentError:
@@ -23,7 +23,7 @@ def _problem(rule: str, field: str, value: object, why: str, fix: str) -> Argume
 
 def _fp8_name(dtype: Any) -> str:
     name = str(dtype).removeprefix("torch.")
-    found = _FP8_NAMES.get(name)
+    found = FRAMEWORK_FP8.get(name)
     if found is None:
         raise _problem("quantize-fp8-dtype", "dtype", dtype, "the fp8 types are float8_e4m3fn and float8_e5m2",
                        "pass dtype=torch.float8_e4m3fn or torch.float8_e5m2")

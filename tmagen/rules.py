@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from tmagen import limits, toolbox
-from tmagen.dtypes import DType
+from tmagen.dtypes import FP8_NAMES, DType
 from tmagen.dtypes import lookup as lookup_dtype
 from tmagen.enums import E, Interleave, L2Promotion, OobFill, Swizzle
 from tmagen.errors import Violation as Violation  # re-exported: rules.Violation is public
@@ -563,7 +563,7 @@ def _start_coord(a: TensorMapArgs, n: FieldNames) -> Iterator[Violation]:
 
 # --- rules of a box that the tensor cores read (wgmma)
 MMA_DTYPES = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2")
-MMA_8BIT = ("float8_e4m3", "float8_e5m2")
+MMA_8BIT = FP8_NAMES
 
 
 def _mma_rows(a: TensorMapArgs) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tmagen.dtypes import FP8_NAMES
 from tmagen.kinds.matmul.dispatch import DISPATCH, Choice, Dispatch, TileCost, TileShape
 from tmagen.limits import TARGETS
 from tmagen.mma import OperandTile
@@ -22,7 +23,7 @@ REGISTER_ALLOCATION_UNIT = 8  # registers per thread: the hardware allots 256 pe
 REGISTERS_BESIDE_ACCUMULATORS = 32  # addresses, descriptors, loop state, the epilogue (128 + 32 fit in 168: ptxas)
 C_STAGING_BUFFERS = 2  # per consumer at least: one being filled while TMA stores the other
 MAX_FAMILY_STAGES = 12  # deeper rings stop paying once a block has ~100 KB in flight (tmagen tune)
-FP8_TYPES = ("float8_e4m3", "float8_e5m2")  # any pair: wgmma has e4m3 x e5m2 instructions too
+FP8_TYPES = FP8_NAMES  # any pair: wgmma has e4m3 x e5m2 instructions too
 DEFAULT_PROMOTE_EVERY = 128  # K between promotions of fp8 partial sums (DeepSeek-V3 technical report, 3.3.2)
 SCALE_BLOCK = 128  # block scales: 1 x 128 of A, 128 x 128 of B (DeepSeek-V3 technical report, 3.3.1)
 
