@@ -28,9 +28,11 @@ CASES: dict[str, list[tuple[str, tuple[int, ...], Any, tuple[int, ...]]]] = {
     "large": [("transpose", (16384, 16384), "float32", ()), ("copy", (16384, 16384), "float64", ()),
               ("transpose", (32768, 16384), "bfloat16", ())],
 }
+EVERY = 1 << 62  # gather_max_bytes: every move of the class to the gather kernel
 GRID = {"tma_min_row_bytes": (64, 128, 256, 512), "tma_min_plane": (8, 16, 32, 64),
-        "strided_blocks_per_sm": (4, 8, 16, 32)}
-QUICK = {"tma_min_row_bytes": (128, 512), "tma_min_plane": (16, 64), "strided_blocks_per_sm": (8, 16)}
+        "strided_blocks_per_sm": (8, 16, 32), "gather_max_bytes": (0, 1 << 16, 1 << 20, EVERY)}
+QUICK = {"tma_min_row_bytes": (128, 512), "tma_min_plane": (16, 64), "strided_blocks_per_sm": (8, 16),
+         "gather_max_bytes": (0, EVERY)}
 
 
 def main(argv: list[str] | None = None) -> int:

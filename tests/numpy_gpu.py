@@ -144,7 +144,10 @@ def run_strided(prepared: Any, stream: int, device: int) -> None:
                 _view(dst, shape, call.dst, es)[...] = s
         else:
             assert call.count == call.tiles_c * call.tiles_r * math.prod(shape[:3])
-            assert call.tiles_c * 32 >= shape[4] and call.tiles_r * 32 >= shape[3]
+            tile_r, tile_c = call.tile
+            assert call.tiles_c * tile_c >= shape[4] > (call.tiles_c - 1) * tile_c
+            assert call.tiles_r * tile_r >= shape[3] > (call.tiles_r - 1) * tile_r
+            assert call.src[4] == 1 and call.dst[3] == 1
             _view(dst, shape, call.dst, es)[...] = _view(src, shape, call.src, es)
 
     run()

@@ -235,3 +235,72 @@ def test_a_permute_of_no_dimensions_on_the_per_call_path(monkeypatch: pytest.Mon
     x = gpu.tensor(x_host)
     for _ in range(2):  # planned, then replayed
         _same(ops.permute(x, ()), x_host)
+
+
+# ----------------------------------------------------------------------------- the plane kernel's plan
+@pytest.mark.parametrize("rows,cols,elem,tile_cw,packed", [
+    (4096, 4096, 4, 32, False),  # both sides long: 32 x 32 units
+    (262144, 8, 1, 2, True),  # NHWC -> NCHW of 8 one-byte channels: 2 words along C, 2048 rows along R
+    (8, 262144, 1, 512, True),  # NCHW -> NHWC: 2 words along R, 2048 columns along C
+    (262144, 8, 4, 8, False),  # 4-byte elements are their own words
+    (102, 6, 2, 4, True),  # 3 words of 2 halves along C (to a power of 2: 4)
+    (1, 5000, 8, 512, False),  # one row: tiles of 2 rows (the shared pitch stays within its bound)
+])
+def test_the_plane_shapes_its_tile_to_the_plane(rows: int, cols: int, elem: int, tile_cw: int, packed: bool) -> None:
+    from tmagen.kinds.strided import plan as sp
+
+    call = sp.plane((3,), rows, cols, (rows * cols, cols, 1), (rows * cols, 1, rows), elem, 132)
+    assert (call.tile_cw, call.packed) == (tile_cw, packed)
+    tile_r, tile_c = call.tile
+    assert tile_r * tile_c * elem >= sp.PLANE_TILE_BYTES  # enough bytes in flight
+    assert tile_r * tile_c == sp.plane_units(elem, packed) * call.unit ** 2
+    assert (call.tiles_r, call.tiles_c) == (-(-rows // tile_r), -(-cols // tile_c))
+    assert call.count == 3 * call.tiles_r * call.tiles_c
+    assert call.symbol == f"tmagen_strided_plane_e{elem}{'_w4' if packed else ''}_u32"
+
+
+def test_packed_words_need_every_address_whole_4_bytes() -> None:
+    from tmagen.kinds.strided import plan as sp
+
+    def packed(src: tuple, dst: tuple, src_align: int = 0, dst_align: int = 0, elem: int = 1) -> bool:
+        return sp.plane((2,), 64, 64, src, dst, elem, 132, src_align=src_align, dst_align=dst_align).packed
+
+    assert packed((64 * 64, 64, 1), (64 * 64, 1, 64))
+    assert not packed((64 * 64, 64, 1), (64 * 64, 1, 64), src_align=2)  # a pointer off 4 bytes
+    assert not packed((64 * 64, 64, 1), (64 * 64, 1, 64), src_align=2, elem=2)  # one half off
+    assert packed((64 * 64, 64, 1), (64 * 64, 1, 64), src_align=4, dst_align=12, elem=2)  # two halves off: a word
+    assert not packed((64 * 66, 66, 1), (64 * 64, 1, 65))  # the output's rows 65 bytes apart
+    assert not packed((64 * 65 + 1, 65, 1), (64 * 64, 1, 64))  # the source's rows 65 bytes apart
+    assert not packed((64 * 64, 64, 1), (64 * 64, 1, 64), elem=4)  # 4-byte elements: nothing to pack
+    with pytest.raises(ValueError, match="plane"):
+        sp.plane((2,), 64, 64, (64 * 64, 1, 64), (64 * 64, 1, 64), 1, 132)  # the source not contiguous along C
+
+
+def test_the_plane_kernel_source_has_a_packed_variant_for_small_elements() -> None:
+    from tmagen import strided
+
+    source = strided.source()
+    for e in (1, 2):
+        assert f"tmagen_strided_plane_e{e}_w4_u32" in source and f"tmagen_strided_plane_e{e}_w4_u64" in source
+    for e in (4, 8, 16):
+        assert f"tmagen_strided_plane_e{e}_w4" not in source and f"tmagen_strided_plane_e{e}_u32" in source
+
+
+def test_the_table_names_every_knob_for_every_class() -> None:
+    table = ops.table()
+    keys = {"tma_min_row_bytes", "tma_min_plane", "strided_blocks_per_sm", "gather_max_bytes"}
+    assert set(table["classes"]) == set(ops.CLASSES)
+    assert all(set(config) == keys for config in table["classes"].values()), table["classes"]
+
+
+def test_moves_of_at_most_gather_max_bytes_take_the_gather_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's per-class gather_max_bytes sends small moves, whatever their layout, to the gather
+    kernel (one load and one store per element), and leaves larger ones where they were."""
+    base = ops.table()
+    small = {**base, "classes": {**base["classes"], "small": {**base["classes"]["small"], "gather_max_bytes": 1 << 14}}}
+    monkeypatch.setattr(ops, "table", lambda: small)
+    ops._MOVES.clear()
+    assert _run("transpose", _data((64, 64), np.float32)) == "gather"  # 16 KiB
+    assert _run("copy", _data((64, 64), np.float32)) == "gather"
+    assert _run("transpose", _data((128, 64), np.float32)) == "transpose"  # 32 KiB: TMA as before
+    assert _run("copy", _data((128, 64), np.float32)) == "copy"

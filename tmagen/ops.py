@@ -293,6 +293,10 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
     min_row, min_plane, per_sm = config["tma_min_row_bytes"], config["tma_min_plane"], config["strided_blocks_per_sm"]
     aligned = src_align == 0 and dst_align == 0 and itemsize in ELEMENT_SIZES
     m, s_, d_ = tuple(merged), tuple(ms), tuple(md)
+    if math.prod(merged) * itemsize <= config["gather_max_bytes"]:
+        # few bytes: the gather kernel's one load and store per element (no tensor map, no barrier, no
+        # shared memory) ends sooner than any tiled kernel; the table says up to where, per class
+        return Move("gather", itemsize, m, s_, m, d_, sp.gather(merged, ms, md, itemsize, multiprocessors, per_sm))
     if ms[-1] == 1 and md[-1] == 1:
         if len(merged) == 1:
             if aligned and merged[0] * itemsize >= 16:
@@ -315,7 +319,8 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
         # the plane kernel's layout: [*batch, R, C] with the output's strides of R (1) and C
         dst_plane = (*(md[i] for i in batch), 1, md[p])
         return Move("plane", itemsize, shape_t, src_t, shape_t, dst_plane,
-                    sp.plane(shape_t[:-2], rows, cols, src_t, dst_plane, itemsize, multiprocessors, per_sm))
+                    sp.plane(shape_t[:-2], rows, cols, src_t, dst_plane, itemsize, multiprocessors, per_sm,
+                             src_align, dst_align))
     return Move("gather", itemsize, m, s_, m, d_, sp.gather(merged, ms, md, itemsize, multiprocessors, per_sm))
 
 

@@ -24,7 +24,8 @@ class Layout(ctypes.Structure):
 
     _fields_ = [("extent", ctypes.c_int64 * 5), ("src", ctypes.c_int64 * 5), ("dst", ctypes.c_int64 * 5),
                 ("count", ctypes.c_uint64), ("tiles_c", ctypes.c_uint64), ("tiles_r", ctypes.c_uint64),
-                ("dst_linear", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+                ("dst_linear", ctypes.c_uint32), ("tile_cw", ctypes.c_uint32),
+                ("pitch", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
 
 
 def source() -> str:
@@ -32,8 +33,8 @@ def source() -> str:
     from tmagen.render import environment
 
     return environment().get_template("strided/kernels.cu.j2").render(
-        version=__version__, sizes=sp.SIZES, vector_bytes=sp.VECTOR_BYTES, tile=sp.TILE, tile_rows=sp.TILE_ROWS,
-        gather_threads=sp.GATHER_THREADS)
+        version=__version__, sizes=sp.SIZES, vector_bytes=sp.VECTOR_BYTES, plane_kernels=sp.plane_kernels(),
+        plane_threads=sp.PLANE_THREADS, gather_threads=sp.GATHER_THREADS)
 
 
 @dataclass
@@ -86,7 +87,8 @@ def function(device: int, symbol: str, stream: int | None = None) -> int:
 def prepare(call: StridedCall, src: int, dst: int, device: int, stream: int | None = None) -> Prepared:
     """``call`` on the arrays at ``src`` and ``dst``, ready for `run`."""
     layout = Layout((ctypes.c_int64 * 5)(*call.extent), (ctypes.c_int64 * 5)(*call.src),
-                    (ctypes.c_int64 * 5)(*call.dst), call.count, call.tiles_c, call.tiles_r, int(call.dst_linear), 0)
+                    (ctypes.c_int64 * 5)(*call.dst), call.count, call.tiles_c, call.tiles_r, int(call.dst_linear),
+                    call.tile_cw, call.pitch, 0)
     pointers = (ctypes.c_uint64 * 2)(src, dst)
     base = ctypes.addressof(pointers)
     params = (ctypes.c_void_p * 3)(base, base + 8, ctypes.addressof(layout))

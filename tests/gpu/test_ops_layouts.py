@@ -132,6 +132,43 @@ def test_permute_autograd_and_compile(gen: Any) -> None:
     assert torch.equal(h(w), w.permute(0, 2, 3, 1) * 2)
 
 
+# (batch, R, C): each way the plane kernel shapes its tile - 32 x 32 units, narrow along C (few
+# source columns: NHWC -> NCHW of 8 channels), narrow along R (NCHW -> NHWC), both small - with
+# extents that are and are not multiples of the packed unit
+PLANES = [(2, 67, 130), (3, 2100, 8), (2, 8, 2100), (1, 5, 3), (4, 33, 1), (2, 1, 70), (1, 4096, 12)]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.float64, torch.complex128],
+                         ids=str)
+def test_the_plane_kernel_in_every_tile_shape_packed_and_not(dtype: Any, gen: Any) -> None:
+    """The plane kernel called directly: out [B, C, R] from x [B, R, C], in each tile shape, with 1- and
+    2-byte elements moved as packed 4-byte words where pointers and strides allow and one by one
+    where not (a pointer one element off, a row stride of odd bytes)."""
+    from tmagen import strided
+    from tmagen.kinds.strided import plan as sp
+
+    size = torch.empty((), dtype=dtype).element_size()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    stream = torch.cuda.current_stream().cuda_stream
+    seen = set()
+    for b, r, c in PLANES:
+        for pad, offset in ((0, 0), (0, 1), (1, 0), (4, 0)):  # row padding (elements), pointer offset
+            base = random((b * r * (c + pad) + offset,), dtype, gen)
+            x = base[offset:].view(b, r, c + pad)[:, :, :c]
+            out_base = poisoned((b * c * r + offset,), dtype)
+            out = out_base[offset:].view(b, c, r)
+            call = sp.plane((b,), r, c, x.stride(), (c * r, 1, r), size, sms, src_align=x.data_ptr() % 16,
+                            dst_align=out.data_ptr() % 16)
+            words = (size < 4 and offset * size % 4 == 0 and (c + pad) * size % 4 == 0 and r * size % 4 == 0
+                     and c * r * size % 4 == 0)
+            assert call.packed == words, (b, r, c, pad, offset)
+            seen.add((call.packed, call.tile_cw))
+            strided.run(strided.prepare(call, x.data_ptr(), out.data_ptr(), 0, stream), stream)
+            _check(out, x.transpose(1, 2).contiguous(), f"plane {(b, r, c)} pad {pad} offset {offset} {call}")
+    assert len({cw for _, cw in seen}) >= 5 and 1 in {cw for _, cw in seen}, seen
+    assert size >= 4 or any(packed for packed, _ in seen)
+
+
 def test_large_strided_gather_uses_64_bit_indices(gen: Any) -> None:
     """A view of more than 2^31 elements through the strided kernels (uint8, stepped columns: 2.1 GB read)."""
     base = torch.empty((1 << 16, (1 << 15) + 2), dtype=torch.uint8, device="cuda")
@@ -152,6 +189,9 @@ for dtype in (torch.uint8, torch.float16, torch.float32, torch.float64, torch.co
     tmagen.ops.copy(x[:, ::3])                    # gather, stepped
     tmagen.ops.permute(x.view(37, 4, 75)[:, :, 1:], (2, 0, 1))   # plane with a batch
     tmagen.ops.copy(x.reshape(-1)[1:])            # 1-d, odd pointer
+    y = torch.randint(0, 100, (3, 1030, 6), device="cuda", generator=g).to(dtype)
+    tmagen.ops.permute(y, (0, 2, 1))              # plane narrow along C (packed for 1 and 2 bytes)
+    tmagen.ops.permute(y.transpose(1, 2).contiguous(), (0, 2, 1))   # narrow along R
 torch.cuda.synchronize()
 print("done")
 """

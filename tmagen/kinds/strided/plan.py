@@ -10,9 +10,14 @@ loads and launches them).
 - ``gather``: ``dst[i] = src[i]`` over up to 5 dimensions; each thread takes one 16-byte vector of
   the output (one element of 16 bytes), loaded whole where the source holds it contiguously and
   aligned, in narrower words or element by element where not.
-- ``plane``: the same where the output's innermost dimension (R) is not the source's (C): tiles of
-  ``TILE x TILE`` elements through shared memory padded by one element per row (a warp reading a
-  tile column meets 32 distinct banks for every element size), up to 3 batch dimensions.
+- ``plane``: the same where the output's innermost dimension (R) is not the source's (C), up to 3
+  batch dimensions: tiles through shared memory, shaped by the plane. A tile is ``plane_units``
+  units of ``P x P`` elements (at least 8 KiB), ``tile_cw`` units along C by the rest along R: 32
+  along C where both extents allow, long and narrow where one is small (a plane of 8 one-byte
+  channels moves 8 x 2048 elements per tile, not 8 x 32). Elements of 1 and 2 bytes are moved
+  ``P`` = 4 or 2 to a 4-byte word (``packed``: loaded as words along C, transposed in registers by
+  byte permutes, stored as words along R) where every stride and both pointers are whole 4 bytes;
+  otherwise one element per unit.
 
 Shapes and strides are outermost first, strides in elements.
 """
@@ -26,8 +31,11 @@ from dataclasses import dataclass
 SIZES = (1, 2, 4, 8, 16)  # element bytes the kernels move
 VECTOR_BYTES = 16  # bytes of output one gather thread moves
 GATHER_THREADS = 256
-TILE = 32  # plane: a tile of TILE x TILE elements, a block of TILE x TILE_ROWS threads
-TILE_ROWS = 8
+PLANE_MIN_UNITS = 1024  # plane: units (P x P elements) per tile, at least
+PLANE_TILE_BYTES = 8192  # and bytes per tile, at least
+PLANE_THREADS = 256
+PLANE_SIDE = 32  # units along C of a tile where both extents have that many
+WORD_BYTES = 4  # packed planes move elements of 1 and 2 bytes in words of this size
 MAX_RANK = 5
 U32_LIMIT = 1 << 31  # an index below this (and its offsets) runs the 32-bit variant
 BLOCKS_PER_SM = 16  # grid-stride kernels: at most this many blocks per multiprocessor (the default)
@@ -46,6 +54,9 @@ class StridedCall:
     count: int
     tiles_c: int = 0
     tiles_r: int = 0
+    tile_cw: int = 0  # plane: units per tile along C (a power of 2); plane_units / tile_cw along R
+    pitch: int = 0  # plane: unit rows between the rows of a shared plane
+    packed: bool = False  # plane: P elements of 1 or 2 bytes per 4-byte word
     dst_linear: bool = False
     wide: bool = False  # an index needs 64 bits
     grid: int = 1
@@ -53,7 +64,18 @@ class StridedCall:
 
     @property
     def symbol(self) -> str:
-        return f"tmagen_strided_{self.kernel}_e{self.elem_bytes}_{'u64' if self.wide else 'u32'}"
+        words = "_w4" if self.packed else ""
+        return f"tmagen_strided_{self.kernel}_e{self.elem_bytes}{words}_{'u64' if self.wide else 'u32'}"
+
+    @property
+    def unit(self) -> int:
+        """Plane: elements along each side of a unit (P)."""
+        return WORD_BYTES // self.elem_bytes if self.packed else 1
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        """Plane: a tile's elements along R and along C."""
+        return self.unit * plane_units(self.elem_bytes, self.packed) // self.tile_cw, self.unit * self.tile_cw
 
 
 def _pad(values: Sequence[int], fill: int) -> tuple[int, ...]:
@@ -88,15 +110,83 @@ def gather(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], elem_by
                        dst_linear=_contiguous(shape, dst), wide=wide, grid=grid, block=GATHER_THREADS)
 
 
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def plane_units(elem_bytes: int, packed: bool) -> int:
+    """Units per tile: at least PLANE_MIN_UNITS, and enough for PLANE_TILE_BYTES (a tile of 1024
+    one-byte elements kept too few bytes in flight: 0.3 TB/s)."""
+    unit = WORD_BYTES // elem_bytes if packed else 1
+    return max(PLANE_MIN_UNITS, PLANE_TILE_BYTES // (unit * unit * elem_bytes))
+
+
+def _bank_words(elem_bytes: int, packed: bool) -> int:
+    """Shared-memory elements per 4-byte bank word (of a unit's rows): 1 for words of 4 bytes or more."""
+    return max(1, WORD_BYTES // (elem_bytes * (WORD_BYTES // elem_bytes if packed else 1)))
+
+
+def plane_pitch(tile_cw: int, units: int, per_bank: int) -> int:
+    """The shared planes' row pitch (in unit rows): a warp of the load phase, 32 neighbouring units
+    along C (or ``tile_cw`` units of ``32 / tile_cw`` rows), writes ``pitch`` rows apart, which
+    the padding makes an odd number of bank words (or spreads over 32 banks)."""
+    pad = per_bank * (PLANE_SIDE // tile_cw if tile_cw < PLANE_SIDE else 1)
+    return units // tile_cw + pad
+
+
+def plane_words(units: int, per_bank: int) -> int:
+    """Unit rows per shared plane: the widest pitch of any tile shape (tile_cw at most units / 2),
+    and 8 words between planes so that one warp's planes start in different banks."""
+    return units + units // 2 * per_bank + 8
+
+
+def plane_tile_cw(rows: int, cols: int, unit: int, units: int) -> int:
+    """Units per tile along C: 32 where both sides have enough units, else the small side's units (to
+    a power of 2, at least 2 along R) and the rest of the tile along the other side."""
+    units_r, units_c = -(-rows // unit), -(-cols // unit)
+    if units_c < PLANE_SIDE:
+        return _pow2_at_least(units_c)
+    if units_r < units // PLANE_SIDE:
+        return units // max(2, _pow2_at_least(units_r))
+    return PLANE_SIDE
+
+
 def plane(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: Sequence[int], elem_bytes: int,
-          multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM) -> StridedCall:
+          multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM, src_align: int = 0,
+          dst_align: int = 0) -> StridedCall:
     """``dst = src`` over ``[*batch, rows, cols]`` (batch of at most 3 dimensions) where the output's
-    innermost dimension is ``rows`` (its stride ``dst[-2]``) and the source's is ``cols``: tiled
-    through shared memory. ``src`` and ``dst`` are strides of that shape."""
-    tiles_c, tiles_r = -(-cols // TILE), -(-rows // TILE)
-    count = tiles_c * tiles_r * math.prod(batch)
+    innermost dimension is ``rows`` (its stride ``dst[-2]`` is 1) and the source's is ``cols``
+    (``src[-1]`` is 1): tiled through shared memory. ``src`` and ``dst`` are strides of that shape;
+    the pointers are ``src_align`` and ``dst_align`` bytes past a 16-byte boundary."""
+    if src[-1] != 1 or dst[-2] != 1:
+        raise ValueError(f"a plane reads along its source's last dimension and writes along its rows: strides "
+                         f"{tuple(src)} and {tuple(dst)}")
     shape = [*batch, rows, cols]
-    wide = max(count, _span(shape, src), _span(shape, dst), rows + TILE, cols + TILE) >= U32_LIMIT
+    # words of 4 bytes need every address a unit starts at whole 4 bytes: both pointers, and every
+    # stride but the two unit strides (1), counted in bytes
+    strides = [*src[:-1], *dst[:-2], dst[-1]]
+    packed = elem_bytes < WORD_BYTES and (src_align | dst_align) % WORD_BYTES == 0 and \
+        all(s * elem_bytes % WORD_BYTES == 0 for s in strides)
+    unit = WORD_BYTES // elem_bytes if packed else 1
+    units = plane_units(elem_bytes, packed)
+    tile_cw = plane_tile_cw(rows, cols, unit, units)
+    tile_r, tile_c = unit * units // tile_cw, unit * tile_cw
+    tiles_c, tiles_r = -(-cols // tile_c), -(-rows // tile_r)
+    count = tiles_c * tiles_r * math.prod(batch)
+    wide = max(count, _span(shape, src), _span(shape, dst), rows + tile_r, cols + tile_c) >= U32_LIMIT
     grid = max(1, min(count, multiprocessors * blocks_per_sm))
     return StridedCall("plane", elem_bytes, _pad(shape, 1), _pad(src, 0), _pad(dst, 0), count, tiles_c, tiles_r,
-                       wide=wide, grid=grid, block=TILE * TILE_ROWS)
+                       tile_cw, plane_pitch(tile_cw, units, _bank_words(elem_bytes, packed)), packed, wide=wide,
+                       grid=grid, block=PLANE_THREADS)
+
+
+def plane_kernels() -> list[dict[str, int]]:
+    """What the template instantiates per plane kernel: element bytes, unit (P), units per tile and
+    unit rows per shared plane."""
+    out = []
+    for e in SIZES:
+        for packed in (False, True) if e < WORD_BYTES else (False,):
+            units = plane_units(e, packed)
+            out.append({"e": e, "unit": WORD_BYTES // e if packed else 1, "units": units,
+                        "plane_words": plane_words(units, _bank_words(e, packed))})
+    return out
