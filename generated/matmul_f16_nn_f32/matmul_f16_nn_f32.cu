@@ -227,6 +227,7 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_c(matmul_f16_nn_f32
   return ok();
 }
 
+#include <atomic>
 #include <mutex>
 
 namespace {
@@ -296,17 +297,34 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* v
   if (*splits == 1) *split_from = 0;
 }
 
+// matmul_choose costs microseconds on shapes of many K steps (every kernel, split and tail is
+// costed): a launch of this thread's last (M, N, K, sms) reuses its choice, as it reuses its maps.
+struct cached_choice {
+  uint64_t M = 0, N = 0, K = 0;
+  uint32_t sms = 0, variant = 0, splits = 1, split_from = 0;
+};
+
+void matmul_choose_cached(cached_choice& slot, uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* variant,
+                          uint32_t* splits, uint32_t* split_from) {
+  if (slot.sms != sms || slot.M != M || slot.N != N || slot.K != K) {
+    matmul_choose(M, N, K, sms, &slot.variant, &slot.splits, &slot.split_from);
+    slot.M = M, slot.N = N, slot.K = K, slot.sms = sms;
+  }
+  *variant = slot.variant, *splits = slot.splits, *split_from = slot.split_from;
+}
+
 // The multiprocessors of the current device, asked of the runtime once per device.
 matmul_f16_nn_f32_status current_sms(int* device, uint32_t* sms) {
-  static int counts[64] = {};
+  static std::atomic<int> counts[64] = {};  // atomic: threads may launch at once (relaxed: any writer writes the same)
   if (cudaGetDevice(device) != cudaSuccess) return fail(matmul_f16_nn_f32_no_driver, "matmul: no current CUDA device");
   if (*device < 0 || *device >= 64) return fail(matmul_f16_nn_f32_bad_argument, "matmul: device %d is beyond 64", *device);
-  if (counts[*device] == 0) {
-    int n = 0;
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, *device);
-    counts[*device] = n > 0 ? n : 1;
+  int count = counts[*device].load(std::memory_order_relaxed);
+  if (count == 0) {
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, *device);
+    if (count < 1) count = 1;
+    counts[*device].store(count, std::memory_order_relaxed);
   }
-  *sms = static_cast<uint32_t>(counts[*device]);
+  *sms = static_cast<uint32_t>(count);
   return matmul_f16_nn_f32_ok;
 }
 
@@ -446,6 +464,7 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
   const int64_t a_strides[2] = {K ? (lda ? lda : static_cast<int64_t>(K)) : 8, 1};
   const int64_t b_strides[2] = {ldb ? ldb : static_cast<int64_t>(N), 1};
   thread_local cached_map a_cache, b_cache, c_cache;
+  thread_local cached_choice choice_cache;
   status = cached_encode(a_cache, matmul_f16_nn_f32_encode_a, a, a_shape, a_strides);
   if (status != matmul_f16_nn_f32_ok) return status;
   status = cached_encode(b_cache, matmul_f16_nn_f32_encode_b, b, b_shape, b_strides);
@@ -453,7 +472,7 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
   status = cached_encode(c_cache, matmul_f16_nn_f32_encode_c, c, c_shape, c_strides);
   if (status != matmul_f16_nn_f32_ok) return status;
   uint32_t variant = 0, splits = 1, split_from = 0;
-  matmul_choose(M, N, K, sms, &variant, &splits, &split_from);
+  matmul_choose_cached(choice_cache, M, N, K, sms, &variant, &splits, &split_from);
   uint64_t tiles = ((M + matmul_costs[variant].bm - 1) / matmul_costs[variant].bm) *
                          ((N + matmul_costs[variant].bn - 1) / matmul_costs[variant].bn);
   if (tiles * splits > 0xFFFFFFFFull) return fail(matmul_f16_nn_f32_bad_shape, "matmul: %llu tiles are more than 2^32", (unsigned long long)tiles);
@@ -480,66 +499,66 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
   const cudaError_t before = cudaPeekAtLastError();
   switch (variant) {
     case 0: {
-      static bool allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device]) {
+      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device].load(std::memory_order_acquire)) {
         status = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul), matmul_f16_nn_f32_matmul_smem_bytes, "matmul_f16_nn_f32_matmul");
         if (status != matmul_f16_nn_f32_ok) return status;
-        allowed[device] = true;
+        allowed[device].store(true, std::memory_order_release);
       }
       matmul_f16_nn_f32_matmul<<<grid, matmul_f16_nn_f32_matmul_threads, matmul_f16_nn_f32_matmul_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_f16_nn_f32_matmul", before);
     }
     case 1: {
-      static bool allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device]) {
+      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device].load(std::memory_order_acquire)) {
         status = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x192), matmul_f16_nn_f32_matmul_128x192_smem_bytes, "matmul_f16_nn_f32_matmul_128x192");
         if (status != matmul_f16_nn_f32_ok) return status;
-        allowed[device] = true;
+        allowed[device].store(true, std::memory_order_release);
       }
       matmul_f16_nn_f32_matmul_128x192<<<grid, matmul_f16_nn_f32_matmul_128x192_threads, matmul_f16_nn_f32_matmul_128x192_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_f16_nn_f32_matmul_128x192", before);
     }
     case 2: {
-      static bool allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device]) {
+      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device].load(std::memory_order_acquire)) {
         status = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x128), matmul_f16_nn_f32_matmul_128x128_smem_bytes, "matmul_f16_nn_f32_matmul_128x128");
         if (status != matmul_f16_nn_f32_ok) return status;
-        allowed[device] = true;
+        allowed[device].store(true, std::memory_order_release);
       }
       matmul_f16_nn_f32_matmul_128x128<<<grid, matmul_f16_nn_f32_matmul_128x128_threads, matmul_f16_nn_f32_matmul_128x128_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_f16_nn_f32_matmul_128x128", before);
     }
     case 3: {
-      static bool allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device]) {
+      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device].load(std::memory_order_acquire)) {
         status = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x256), matmul_f16_nn_f32_matmul_64x256_smem_bytes, "matmul_f16_nn_f32_matmul_64x256");
         if (status != matmul_f16_nn_f32_ok) return status;
-        allowed[device] = true;
+        allowed[device].store(true, std::memory_order_release);
       }
       matmul_f16_nn_f32_matmul_64x256<<<grid, matmul_f16_nn_f32_matmul_64x256_threads, matmul_f16_nn_f32_matmul_64x256_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_f16_nn_f32_matmul_64x256", before);
     }
     case 4: {
-      static bool allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device]) {
+      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device].load(std::memory_order_acquire)) {
         status = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x128), matmul_f16_nn_f32_matmul_64x128_smem_bytes, "matmul_f16_nn_f32_matmul_64x128");
         if (status != matmul_f16_nn_f32_ok) return status;
-        allowed[device] = true;
+        allowed[device].store(true, std::memory_order_release);
       }
       matmul_f16_nn_f32_matmul_64x128<<<grid, matmul_f16_nn_f32_matmul_64x128_threads, matmul_f16_nn_f32_matmul_64x128_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_f16_nn_f32_matmul_64x128", before);
     }
     case 5: {
-      static bool allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device]) {
+      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device].load(std::memory_order_acquire)) {
         status = allow_smem(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x64), matmul_f16_nn_f32_matmul_64x64_smem_bytes, "matmul_f16_nn_f32_matmul_64x64");
         if (status != matmul_f16_nn_f32_ok) return status;
-        allowed[device] = true;
+        allowed[device].store(true, std::memory_order_release);
       }
       matmul_f16_nn_f32_matmul_64x64<<<grid, matmul_f16_nn_f32_matmul_64x64_threads, matmul_f16_nn_f32_matmul_64x64_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);

@@ -55,8 +55,9 @@ matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_c(matmul_f16_nn_f32_tensor_map
    dimensions lda, ldb, ldc in elements (0: contiguous; each a multiple of 16 bytes, as TMA needs),
    __half in, fp32 accumulation, float out; M, N, K below 2^31. K = 0 sets C to zeros.
    Each call picks one of the spec's 6 kernel(s) and a split of K (of every tile, or of the last
-   wave's) for its M, N and K (matmul_f16_nn_f32_matmul_choice);
-   tensor maps are encoded again only when a pointer, shape or leading dimension changes. A split
+   wave's) for its M, N and K (matmul_f16_nn_f32_matmul_choice). Each thread keeps its last launch's three
+   tensor maps and choice: a map is encoded again only when its pointer, shape or leading dimension
+   changes, the choice only when M, N, K or the device's SM count does. A split
    launch sums fp32 partials in a workspace the library allocates per device and stream on first
    need (not while the stream is being captured into a CUDA graph: run the shape once first). */
 matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch(const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K,
