@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <atomic>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,17 @@ copy_f32_3d_status driver_entry(const char* symbol, Fn* fn) {
   }
   *fn = reinterpret_cast<Fn>(p);
   return copy_f32_3d_ok;
+}
+
+// The driver's encoder, looked up at the first encode of the process: a lookup costs a
+// microsecond or more on every encode, and the address does not change (a failed lookup is not kept).
+copy_f32_3d_status encode_tiled_entry(PFN_cuTensorMapEncodeTiled_v12000* encode) {
+  static std::atomic<PFN_cuTensorMapEncodeTiled_v12000> found{nullptr};
+  *encode = found.load(std::memory_order_acquire);
+  if (*encode != nullptr) return copy_f32_3d_ok;
+  const copy_f32_3d_status status = driver_entry("cuTensorMapEncodeTiled", encode);
+  if (status == copy_f32_3d_ok) found.store(*encode, std::memory_order_release);
+  return status;
 }
 
 const char* driver_error_name(CUresult result) {
@@ -159,7 +171,7 @@ extern "C" copy_f32_3d_status copy_f32_3d_encode_src(copy_f32_3d_tensor_map* out
                                                   false, dims, byte_strides);
   if (checked != copy_f32_3d_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  const copy_f32_3d_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
+  const copy_f32_3d_status found = encode_tiled_entry(&encode);
   if (found != copy_f32_3d_ok) return found;
   const cuuint32_t box[3] = {32, 32, 1};  // innermost first
   const cuuint32_t element_strides[3] = {1, 1, 1};
@@ -186,7 +198,7 @@ extern "C" copy_f32_3d_status copy_f32_3d_encode_dst(copy_f32_3d_tensor_map* out
                                                   true, dims, byte_strides);
   if (checked != copy_f32_3d_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  const copy_f32_3d_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
+  const copy_f32_3d_status found = encode_tiled_entry(&encode);
   if (found != copy_f32_3d_ok) return found;
   const cuuint32_t box[3] = {32, 32, 1};  // innermost first
   const cuuint32_t element_strides[3] = {1, 1, 1};

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <atomic>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,17 @@ inspect_atom32b_sm100a_status driver_entry(const char* symbol, Fn* fn) {
   }
   *fn = reinterpret_cast<Fn>(p);
   return inspect_atom32b_sm100a_ok;
+}
+
+// The driver's encoder, looked up at the first encode of the process: a lookup costs a
+// microsecond or more on every encode, and the address does not change (a failed lookup is not kept).
+inspect_atom32b_sm100a_status encode_tiled_entry(PFN_cuTensorMapEncodeTiled_v12000* encode) {
+  static std::atomic<PFN_cuTensorMapEncodeTiled_v12000> found{nullptr};
+  *encode = found.load(std::memory_order_acquire);
+  if (*encode != nullptr) return inspect_atom32b_sm100a_ok;
+  const inspect_atom32b_sm100a_status status = driver_entry("cuTensorMapEncodeTiled", encode);
+  if (status == inspect_atom32b_sm100a_ok) found.store(*encode, std::memory_order_release);
+  return status;
 }
 
 const char* driver_error_name(CUresult result) {
@@ -148,7 +160,7 @@ extern "C" inspect_atom32b_sm100a_status inspect_atom32b_sm100a_encode_tile(insp
                                                   false, dims, byte_strides);
   if (checked != inspect_atom32b_sm100a_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  const inspect_atom32b_sm100a_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
+  const inspect_atom32b_sm100a_status found = encode_tiled_entry(&encode);
   if (found != inspect_atom32b_sm100a_ok) return found;
   const cuuint32_t box[2] = {64, 16};  // innermost first
   const cuuint32_t element_strides[2] = {1, 1};

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <atomic>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,17 @@ matmul_bf16_tn_status driver_entry(const char* symbol, Fn* fn) {
   }
   *fn = reinterpret_cast<Fn>(p);
   return matmul_bf16_tn_ok;
+}
+
+// The driver's encoder, looked up at the first encode of the process: a lookup costs a
+// microsecond or more on every encode, and the address does not change (a failed lookup is not kept).
+matmul_bf16_tn_status encode_tiled_entry(PFN_cuTensorMapEncodeTiled_v12000* encode) {
+  static std::atomic<PFN_cuTensorMapEncodeTiled_v12000> found{nullptr};
+  *encode = found.load(std::memory_order_acquire);
+  if (*encode != nullptr) return matmul_bf16_tn_ok;
+  const matmul_bf16_tn_status status = driver_entry("cuTensorMapEncodeTiled", encode);
+  if (status == matmul_bf16_tn_ok) found.store(*encode, std::memory_order_release);
+  return status;
 }
 
 const char* driver_error_name(CUresult result) {
@@ -159,7 +171,7 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_encode_a(matmul_bf16_tn_tensor_m
                                                   false, dims, byte_strides);
   if (checked != matmul_bf16_tn_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  const matmul_bf16_tn_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
+  const matmul_bf16_tn_status found = encode_tiled_entry(&encode);
   if (found != matmul_bf16_tn_ok) return found;
   const cuuint32_t box[2] = {64, 64};  // innermost first
   const cuuint32_t element_strides[2] = {1, 1};
@@ -186,7 +198,7 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_encode_b(matmul_bf16_tn_tensor_m
                                                   false, dims, byte_strides);
   if (checked != matmul_bf16_tn_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  const matmul_bf16_tn_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
+  const matmul_bf16_tn_status found = encode_tiled_entry(&encode);
   if (found != matmul_bf16_tn_ok) return found;
   const cuuint32_t box[2] = {64, 64};  // innermost first
   const cuuint32_t element_strides[2] = {1, 1};
@@ -213,7 +225,7 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_encode_c(matmul_bf16_tn_tensor_m
                                                   true, dims, byte_strides);
   if (checked != matmul_bf16_tn_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  const matmul_bf16_tn_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
+  const matmul_bf16_tn_status found = encode_tiled_entry(&encode);
   if (found != matmul_bf16_tn_ok) return found;
   const cuuint32_t box[2] = {64, 64};  // innermost first
   const cuuint32_t element_strides[2] = {1, 1};

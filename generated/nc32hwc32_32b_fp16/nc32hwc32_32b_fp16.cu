@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <atomic>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,17 @@ nc32hwc32_32b_fp16_status driver_entry(const char* symbol, Fn* fn) {
   }
   *fn = reinterpret_cast<Fn>(p);
   return nc32hwc32_32b_fp16_ok;
+}
+
+// The driver's encoder, looked up at the first encode of the process: a lookup costs a
+// microsecond or more on every encode, and the address does not change (a failed lookup is not kept).
+nc32hwc32_32b_fp16_status encode_tiled_entry(PFN_cuTensorMapEncodeTiled_v12000* encode) {
+  static std::atomic<PFN_cuTensorMapEncodeTiled_v12000> found{nullptr};
+  *encode = found.load(std::memory_order_acquire);
+  if (*encode != nullptr) return nc32hwc32_32b_fp16_ok;
+  const nc32hwc32_32b_fp16_status status = driver_entry("cuTensorMapEncodeTiled", encode);
+  if (status == nc32hwc32_32b_fp16_ok) found.store(*encode, std::memory_order_release);
+  return status;
 }
 
 const char* driver_error_name(CUresult result) {
@@ -148,7 +160,7 @@ extern "C" nc32hwc32_32b_fp16_status nc32hwc32_32b_fp16_encode_activations(nc32h
                                                   false, dims, byte_strides);
   if (checked != nc32hwc32_32b_fp16_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  const nc32hwc32_32b_fp16_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
+  const nc32hwc32_32b_fp16_status found = encode_tiled_entry(&encode);
   if (found != nc32hwc32_32b_fp16_ok) return found;
   const cuuint32_t box[5] = {16, 10, 10, 2, 1};  // innermost first
   const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};

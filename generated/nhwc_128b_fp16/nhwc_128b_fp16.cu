@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <atomic>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,17 @@ nhwc_128b_fp16_status driver_entry(const char* symbol, Fn* fn) {
   }
   *fn = reinterpret_cast<Fn>(p);
   return nhwc_128b_fp16_ok;
+}
+
+// The driver's encoder, looked up at the first encode of the process: a lookup costs a
+// microsecond or more on every encode, and the address does not change (a failed lookup is not kept).
+nhwc_128b_fp16_status encode_tiled_entry(PFN_cuTensorMapEncodeTiled_v12000* encode) {
+  static std::atomic<PFN_cuTensorMapEncodeTiled_v12000> found{nullptr};
+  *encode = found.load(std::memory_order_acquire);
+  if (*encode != nullptr) return nhwc_128b_fp16_ok;
+  const nhwc_128b_fp16_status status = driver_entry("cuTensorMapEncodeTiled", encode);
+  if (status == nhwc_128b_fp16_ok) found.store(*encode, std::memory_order_release);
+  return status;
 }
 
 const char* driver_error_name(CUresult result) {
@@ -148,7 +160,7 @@ extern "C" nhwc_128b_fp16_status nhwc_128b_fp16_encode_activations(nhwc_128b_fp1
                                                   false, dims, byte_strides);
   if (checked != nhwc_128b_fp16_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  const nhwc_128b_fp16_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
+  const nhwc_128b_fp16_status found = encode_tiled_entry(&encode);
   if (found != nhwc_128b_fp16_ok) return found;
   const cuuint32_t box[4] = {64, 10, 10, 1};  // innermost first
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};

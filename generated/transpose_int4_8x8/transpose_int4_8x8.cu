@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <atomic>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,17 @@ transpose_int4_8x8_status driver_entry(const char* symbol, Fn* fn) {
   }
   *fn = reinterpret_cast<Fn>(p);
   return transpose_int4_8x8_ok;
+}
+
+// The driver's encoder, looked up at the first encode of the process: a lookup costs a
+// microsecond or more on every encode, and the address does not change (a failed lookup is not kept).
+transpose_int4_8x8_status encode_tiled_entry(PFN_cuTensorMapEncodeTiled_v12000* encode) {
+  static std::atomic<PFN_cuTensorMapEncodeTiled_v12000> found{nullptr};
+  *encode = found.load(std::memory_order_acquire);
+  if (*encode != nullptr) return transpose_int4_8x8_ok;
+  const transpose_int4_8x8_status status = driver_entry("cuTensorMapEncodeTiled", encode);
+  if (status == transpose_int4_8x8_ok) found.store(*encode, std::memory_order_release);
+  return status;
 }
 
 const char* driver_error_name(CUresult result) {
@@ -159,7 +171,7 @@ extern "C" transpose_int4_8x8_status transpose_int4_8x8_encode_src(transpose_int
                                                   false, dims, byte_strides);
   if (checked != transpose_int4_8x8_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  const transpose_int4_8x8_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
+  const transpose_int4_8x8_status found = encode_tiled_entry(&encode);
   if (found != transpose_int4_8x8_ok) return found;
   const cuuint32_t box[2] = {32, 8};  // innermost first
   const cuuint32_t element_strides[2] = {1, 1};
@@ -186,7 +198,7 @@ extern "C" transpose_int4_8x8_status transpose_int4_8x8_encode_dst(transpose_int
                                                   true, dims, byte_strides);
   if (checked != transpose_int4_8x8_ok) return checked;
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  const transpose_int4_8x8_status found = driver_entry("cuTensorMapEncodeTiled", &encode);
+  const transpose_int4_8x8_status found = encode_tiled_entry(&encode);
   if (found != transpose_int4_8x8_ok) return found;
   const cuuint32_t box[2] = {32, 8};  // innermost first
   const cuuint32_t element_strides[2] = {1, 1};
