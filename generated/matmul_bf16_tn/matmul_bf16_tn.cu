@@ -247,15 +247,15 @@ namespace {
 // The family's choice for (M, N, K) on `sms` multiprocessors: the cost model of
 // tmagen/kinds/matmul/dispatch.py in the same integer arithmetic (constants measured on NVIDIA H200).
 struct matmul_tile_cost {
-  uint64_t bm, bn, bk, consumers, step_ns, tile_ns;
+  uint64_t bm, bn, bk, element_bytes, consumers, step_ns, tile_ns;
 };
 constexpr matmul_tile_cost matmul_costs[6] = {
-    {128, 256, 64, 2, 700, 750},  // matmul_bf16_tn_matmul
-    {128, 192, 64, 2, 530, 1200},  // matmul_bf16_tn_matmul_128x192
-    {128, 128, 64, 2, 370, 4000},  // matmul_bf16_tn_matmul_128x128
-    {64, 256, 64, 1, 400, 1000},  // matmul_bf16_tn_matmul_64x256
-    {64, 128, 64, 1, 220, 800},  // matmul_bf16_tn_matmul_64x128
-    {64, 64, 64, 1, 130, 700},  // matmul_bf16_tn_matmul_64x64
+    {128, 256, 64, 2, 2, 700, 750},  // matmul_bf16_tn_matmul
+    {128, 192, 64, 2, 2, 530, 1200},  // matmul_bf16_tn_matmul_128x192
+    {128, 128, 64, 2, 2, 370, 4000},  // matmul_bf16_tn_matmul_128x128
+    {64, 256, 64, 2, 1, 400, 1000},  // matmul_bf16_tn_matmul_64x256
+    {64, 128, 64, 2, 1, 220, 800},  // matmul_bf16_tn_matmul_64x128
+    {64, 64, 64, 2, 1, 130, 700},  // matmul_bf16_tn_matmul_64x64
 };
 constexpr uint64_t matmul_sm_bytes_per_us = 27540, matmul_hbm_bytes_per_us = 3570000;
 constexpr uint64_t matmul_split_ns = 19200;
@@ -267,7 +267,7 @@ uint64_t matmul_phase_ns(const matmul_tile_cost& c, uint64_t units, uint64_t ste
   const uint64_t waves = (units + sms - 1) / sms, running = units < sms ? units : sms;
   const uint64_t per_sm = matmul_hbm_bytes_per_us / running;
   const uint64_t bandwidth = per_sm < matmul_sm_bytes_per_us ? per_sm : matmul_sm_bytes_per_us;
-  const uint64_t load_ns = (c.bm + c.bn) * c.bk * 2 * 1000 / bandwidth;
+  const uint64_t load_ns = (c.bm + c.bn) * c.bk * c.element_bytes * 1000 / bandwidth;
   return waves * (c.tile_ns + steps * (c.step_ns > load_ns ? c.step_ns : load_ns));
 }
 

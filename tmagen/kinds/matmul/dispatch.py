@@ -25,14 +25,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-ELEMENT_BYTES = 2  # A and B are 16-bit
-
-
 @dataclass(frozen=True)
 class TileShape:
     bm: int
     bn: int
     bk: int
+    element_bytes: int = 2  # of A and B: 2 (bf16, f16) or 1 (fp8, whose BK is twice as many elements)
 
     @property
     def key(self) -> str:
@@ -93,7 +91,7 @@ class Dispatch:
             return 0
         c = self.cost(shape)
         waves = -(-units // sms)
-        stage_bytes = (shape.bm + shape.bn) * shape.bk * ELEMENT_BYTES
+        stage_bytes = (shape.bm + shape.bn) * shape.bk * shape.element_bytes
         bandwidth = min(self.sm_bytes_per_us, self.hbm_bytes_per_us // min(units, sms))
         load_ns = stage_bytes * 1000 // bandwidth
         return waves * (c.tile_ns + steps * max(c.step_ns, load_ns))

@@ -60,8 +60,13 @@ class MatmulPlan:
     c_buffers: int = C_STAGING_BUFFERS  # C staging buffers per consumer: up to one per piece of its rows
 
     @property
+    def element_bytes(self) -> int:
+        """Bytes of an A or B element: one wgmma's K spans 32 bytes of each row."""
+        return 32 // self.instruction_k
+
+    @property
     def shape(self) -> TileShape:
-        return TileShape(self.bm, self.bn, self.bk)
+        return TileShape(self.bm, self.bn, self.bk, self.element_bytes)
 
     @property
     def threads(self) -> int:
