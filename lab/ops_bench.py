@@ -288,13 +288,15 @@ def estimate(cases: Sequence[OpsCase], method: Method, triton: bool = True, host
     samples = method.rounds * method.repetitions + method.warmup
     for c in cases:
         batch = launches_per_sample(c)
-        fast = 2 + (c.op == "copy" and not c.view) + len(triton_layouts(c)) * triton
-        slow = 2 if c.op != "copy" or c.view else 0  # PyTorch's and CuPy's gathers
-        good = 2 - slow // 2 if c.op == "copy" and not c.view else 0
-        gpu = batch * (fast * launch_ms(c) + slow * max(c.bytes_moved / (SLOW_GBPS * 1e6), LAUNCH_FLOOR_MS)
-                       + good * launch_ms(c)) * 1e-3
-        queue = batch * (fast + slow + good) * HOST_PER_LAUNCH_S
-        timed += samples * (gpu + 2 * queue) + CASE_OVERHEAD_S  # each round behind a sleep of twice its queuing
+        fast = launch_ms(c)
+        slow = max(c.bytes_moved / (SLOW_GBPS * 1e6), LAUNCH_FLOOR_MS)
+        flat_copy = c.op == "copy" and not c.view
+        # tmagen, memcpy and Triton's kernels at a good speed; PyTorch's gathers (its clone() of a
+        # contiguous tensor is a memcpy) and CuPy's at a slow one
+        launches = [fast] * (2 + len(triton_layouts(c)) * triton) + [fast if flat_copy else slow, slow]
+        gpu_s = batch * sum(launches) * 1e-3
+        queue_s = batch * len(launches) * HOST_PER_LAUNCH_S
+        timed += samples * (gpu_s + 2 * queue_s) + CASE_OVERHEAD_S  # each round behind a sleep of twice its queuing
     layouts = [t for c in cases for t in triton_layouts(c)] if triton else []
     compiles = sum(TRITON_CONFIGS[k] for k, *_ in {_specialisation(t) for t in layouts})
     keys = {(t.kernel, t.element_bytes, t.int_args()) for t in layouts}
