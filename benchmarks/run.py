@@ -4,14 +4,19 @@ ragged and odd-stride shapes),
 each case's candidates (tmagen, cudaMemcpyAsync, PyTorch, CuPy, Triton) interleaved on the same
 tensors; the matmul section (lab/matmul_bench.py: 53 named shapes in six classes, tmagen.ops.matmul
 beside cuBLAS and Triton); and a size sweep for the plot. The fp8 section (lab/fp8_bench.py: the same
-shapes in e4m3 with scales, beside torch._scaled_mm and Triton's fp8 matmul) runs when named: the
-whole suite with it would outlast one 10-minute call, so it is measured apart and merged.
+shapes in e4m3 with scales, beside torch._scaled_mm and Triton's fp8 matmul) and the ops section
+(lab/ops_bench.py: tmagen.ops.transpose, copy and permute on small, odd-row, ragged, batched, permuted,
+viewed and large tensors of 1 to 16-byte elements, beside PyTorch, CuPy and Triton, and the host time
+of a call) run when named: the whole suite with either would outlast one 10-minute call, so each is
+measured apart and merged.
 
     python3 benchmarks/run.py OUTDIR                 # writes OUTDIR/bench.json (after every case)
     python3 benchmarks/run.py OUTDIR --only matmul   # or copy, transpose, sweep; comma-separated
     python3 benchmarks/run.py OUTDIR --only matmul --matmul-class short-K,long-K   # some classes only
     python3 benchmarks/run.py OUTDIR --only matmul --tmagen-matmul spec  # the tuned spec, not tmagen.ops.matmul
     python3 benchmarks/run.py OUTDIR --only fp8 --merge   # the fp8 section into OUTDIR/bench.json's other cases
+    python3 benchmarks/run.py OUTDIR --only ops --merge   # the ops section likewise
+    python3 benchmarks/run.py OUTDIR --only ops --ops-class small,host --merge  # some of its classes, again
     python3 benchmarks/run.py OUTDIR --quick         # fewer rounds: a smoke run
     python3 benchmarks/run.py --estimate             # the plan and its expected duration; runs nothing
     python3 -m lab.bench_report OUTDIR/bench.json    # BENCHMARKS.md and its plot, on any machine
@@ -37,15 +42,16 @@ HERE = Path(__file__).resolve().parent
 SPECS = HERE.parent / "tmagen" / "ops_specs"  # the tuned specs, one copy: what tmagen.ops runs is what is timed
 sys.path.insert(0, str(HERE.parent))
 
-from lab import fp8_bench, matmul_bench  # noqa: E402
+from lab import fp8_bench, matmul_bench, ops_bench  # noqa: E402
 from tmagen.bench import Method  # noqa: E402
 from tmagen.dtypes import DTYPES  # noqa: E402
 from tmagen.plan import load as load_plan  # noqa: E402
 from tmagen.plan import resolve  # noqa: E402
 from tmagen.spec import MatmulKernel, Spec, TransposeKernel  # noqa: E402
 
-GROUPS = ("copy", "transpose", "matmul", "sweep", "fp8")
-DEFAULT_GROUPS = ("copy", "transpose", "matmul", "sweep")  # what fits one 10-minute call; fp8 runs apart (--merge)
+GROUPS = ("copy", "transpose", "matmul", "sweep", "fp8", "ops")
+DEFAULT_GROUPS = ("copy", "transpose", "matmul", "sweep")  # what fits one 10-minute call; fp8, ops apart (--merge)
+OPS_CLASSES = (*ops_bench.CLASSES, ops_bench.HOST)  # the ops section's classes, and its host time
 SWEEP = {"bench_copy_float32": 4, "bench_transpose_float32": 4, "bench_transpose_bfloat16": 2,
          "bench_transpose_uint8": 1}
 SWEEP_MIB = (16, 64, 256, 1024, 2048)
@@ -75,17 +81,18 @@ def odd(shape: list[int], es: int) -> list[int]:
 
 @dataclass
 class Case:
-    group: str  # copy, transpose, matmul, sweep, fp8
+    group: str  # copy, transpose, matmul, sweep, fp8, ops
     spec: str  # the benchmark spec, or "" for matmuls (tmagen.ops.matmul for fp8 ones)
     shape_kind: str  # full, square, ragged, odd strides; or the matmul's M x N x K
     shape: list[int]
     dtype: str
     size_mib: int | None = None  # sweep cases
     ld: int | None = None  # matmul and fp8 cases: A's and B's row pitch in elements where they are sliced views
+    ops: ops_bench.OpsCase | None = None  # ops cases: the call (None: the host time)
 
 
 def plan(specs: list[Spec], groups: set[str], tmagen_matmul: str = "spec",
-         matmul_classes: set[str] | None = None) -> list[Case]:
+         matmul_classes: set[str] | None = None, ops_classes: set[str] | None = None) -> list[Case]:
     cases = []
     for spec in specs:
         if isinstance(spec.kernel, MatmulKernel):
@@ -106,6 +113,8 @@ def plan(specs: list[Spec], groups: set[str], tmagen_matmul: str = "spec",
         cases += matmul_cases(specs, tmagen_matmul, matmul_classes)
     if "fp8" in groups:
         cases += fp8_cases(matmul_classes)
+    if "ops" in groups:
+        cases += ops_cases(ops_classes)
     if "sweep" in groups:
         dtypes = {s.name: s.tensors[0].dtype for s in specs}
         for mib in SWEEP_MIB:
@@ -140,6 +149,15 @@ def fp8_cases(classes: set[str] | None = None) -> list[Case]:
             for s in fp8_bench.fp8_shapes() if classes is None or s.shape_class in classes]
 
 
+def ops_cases(classes: set[str] | None = None) -> list[Case]:
+    """The ops section: the host time of a call on 64 x 64, then each case of lab.ops_bench (of
+    ``classes``, or all; "host" names the host time)."""
+    host = [Case("ops", "", ops_bench.HOST, list(ops_bench.HOST_SHAPE), "float32")]
+    return (host if classes is None or ops_bench.HOST in classes else []) + [
+        Case("ops", "", c.shape_class, list(c.shape), c.dtype, ops=c)
+        for c in ops_bench.ops_cases() if classes is None or c.shape_class in classes]
+
+
 def matmul_shape(case: Case) -> matmul_bench.MatmulShape:
     return matmul_bench.MatmulShape(*case.shape, case.shape_kind, case.ld)
 
@@ -167,6 +185,12 @@ def estimate(cases: list[Case], method: Method, triton: bool = True) -> tuple[fl
     for group, cs in by_group.items():
         if group == "fp8":
             seconds, line = fp8_bench.estimate([matmul_shape(c) for c in cs], method, triton=triton)
+            total += seconds
+            lines.append(f"{line}: ~{seconds:.0f} s")
+            continue
+        if group == "ops":
+            seconds, line = ops_bench.estimate([c.ops for c in cs if c.ops], method, triton=triton,
+                                               host=any(c.ops is None for c in cs))
             total += seconds
             lines.append(f"{line}: ~{seconds:.0f} s")
             continue
@@ -201,7 +225,7 @@ def estimate(cases: list[Case], method: Method, triton: bool = True) -> tuple[fl
                      f"~{compiles * TRITON_COMPILE_S:.0f} s, autotuning {keys} keys ~{tune:.0f} s")
             total += compiles * TRITON_COMPILE_S + tune
         lines.append(line)
-    if triton and set(by_group) - {"sweep"}:  # the matmul's kernels among them
+    if triton and set(by_group) - {"sweep", "ops"}:  # the matmul's kernels among them (ops counts its own)
         total += TRITON_LAUNCHERS_S
         lines.append(f"Triton's launchers ~{TRITON_LAUNCHERS_S:.0f} s")
     return total, lines
@@ -242,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
                          "launched directly (spec), or ops where tmagen.ops has it (auto, the default)")
     ap.add_argument("--matmul-class", default="", help="only these classes of matmul and fp8 shapes (comma-separated: "
                     f"{', '.join(matmul_bench.CLASSES)})")
+    ap.add_argument("--ops-class", default="", help="only these classes of the ops section (comma-separated: "
+                    f"{', '.join(OPS_CLASSES)}); with --merge, only their cases are replaced")
     ap.add_argument("--estimate", action="store_true", help="print the plan and its expected duration, run nothing")
     args = ap.parse_args(argv)
     groups = set(args.only.split(","))
@@ -255,12 +281,15 @@ def main(argv: list[str] | None = None) -> int:
     if classes and not classes <= set(matmul_bench.CLASSES):
         ap.error(f"--matmul-class takes {', '.join(matmul_bench.CLASSES)}, not "
                  f"{', '.join(sorted(classes - set(matmul_bench.CLASSES)))}")
+    ops_classes = set(args.ops_class.split(",")) if args.ops_class else None
+    if ops_classes and not ops_classes <= set(OPS_CLASSES):
+        ap.error(f"--ops-class takes {', '.join(OPS_CLASSES)}, not {', '.join(sorted(ops_classes - set(OPS_CLASSES)))}")
     tmagen_matmul = args.tmagen_matmul
     if tmagen_matmul == "auto":
         tmagen_matmul = "ops" if matmul_bench.has_ops_matmul() else "spec"
     elif tmagen_matmul == "ops" and not matmul_bench.has_ops_matmul():
         ap.error("--tmagen-matmul ops: this tmagen.ops has no matmul (use spec)")
-    cases = plan(specs, groups, tmagen_matmul, classes)
+    cases = plan(specs, groups, tmagen_matmul, classes, ops_classes)
     seconds, lines = estimate(cases, method, triton=not args.no_triton)
     print(f"plan: {len(cases)} cases, {method.rounds} rounds x {method.repetitions} repetitions; expected "
           f"~{seconds:.0f} s after the specs compile", flush=True)
@@ -270,20 +299,29 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.out:
         ap.error("give an output folder")
-    return run(cases, specs, method, Path(args.out), triton=not args.no_triton, merge=args.merge)
+    return run(cases, specs, method, Path(args.out), triton=not args.no_triton, merge=args.merge,
+               ops_classes=ops_classes)
 
 
-def merged(old: dict[str, Any], new: dict[str, Any], groups: set[str]) -> dict[str, Any]:
+def merged(old: dict[str, Any], new: dict[str, Any], groups: set[str],
+           ops_classes: set[str] | None = None) -> dict[str, Any]:
     """``old``'s run (its machine, date and method) with its cases of ``groups`` replaced by
-    ``new``'s, whose machine and date are kept per group under "sections"."""
+    ``new``'s, whose machine and date are kept per group under "sections"; with ``ops_classes``,
+    only the ops cases of those classes are replaced."""
     about = {k: new[k] for k in ("gpu", "driver", "sms", "l2_bytes", "versions", "date", "method") if k in new}
     sections = {g: v for g, v in old.get("sections", {}).items() if g not in groups}
     sections.update({g: about for g in sorted(groups)})
-    return {**old, "sections": sections,
-            "cases": [c for c in old["cases"] if c["group"] not in groups] + new["cases"]}
+
+    def replaced(case: dict[str, Any]) -> bool:
+        if case["group"] == "ops" and ops_classes is not None:
+            return "ops" in groups and case["shape_kind"] in ops_classes
+        return case["group"] in groups
+
+    return {**old, "sections": sections, "cases": [c for c in old["cases"] if not replaced(c)] + new["cases"]}
 
 
-def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool, merge: bool = False) -> int:
+def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool, merge: bool = False,
+        ops_classes: set[str] | None = None) -> int:
     from lab import peers
     from tmagen import runtime, toolchain
     from tmagen.render import render
@@ -315,7 +353,7 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
         record = {"group": case.group, "spec": case.spec, "shape_kind": case.shape_kind, "size_mib": case.size_mib,
                   **record, "seconds": round(time.perf_counter() - t0, 1)}
         data["cases"].append(record)
-        (out / "bench.json").write_text(json.dumps(merged(old, data, groups) if old else data, indent=1))
+        (out / "bench.json").write_text(json.dumps(merged(old, data, groups, ops_classes) if old else data, indent=1))
         print(one_line(record), flush=True)
     print(f"done in {time.perf_counter() - began:.0f} s: {out / 'bench.json'}", flush=True)
     return 0
@@ -329,6 +367,8 @@ def run_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, bytes], dev
         return run_matmul_case(case, by_name, cubins, device, method, triton)
     if case.group == "fp8":
         return fp8_bench.fp8_case(matmul_shape(case), method, triton=triton)
+    if case.group == "ops":
+        return ops_bench.host_time() if case.ops is None else ops_bench.ops_case(case.ops, method, triton=triton)
     if case.group == "sweep":
         return peers.sweep_case(by_name[case.spec], cubins[case.spec], device, case.shape, SWEEP_METHOD)
     return peers.data_movement_case(by_name[case.spec], cubins[case.spec], device, case.shape, method, triton=triton)
@@ -348,6 +388,8 @@ def run_matmul_case(case: Case, by_name: dict[str, Spec], cubins: dict[str, byte
 
 def one_line(record: dict[str, Any]) -> str:
     """What a case measured, for the log."""
+    if record["group"] == "ops":
+        return ops_line(record)
     kind = record["shape_kind"]
     if record["group"] in ("matmul", "fp8"):
         kind += " " + "x".join(map(str, record["shape"])) + (f" ld {record['ld']}" if record.get("ld") else "")
@@ -358,6 +400,18 @@ def one_line(record: dict[str, Any]) -> str:
         figures.append(f"{c['name'].split(' (')[0]}={value}")
     failed = "".join(f"  FAILED {f['name']}: {f['why']}" for f in record["failed"])
     return f"{what} {record['seconds']:5.1f}s  " + ", ".join(figures) + failed
+
+
+def ops_line(record: dict[str, Any]) -> str:
+    """An ops case (or the host time) for the log."""
+    what = f"ops       {record['shape_kind']:9s}"
+    if "host_us" in record:
+        return what + " host time per call, us: " + ", ".join(f"{n}={v:.1f}" for n, v in record["median_us"].items())
+    shape = "x".join(map(str, record["shape"]))
+    figures = [f"{c['name'].split(' (')[0]}={c['gbps']:.0f}" for c in record["candidates"]]
+    failed = "".join(f"  FAILED {f['name']}: {f['why']}" for f in record["failed"])
+    return (f"{what} {record.get('call', ''):26s} {shape:14s} {record['dtype']:10s} {record['seconds']:5.1f}s  "
+            + ", ".join(figures) + failed)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lab import fp8_bench
+from lab import fp8_bench, ops_bench
 from lab.matmul_bench import CLASSES as MATMUL_CLASSES
 
 # ----------------------------------------------------------------------------- the targets
@@ -165,6 +165,9 @@ def _report(data: dict[str, Any], plot_file: str) -> str:
     fp8 = [c for c in cases if c["group"] == "fp8"]
     if fp8:
         lines += _fp8_lines(fp8, data.get("sections", {}).get("fp8"))
+    ops = [c for c in cases if c["group"] == "ops"]
+    if ops:
+        lines += _ops_lines(ops, data.get("sections", {}).get("ops"))
     lines += _notes(data)
     if any(c["group"] == "sweep" for c in cases):
         lines += [f"![bandwidth against size]({plot_file})", "",
@@ -442,14 +445,20 @@ def _block_target(case: dict[str, Any]) -> bool:
     return min(case["shape"]) >= fp8_bench.BLOCK_SCALED_MIN
 
 
+def _measured_apart(about: dict[str, Any] | None) -> str:
+    """The sentence naming where and when a section merged into the run was measured."""
+    if not about:
+        return ""
+    where = (f" Measured apart from the sections above: {about.get('gpu', '?')}, driver "
+             f"{about.get('driver', '?')}, {about.get('date', '?')}.")
+    if about.get("note"):  # what the run measured, where the code has moved on since
+        where += f" {about['note']}"
+    return where
+
+
 def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> list[str]:
     """The fp8 section: the targets' verdicts, each class's geometric means, then every shape."""
-    where = ""
-    if about:
-        where = (f" Measured apart from the sections above: {about.get('gpu', '?')}, driver "
-                 f"{about.get('driver', '?')}, {about.get('date', '?')}.")
-        if about.get("note"):  # what the run measured, where the code has moved on since
-            where += f" {about['note']}"
+    where = _measured_apart(about)
     lines = ["", "## fp8 matmul", "",
              "C = (A sa)(B sb)^T, A [M, K] and B [N, K] in float8_e4m3fn, both K-major (B passed as the `.t()` view "
              "of its [N, K] tensor, the layout `torch._scaled_mm` takes), fp32 accumulation, bfloat16 out; the bf16 "
@@ -551,28 +560,178 @@ def _fp8_row(case: dict[str, Any]) -> str:
             f"{vs(_ROW, _LT_ROW, None)} | {block} |")
 
 
+def _case_name(case: dict[str, Any]) -> str:
+    """A case as the notes name it."""
+    if case["group"] == "ops":
+        return f"ops ({case['shape_kind']}) `{_ops_call(case)}` {case['dtype']} {_shape(case)}"
+    return f"{_label(case)} `{case['spec'] or _shape(case)}` {_shape(case)}"
+
+
 def _notes(data: dict[str, Any]) -> list[str]:
     """Triton's autotuned choices, the checks that failed, the peers that could not run, and rounds
     timed again."""
     lines = ["", "## Notes", ""]
-    choices = [f"{_label(c)} `{c['spec'] or _shape(c)}` {_shape(c)}: {t['name']}: {t['note']}"
-               for c in data["cases"] for t in c["candidates"] if t.get("note")]
+    choices = [f"{_case_name(c)}: {t['name']}: {t['note']}" for c in data["cases"] for t in c["candidates"]
+               if t.get("note")]
     if choices:
         lines += ["Triton's autotuner chose:", ""] + [f"- {x}" for x in choices] + [""]
-    failed = [f"{_label(c)} `{c['spec'] or _shape(c)}` {_shape(c)}: {f['name']}: {f['why']}"
-              for c in data["cases"] for f in c["failed"]]
+    failed = [f"{_case_name(c)}: {f['name']}: {f['why']}" for c in data["cases"] for f in c["failed"]]
     lines += (["Failed their check (not timed):", ""] + [f"- {x}" for x in failed] + [""]) if failed else \
         ["Every candidate's output matched PyTorch's.", ""]
     for u in data.get("unavailable", []):
         lines.append(f"{u['name']} could not run: {u['why']}.")
     retried = sum(c.get("retried_rounds", 0) for c in data["cases"])
     lines.append(f"Rounds timed again because the CPU had not queued them before the GPU reached them: {retried}.")
-    late = [f"{_label(c)} `{c['spec'] or _shape(c)}` {_shape(c)} ({c['late_rounds']})"
-            for c in data["cases"] if c.get("late_rounds")]
+    late = [f"{_case_name(c)} ({c['late_rounds']})" for c in data["cases"] if c.get("late_rounds")]
     if late:
         lines.append("Rounds kept although still queued late (a candidate whose launch waits for the GPU; its "
                      "samples may include launch latency): " + ", ".join(late) + ".")
     lines.append("")
+    return lines
+
+
+# ----------------------------------------------------------------------------- tmagen.ops off the grid (issue 19)
+def _ops_call(case: dict[str, Any]) -> str:
+    """The call a case timed, e.g. ``permute(x, [0, 2, 3, 1])`` or ``copy(x.mT)``."""
+    return case.get("call") or "?"
+
+
+def _ops_dims(case: dict[str, Any]) -> str:
+    op = case.get("op")
+    return "-2,-1" if op == "transpose" else ",".join(map(str, case.get("dims", []))) if op == "permute" else "-"
+
+
+def _ops_order(case: dict[str, Any]) -> int:
+    kind = case["shape_kind"]
+    return ops_bench.CLASSES.index(kind) if kind in ops_bench.CLASSES else len(ops_bench.CLASSES)
+
+
+def _triton_copy(case: dict[str, Any]) -> dict[str, Any] | None:
+    """Triton's copy of the case: the flat copy, or, for a view, the fastest Triton kernel that
+    takes it."""
+    flat = next((c for c in case["candidates"] if c["name"] == ops_bench.TRITON_NAMES["copy"]), None)
+    return flat if flat is not None else best_triton(case)
+
+
+def _ops_verdicts(cases: list[dict[str, Any]], second: Any, target: float) -> str:
+    verdicts: dict[str, list[str]] = {"met": [], "within noise": [], "**missed**": []}
+    for case in cases:
+        mine, other = _mine(case), second(case)
+        if mine is not None and other is not None:
+            verdicts[judge(paired_ratios(mine, other), target)].append(
+                f"{case['shape_kind']} `{_ops_call(case)}` {case['dtype']} {_shape(case)}")
+    if not any(verdicts.values()):
+        return "no case with both figures"
+    parts = [f"{len(verdicts['met'])} met"]
+    for verdict in ("within noise", "**missed**"):
+        if verdicts[verdict]:
+            parts.append(f"{len(verdicts[verdict])} {verdict} ({'; '.join(verdicts[verdict])})")
+    return ", ".join(parts)
+
+
+def _host_line(record: dict[str, Any]) -> str:
+    """The host time per call, each pair judged round by round (PyTorch's time over tmagen's)."""
+    us, median = record["host_us"], record["median_us"]
+    parts = []
+    for mine, theirs in record["pairs"]:
+        if mine not in us or theirs not in us:
+            continue
+        r = [t / m for m, t in zip(us[mine], us[theirs])]
+        parts.append(f"`{mine}` {median[mine]:.1f} us against `{theirs}` {median[theirs]:.1f} us, "
+                     f"PyTorch's / tmagen's {_ratio(r)} {judge(r, ops_bench.HOST_OF_TORCH)}")
+    shape = "x".join(map(str, record["shape"]))
+    return (f"- Host time per call on a {shape} {record['dtype']} tensor (a new output each call; "
+            f"{len(next(iter(us.values())))} rounds of {record['calls']} calls, order rotated): " + "; ".join(parts))
+
+
+def _ops_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> list[str]:
+    """The ops section: its targets' verdicts, every case, then every candidate."""
+    host = [c for c in cases if "host_us" in c]
+    cases = sorted((c for c in cases if "host_us" not in c and c["shape_kind"] != ops_bench.HOST), key=_ops_order)
+    lines = ["", "## tmagen.ops on every shape and view", "",
+             "`tmagen.ops.transpose`, `copy` and `permute` (each with `out=`) off the 1 GiB grid above: small "
+             "tensors (16 KiB to 4 MiB), rows not whole 16 bytes, ragged extents, batches, permutes, views (a copy "
+             "of a transposed view is a transpose) and 1 GiB ones, of 1, 2, 4, 8 and 16-byte elements (bool and "
+             "complex128 among them). Candidates on the same tensors, interleaved: `cudaMemcpyAsync` of the same "
+             "bytes (the limit), PyTorch (`clone()`, `.contiguous()`, `.transpose(-2,-1).contiguous()`, "
+             "`.permute(dims).contiguous()`), CuPy, and the Triton kernels a Triton user would write where the "
+             "layout is theirs, each autotuned on the case: a flat copy, pointer tiles with `tl.trans` on a 3-D grid "
+             "(batches on its third axis), the same on TMA descriptors (where rows are whole 16 bytes), tiles of "
+             "rows on a 3-D grid for [P, S, H, D] -> [P, H, S, D], and a strided gather for permutes and views "
+             "(Triton has no 16-byte type: complex128 moves as pairs of float64). Each was checked bit for bit "
+             "against PyTorch's result first (and a peer that hands back its input fails). Tensors that fit in a "
+             "few L2s rotate through several buffer sets; launches shorter than 0.2 ms are timed several to a "
+             "sample, so that the figures are the GPU's: the host's time per call is measured apart."
+             + _measured_apart(about), "",
+             f"Targets (issue 19; ratios in the same loop, judged as above): every case at or above the best peer; "
+             f"large cases at or above {ops_bench.LARGE_OF_MEMCPY} of memcpy; copies at or above Triton's copy (for "
+             "a copy of a view, the fastest Triton kernel that takes it); host time per call on 64 x 64 no more "
+             "than PyTorch's.", ""]
+    lines.append(f"- Cases at or above the best peer: {_ops_verdicts(cases, best_peer, ops_bench.OF_BEST_PEER)}")
+    large = [c for c in cases if c["shape_kind"] == "large"]
+    if large:
+        lines.append(f"- Large cases at or above {ops_bench.LARGE_OF_MEMCPY} of memcpy: "
+                     f"{_ops_verdicts(large, lambda c: _role(c, 'limit'), ops_bench.LARGE_OF_MEMCPY)}")
+    copies = [c for c in cases if c.get("op") == "copy"]
+    if copies:
+        lines.append(f"- Copies at or above Triton's copy: "
+                     f"{_ops_verdicts(copies, _triton_copy, ops_bench.COPY_OF_TRITON)}")
+    lines += [_host_line(h) for h in host]
+    untimed = [f"{c['shape_kind']} `{_ops_call(c)}` {c['dtype']} {_shape(c)}" for c in cases if _mine(c) is None]
+    if untimed:
+        lines.append(f"- Without a tmagen figure (see the notes): {'; '.join(untimed)}")
+    lines += ["", "Every case: GB/s (bytes read plus written over the median time), and per-repetition ratios as "
+              "their median (lowest-highest), each judged against its target.", "",
+              "| class | op | dtype | shape | dims | tmagen GB/s | of memcpy | best peer | its GB/s | "
+              "tmagen / best peer | tmagen / Triton copy |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [_ops_row(c) for c in cases]
+    lines += _ops_every_candidate(cases)
+    return lines
+
+
+def _ops_row(case: dict[str, Any]) -> str:
+    head = f"| {case['shape_kind']} | `{_ops_call(case)}` | {case['dtype']} | {_shape(case)} | {_ops_dims(case)} |"
+    mine, limit, peer = _mine(case), _role(case, "limit"), best_peer(case)
+    if mine is None:
+        why = next((f["why"] for f in case["failed"] if f["role"] == "tmagen"), "not timed").replace("|", "\\|")
+        return f"{head} failed: {why} | | | | | |"
+
+    def vs(other: dict[str, Any] | None, target: float | None) -> str:
+        if other is None:
+            return "-"
+        r = paired_ratios(mine, other)
+        return _ratio(r) + (f" {judge(r, target)}" if target is not None else "")
+
+    of_memcpy = vs(limit, ops_bench.LARGE_OF_MEMCPY if case["shape_kind"] == "large" else None)
+    triton_copy = vs(_triton_copy(case), ops_bench.COPY_OF_TRITON) if case.get("op") == "copy" else "-"
+    peer_name, peer_gbps = (peer["name"], f"{peer['gbps']:.0f}") if peer else ("none", "")
+    return (f"{head} {mine['gbps']:.0f} | {of_memcpy} | {peer_name} | {peer_gbps} | "
+            f"{vs(peer, ops_bench.OF_BEST_PEER)} | {triton_copy} |")
+
+
+def _ops_column(name: str) -> str:
+    """The column of a peer in the table of every candidate: one for PyTorch's call and one for
+    CuPy's (each case has one of each: the main table names it), one per Triton kernel."""
+    return "PyTorch" if name.startswith("torch") else "CuPy" if name.startswith("cupy") else name
+
+
+def _ops_every_candidate(cases: list[dict[str, Any]]) -> list[str]:
+    columns: list[str] = []
+    for case in cases:
+        for c in [*case["candidates"], *case["failed"]]:
+            if c["role"] == "peer" and _ops_column(c["name"]) not in columns:
+                columns.append(_ops_column(c["name"]))
+    lines = ["", "Every candidate of the ops cases: GB/s, and in brackets the ratio to the same loop's memcpy "
+             "(\"-\" where a peer does not take the layout; PyTorch's and CuPy's calls are the op's: see above).",
+             "", "| class | op | dtype | shape | memcpy | tmagen | " + " | ".join(columns) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(columns)]
+    for case in cases:
+        limit, mine = _role(case, "limit"), _mine(case)
+        by_column = {_ops_column(c["name"]): c for c in case["candidates"] if c["role"] == "peer"}
+        failed = {_ops_column(f["name"]) for f in case["failed"]}
+        peers = " | ".join(_cell(by_column.get(n), limit, failed, n) for n in columns)
+        lines.append(f"| {case['shape_kind']} | `{_ops_call(case)}` | {case['dtype']} | {_shape(case)} | "
+                     f"{_cell(limit, limit, failed)} | {_cell(mine, limit, failed)} | {peers} |")
     return lines
 
 

@@ -364,3 +364,44 @@ def permute(x: torch.Tensor, dims: list[int], out: torch.Tensor) -> torch.Tensor
     n = out.numel()
     permute_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n, shape[1], shape[2], shape[3], *strides)
     return out
+
+
+def gather(view: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out`` = ``view`` (contiguous), for any strided view of up to 4 dimensions: the same gather,
+    each output element read through the view's own strides (a copy of a sliced or transposed view,
+    a permute)."""
+    return permute(view, list(range(view.dim())), out)
+
+
+# ----------------------------------------------------------------------------- permute of rows, 3-D grid (issue 19)
+def row_configs() -> list[triton.Config]:
+    """12 row-tile heights and warp counts for the row permute."""
+    return [triton.Config({"BLOCK_S": s}, num_warps=w) for s in (4, 16, 32, 64, 128, 256) for w in (4, 8)]
+
+
+@triton.autotune(configs=row_configs(), key=["S", "H", "D"], do_bench=_bench)
+@triton.jit
+def permute_rows_kernel(x_ptr, y_ptr, S, H, D, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    # y[p, h, s, :] = x[p, s, h, :] for x [P, S, H, D] and y [P, H, S, D], both contiguous: a 3-D
+    # grid of (blocks of S, H, P), each program BLOCK_S rows of D elements
+    p = tl.program_id(2).to(tl.int64) * S * H * D
+    h = tl.program_id(1).to(tl.int64)
+    s = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S).to(tl.int64)
+    d = tl.arange(0, BLOCK_D)
+    inside = (s[:, None] < S) & (d[None, :] < D)
+    rows = tl.load(x_ptr + p + (s[:, None] * H + h) * D + d[None, :], mask=inside)
+    tl.store(y_ptr + p + (h * S + s[:, None]) * D + d[None, :], rows, mask=inside)
+
+
+GRID_YZ_MAX = 65535  # a CUDA grid's second and third extents
+
+
+def permute_rows(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out`` [P, H, S, D] = ``x`` [P, S, H, D] ``.permute(0, 2, 1, 3)``, both contiguous (the
+    attention layouts [B, S, H, D] <-> [B, H, S, D]; a transpose of 16-byte elements as pairs of 8)."""
+    p, s, h, d = x.shape
+    if h > GRID_YZ_MAX or p > GRID_YZ_MAX:
+        raise ValueError(f"a grid of {h} x {p} programs in y and z: CUDA allows {GRID_YZ_MAX}")
+    grid = lambda meta: (triton.cdiv(s, meta["BLOCK_S"]), h, p)  # noqa: E731
+    permute_rows_kernel[grid](x, out, s, h, d, BLOCK_D=triton.next_power_of_2(d))
+    return out

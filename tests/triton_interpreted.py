@@ -152,4 +152,57 @@ for c in copies:
     expect(c.check() is None, f"{c.name}: passes its check")
     expect("num_warps=4" in c.note() or c.name.startswith("torch"), f"{c.name}: reports its configuration")
 
+# The ops section's Triton peers (lab.ops_bench, issue 19): the row permute and the strided gather
+# themselves, then every layout ops_bench gives a case, through the launcher it times, on small
+# CPU tensors of the case's structure (views, bool as uint8, complex128 as pairs of float64).
+from lab import ops_bench  # noqa: E402
+
+for block_s, warps in ((4, 4), (16, 8)):
+    only(tp.permute_rows_kernel, triton.Config({"BLOCK_S": block_s}, num_warps=warps))
+    for shape, dtype in (((2, 5, 3, 7), torch.bfloat16), ((1, 33, 4, 2), torch.float64), ((3, 6, 5, 16), torch.uint8)):
+        x = values(shape, dtype)
+        out = torch.zeros(shape[0], shape[2], shape[1], shape[3], dtype=dtype)
+        tp.permute_rows(x, out)
+        expect(torch.equal(out, x.permute(0, 2, 1, 3).contiguous()), f"permute_rows {shape} {dtype} rows {block_s}")
+only(tp.permute_kernel, triton.Config({"BLOCK": 256}, num_warps=4))
+base = values((6, 9), torch.float32)
+for name, view in (("x.mT", base.mT), ("x[:, 1:]", base[:, 1:]), ("x[1:, ::2]", base[1:, ::2])):
+    out = torch.zeros(view.shape)
+    tp.gather(view, out)
+    expect(torch.equal(out, view.contiguous()), f"gather {name}")
+
+only(tp.transpose_kernel, triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4))
+only(tp.transpose_tma_kernel, triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4, pre_hook=tp._transpose_blocks))
+only(tp.copy_kernel, triton.Config({"BLOCK": 256}, num_warps=4))
+only(tp.permute_rows_kernel, triton.Config({"BLOCK_S": 16}, num_warps=4))
+
+
+def small_of(case: ops_bench.OpsCase) -> ops_bench.OpsCase:
+    """The case on small extents of its structure, rows whole 16 bytes where TMA needs them."""
+    import dataclasses
+
+    shape = [48 if i >= len(case.shape) - 2 else 3 for i in range(len(case.shape))]
+    if case.view == "[:, 1:]":
+        shape[1] += 1
+    return dataclasses.replace(case, shape=tuple(shape))
+
+
+def cpu_values(case: ops_bench.OpsCase) -> torch.Tensor:
+    dtype = getattr(torch, case.dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, case.shape).bool()
+    if dtype.is_complex:
+        return torch.randn(case.shape, dtype=dtype)
+    return values(case.shape, dtype)
+
+
+for case in ops_bench.ops_cases():
+    small = small_of(case)
+    x = cpu_values(small)
+    want = ops_bench.torch_op(small, ops_bench.view_of(x, small.view))
+    for layout in ops_bench.triton_layouts(small):
+        out = torch.zeros(small.source[0], dtype=x.dtype)
+        ops_bench._triton_launch(tp, layout, x, out)()
+        expect(torch.equal(out, want), f"ops_bench {small.describe()} {small.shape} {small.dtype}: {layout.kernel}")
+
 sys.exit(1 if failures else 0)
