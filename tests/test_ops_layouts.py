@@ -288,7 +288,8 @@ def test_the_plane_kernel_source_has_a_packed_variant_for_small_elements() -> No
 
 def test_the_table_names_every_knob_for_every_class() -> None:
     table = ops.table()
-    keys = {"tma_min_row_bytes", "tma_min_plane", "strided_blocks_per_sm", "gather_max_bytes"}
+    keys = {"tma_min_row_bytes", "tma_min_plane", "strided_blocks_per_sm", "gather_max_bytes",
+            "gather_max_bytes_transposed"}
     assert set(table["classes"]) == set(ops.CLASSES)
     assert all(set(config) == keys for config in table["classes"].values()), table["classes"]
 
@@ -297,10 +298,11 @@ def test_moves_of_at_most_gather_max_bytes_take_the_gather_kernel(monkeypatch: p
     """The table's per-class gather_max_bytes sends small moves, whatever their layout, to the gather
     kernel (one load and one store per element), and leaves larger ones where they were."""
     base = ops.table()
-    small = {**base, "classes": {**base["classes"], "small": {**base["classes"]["small"], "gather_max_bytes": 1 << 14}}}
+    knobs = {"gather_max_bytes": 1 << 15, "gather_max_bytes_transposed": 1 << 14}
+    small = {**base, "classes": {**base["classes"], "small": {**base["classes"]["small"], **knobs}}}
     monkeypatch.setattr(ops, "table", lambda: small)
     ops._MOVES.clear()
     assert _run("transpose", _data((64, 64), np.float32)) == "gather"  # 16 KiB
-    assert _run("copy", _data((64, 64), np.float32)) == "gather"
+    assert _run("copy", _data((128, 64), np.float32)) == "gather"  # 32 KiB
     assert _run("transpose", _data((128, 64), np.float32)) == "transpose"  # 32 KiB: TMA as before
-    assert _run("copy", _data((128, 64), np.float32)) == "copy"
+    assert _run("copy", _data((256, 64), np.float32)) == "copy"

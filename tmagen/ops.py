@@ -293,9 +293,11 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
     min_row, min_plane, per_sm = config["tma_min_row_bytes"], config["tma_min_plane"], config["strided_blocks_per_sm"]
     aligned = src_align == 0 and dst_align == 0 and itemsize in ELEMENT_SIZES
     m, s_, d_ = tuple(merged), tuple(ms), tuple(md)
-    if math.prod(merged) * itemsize <= config["gather_max_bytes"]:
+    transposed = not (ms[-1] == 1 and md[-1] == 1)
+    if math.prod(merged) * itemsize <= config["gather_max_bytes_transposed" if transposed else "gather_max_bytes"]:
         # few bytes: the gather kernel's one load and store per element (no tensor map, no barrier, no
-        # shared memory) ends sooner than any tiled kernel; the table says up to where, per class
+        # shared memory) ends sooner than any tiled kernel; the table says up to where, per class,
+        # for copies and for moves that transpose
         return Move("gather", itemsize, m, s_, m, d_, sp.gather(merged, ms, md, itemsize, multiprocessors, per_sm))
     if ms[-1] == 1 and md[-1] == 1:
         if len(merged) == 1:

@@ -33,10 +33,11 @@ nc32hwc32_32b_fp16_status ok() {
   return nc32hwc32_32b_fp16_ok;
 }
 
-// The driver's tensor-map calls need a current context; the runtime makes the primary one current
-// on its first real call. cudaFree(nullptr) is that call, once per process.
+// The driver's tensor-map calls need a current context (without one, cuTensorMapEncodeTiled fails:
+// measured from a second host thread); the runtime makes the primary one current on a thread's
+// first real call. cudaFree(nullptr) is that call, once per thread.
 nc32hwc32_32b_fp16_status ensure_context() {
-  static const cudaError_t ready = cudaFree(nullptr);
+  thread_local const cudaError_t ready = cudaFree(nullptr);
   if (ready != cudaSuccess) {
     return fail(nc32hwc32_32b_fp16_no_driver, "no CUDA context: %s", cudaGetErrorString(ready));
   }
@@ -61,6 +62,8 @@ nc32hwc32_32b_fp16_status driver_entry(const char* symbol, Fn* fn) {
 // microsecond or more on every encode, and the address does not change (a failed lookup is not kept).
 nc32hwc32_32b_fp16_status encode_tiled_entry(PFN_cuTensorMapEncodeTiled_v12000* encode) {
   static std::atomic<PFN_cuTensorMapEncodeTiled_v12000> found{nullptr};
+  const nc32hwc32_32b_fp16_status context = ensure_context();
+  if (context != nc32hwc32_32b_fp16_ok) return context;
   *encode = found.load(std::memory_order_acquire);
   if (*encode != nullptr) return nc32hwc32_32b_fp16_ok;
   const nc32hwc32_32b_fp16_status status = driver_entry("cuTensorMapEncodeTiled", encode);

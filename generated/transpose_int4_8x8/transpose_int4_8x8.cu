@@ -33,10 +33,11 @@ transpose_int4_8x8_status ok() {
   return transpose_int4_8x8_ok;
 }
 
-// The driver's tensor-map calls need a current context; the runtime makes the primary one current
-// on its first real call. cudaFree(nullptr) is that call, once per process.
+// The driver's tensor-map calls need a current context (without one, cuTensorMapEncodeTiled fails:
+// measured from a second host thread); the runtime makes the primary one current on a thread's
+// first real call. cudaFree(nullptr) is that call, once per thread.
 transpose_int4_8x8_status ensure_context() {
-  static const cudaError_t ready = cudaFree(nullptr);
+  thread_local const cudaError_t ready = cudaFree(nullptr);
   if (ready != cudaSuccess) {
     return fail(transpose_int4_8x8_no_driver, "no CUDA context: %s", cudaGetErrorString(ready));
   }
@@ -61,6 +62,8 @@ transpose_int4_8x8_status driver_entry(const char* symbol, Fn* fn) {
 // microsecond or more on every encode, and the address does not change (a failed lookup is not kept).
 transpose_int4_8x8_status encode_tiled_entry(PFN_cuTensorMapEncodeTiled_v12000* encode) {
   static std::atomic<PFN_cuTensorMapEncodeTiled_v12000> found{nullptr};
+  const transpose_int4_8x8_status context = ensure_context();
+  if (context != transpose_int4_8x8_ok) return context;
   *encode = found.load(std::memory_order_acquire);
   if (*encode != nullptr) return transpose_int4_8x8_ok;
   const transpose_int4_8x8_status status = driver_entry("cuTensorMapEncodeTiled", encode);

@@ -169,6 +169,27 @@ def test_the_plane_kernel_in_every_tile_shape_packed_and_not(dtype: Any, gen: An
     assert size >= 4 or any(packed for packed, _ in seen)
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.float64, torch.complex128],
+                         ids=str)
+def test_the_gather_kernel_on_two_contiguous_runs(dtype: Any, gen: Any) -> None:
+    """The gather kernel's path for a contiguous source and output (whole 16-byte vectors, four in
+    flight, then the elements past the last one), on counts around the vector and the grid, with
+    pointers on and off 16 bytes."""
+    from tmagen import strided
+    from tmagen.kinds.strided import plan as sp
+
+    size = torch.empty((), dtype=dtype).element_size()
+    stream = torch.cuda.current_stream().cuda_stream
+    for count in (1, 15, 16, 17, 4 * 256 * 3 + 5, 1_000_003):
+        for offset in (0, 1):
+            x = random((count + offset,), dtype, gen)[offset:]
+            out = poisoned((count + offset,), dtype)[offset:]
+            call = sp.gather((count,), (1,), (1,), size, 2)  # 2 multiprocessors: several vectors per thread
+            assert call.src_linear and call.dst_linear
+            strided.run(strided.prepare(call, x.data_ptr(), out.data_ptr(), 0, stream), stream)
+            _check(out, x, f"gather of {count} elements, offset {offset}")
+
+
 def test_large_strided_gather_uses_64_bit_indices(gen: Any) -> None:
     """A view of more than 2^31 elements through the strided kernels (uint8, stepped columns: 2.1 GB read)."""
     base = torch.empty((1 << 16, (1 << 15) + 2), dtype=torch.uint8, device="cuda")

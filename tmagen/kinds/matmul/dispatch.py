@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+
 @dataclass(frozen=True)
 class TileShape:
     bm: int

@@ -57,6 +57,7 @@ class StridedCall:
     tile_cw: int = 0  # plane: units per tile along C (a power of 2); plane_units / tile_cw along R
     pitch: int = 0  # plane: unit rows between the rows of a shared plane
     packed: bool = False  # plane: P elements of 1 or 2 bytes per 4-byte word
+    src_linear: bool = False  # gather: src is contiguous in the order of extent
     dst_linear: bool = False
     wide: bool = False  # an index needs 64 bits
     grid: int = 1
@@ -107,7 +108,8 @@ def gather(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], elem_by
     wide = max(count + per, _span(shape, src), _span(shape, dst)) >= U32_LIMIT
     grid = max(1, min(-(-vectors // GATHER_THREADS), multiprocessors * blocks_per_sm))
     return StridedCall("gather", elem_bytes, _pad(shape, 1), _pad(src, 0), _pad(dst, 0), count,
-                       dst_linear=_contiguous(shape, dst), wide=wide, grid=grid, block=GATHER_THREADS)
+                       dst_linear=_contiguous(shape, dst), src_linear=_contiguous(shape, src), wide=wide, grid=grid,
+                       block=GATHER_THREADS)
 
 
 def _pow2_at_least(n: int) -> int:
