@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                         for fn in moves:
                             fn()  # planned (and compiled) outside the timing
                         torch.cuda.synchronize()
-                        torch.cuda._sleep(1_000_000)
+                        torch.cuda._sleep(20_000_000)  # ~10 ms: longer than the host takes to queue the round
                         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                         start.record()
                         for fn in moves:
