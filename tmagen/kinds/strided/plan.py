@@ -34,6 +34,7 @@ GATHER_THREADS = 256
 PLANE_MIN_UNITS = 1024  # plane: units (P x P elements) per tile, at least
 PLANE_TILE_BYTES = 8192  # and bytes per tile, at least
 PLANE_THREADS = 256
+PLANE_MAX_LOADS = 16  # loads a thread holds at once
 PLANE_SIDE = 32  # units along C of a tile where both extents have that many
 WORD_BYTES = 4  # packed planes move elements of 1 and 2 bytes in words of this size
 MAX_RANK = 5
@@ -118,9 +119,11 @@ def _pow2_at_least(n: int) -> int:
 
 def plane_units(elem_bytes: int, packed: bool) -> int:
     """Units per tile: at least PLANE_MIN_UNITS, and enough for PLANE_TILE_BYTES (a tile of 1024
-    one-byte elements kept too few bytes in flight: 0.3 TB/s)."""
+    one-byte elements kept too few bytes in flight: 0.3 TB/s), but at most PLANE_MAX_LOADS a thread
+    (each thread holds its tile's loads in registers at once: 32 spilled)."""
     unit = WORD_BYTES // elem_bytes if packed else 1
-    return max(PLANE_MIN_UNITS, PLANE_TILE_BYTES // (unit * unit * elem_bytes))
+    wanted = max(PLANE_MIN_UNITS, PLANE_TILE_BYTES // (unit * unit * elem_bytes))
+    return min(wanted, PLANE_MAX_LOADS * PLANE_THREADS // unit)
 
 
 def _bank_words(elem_bytes: int, packed: bool) -> int:
