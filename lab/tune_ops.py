@@ -1,8 +1,9 @@
 """Measures tmagen.ops's shape-class table (tmagen/ops_table.json) on the GPU: for each class, a few
 representative moves (copies, transposes and permutes of 1, 2, 4 and 8-byte elements, across the
-class's sizes), each knob's values timed on them interleaved with CUDA events (one knob at a time,
-the others at their best so far, twice over), the fastest (least total GPU time) written as the
-class's entry. Needs PyTorch and a GPU.
+class's sizes), each knob's values timed on them interleaved with CUDA events (one knob at a time
+from SEED, the others at their best so far, twice over), the fastest (least total GPU time; a knob
+keeps its value unless another is more than NOISE faster) written as the class's entry. Needs
+PyTorch and a GPU.
 
     python -m lab.tune_ops tmagen/ops_table.json        # rewrites the table (commit it)
     python -m lab.tune_ops /tmp/table.json --quick      # fewer candidates and rounds
@@ -34,6 +35,10 @@ EVERY = 1 << 62  # gather_max_bytes: every move of the class to the gather kerne
 SIZES = (0, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, EVERY)
 GRID = {"gather_max_bytes": SIZES, "gather_max_bytes_transposed": SIZES, "tma_min_row_bytes": (64, 128, 256, 512),
         "tma_min_plane": (8, 16, 32, 64), "strided_blocks_per_sm": (8, 16, 32)}
+# where each class starts, and what a knob keeps unless another value is NOISE faster over the class
+SEED = {"gather_max_bytes": 0, "gather_max_bytes_transposed": 0, "tma_min_row_bytes": 128, "tma_min_plane": 16,
+        "strided_blocks_per_sm": 16}
+NOISE = 0.01
 QUICK = {"gather_max_bytes": (0, 1 << 20), "gather_max_bytes_transposed": (0, 1 << 16),
          "tma_min_row_bytes": (128, 512), "tma_min_plane": (16, 64), "strided_blocks_per_sm": (8, 16)}
 
@@ -63,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             out = torch.empty(want.shape, dtype=x.dtype, device="cuda")
             moves.append((lambda x=x, dims=dims, out=out: ops.permute(x, dims, out=out)) if op == "permute" else
                          (lambda x=x, op=op, out=out: getattr(ops, op)(x, out=out)))
-        config = dict(base["classes"][cls])
+        config = dict(SEED)
         history = []
         for _ in range(1 if args.quick else 2):
             for knob, values in grid.items():
@@ -87,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                         stop.synchronize()
                         totals[i] += start.elapsed_time(stop)
                 best = min(range(len(values)), key=totals.__getitem__)
+                if config[knob] in values and totals[best] > (1 - NOISE) * totals[values.index(config[knob])]:
+                    best = values.index(config[knob])  # within noise of the incumbent: no change
                 config[knob] = values[best]
                 history.append({"knob": knob, "ms": {str(v): t / args.rounds for v, t in zip(values, totals)}})
                 print(f"{cls}: {knob} = {values[best]} ({totals[best] / args.rounds:.3f} ms per round; "
