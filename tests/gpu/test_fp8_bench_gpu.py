@@ -15,6 +15,7 @@ import inspect
 from collections.abc import Iterator
 
 import pytest
+from triton_configs import pinned, triton_peers
 
 from tmagen.bench import Method
 
@@ -37,27 +38,12 @@ def _tmagen() -> object | None:
     return fp8_bench.tmagen_ops if _has_fp8_ops() else None
 
 
-def _triton_peers():  # the module, or None without Triton
-    try:
-        from lab import triton_peers
-    except ImportError:
-        return None
-    return triton_peers
-
-
 @pytest.fixture(scope="module")
 def one_config() -> Iterator[None]:
     """Triton's fp8 kernel with one configuration of its list (no autotuning, one compile)."""
-    tp = _triton_peers()
-    if tp is None:
+    with pinned(lambda tp: {tp.matmul_fp8_kernel: [c for c in tp.matmul_fp8_kernel.configs
+                                                   if c.kwargs["BLOCK_N"] == 128][:1]}):
         yield
-        return
-    saved = tp.matmul_fp8_kernel.configs
-    tp.matmul_fp8_kernel.configs = [c for c in saved if c.kwargs["BLOCK_N"] == 128][:1]
-    tp.matmul_fp8_kernel.cache.clear()
-    yield
-    tp.matmul_fp8_kernel.configs = saved
-    tp.matmul_fp8_kernel.cache.clear()
 
 
 def _names(record: dict) -> set[str]:
@@ -85,7 +71,7 @@ def test_every_fp8_candidate_passes_its_check_and_is_timed(device, one_config, r
     if tmagen is not None:
         expected |= {fp8_bench.TMAGEN_TENSOR, fp8_bench.TMAGEN_ROW}
         expected |= {fp8_bench.TMAGEN_BLOCK} if fp8_bench.block_scaled(shape) else set()
-    if _triton_peers() is not None:
+    if triton_peers() is not None:
         expected.add(fp8_bench.TRITON)
     assert _names(record) == expected
     assert record["ld"] == ld and record["batch"] == fp8_bench.launches_per_sample(shape)
@@ -117,7 +103,7 @@ def test_a_refused_shape_is_reported_not_dropped(device, one_config) -> None:
     why = {f["name"]: f["why"] for f in record["failed"]}
     assert why[fp8_bench.CUBLAS_TENSOR].startswith("refused: ") and why[fp8_bench.CUBLAS_ROW].startswith("refused: ")
     assert record["scaled_mm_refusal"] == fp8_bench.scaled_mm_refusal(264, 264, 264)
-    if _triton_peers() is not None:  # rows of 264 bytes: no TMA descriptor
+    if triton_peers() is not None:  # rows of 264 bytes: no TMA descriptor
         assert why[fp8_bench.TRITON].startswith("refused: ")
 
 

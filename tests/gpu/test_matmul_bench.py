@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from triton_configs import pinned, triton_peers
 
 from tmagen.bench import Method
 
@@ -25,31 +26,12 @@ QUICK = Method(rounds=4, repetitions=2, warmup=1)
 TMA, POINTER = "Triton TMA persistent (autotuned)", "Triton pointer tiles (autotuned)"
 
 
-def _triton_peers():  # the module, or None without Triton
-    try:
-        from lab import triton_peers
-    except ImportError:
-        return None
-    return triton_peers
-
-
 @pytest.fixture(scope="module")
 def one_config() -> Iterator[None]:
     """Each Triton matmul kernel with one configuration of its list (no autotuning, two compiles)."""
-    tp = _triton_peers()
-    if tp is None:
+    with pinned(lambda tp: {tp.matmul_kernel: [c for c in tp.matmul_kernel.configs if c.kwargs["BLOCK_N"] == 128][:1],
+                            tp.matmul_pointer_kernel: tp.matmul_pointer_kernel.configs[1:2]}):
         yield
-        return
-    kernels = (tp.matmul_kernel, tp.matmul_pointer_kernel)
-    saved = [k.configs for k in kernels]
-    tp.matmul_kernel.configs = [c for c in saved[0] if c.kwargs["BLOCK_N"] == 128][:1]
-    tp.matmul_pointer_kernel.configs = saved[1][1:2]
-    for k in kernels:
-        k.cache.clear()
-    yield
-    for k, configs in zip(kernels, saved):
-        k.configs = configs
-        k.cache.clear()
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +67,7 @@ def test_every_matmul_candidate_passes_its_check_and_is_timed(device, spec_matmu
     report(f"matmul_bench_{m}x{n}x{k}_{ld}", record)
     assert record["failed"] == []
     expected = {"tmagen bench_matmul_bfloat16 (spec)", "cuBLAS (torch.matmul)"}
-    if _triton_peers() is not None:
+    if triton_peers() is not None:
         expected |= {TMA} | ({POINTER} if m <= matmul_bench.TRITON_POINTER_MAX_M else set())
     assert _names(record) == expected
     assert record["ld"] == ld and record["method"] == {"rounds": 4, "repetitions": 2, "warmup": 1}

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from triton_configs import pinned, triton_peers
 
 from tmagen.bench import Method
 
@@ -20,14 +21,6 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch", reason="the ops cases run on PyTorch tensors")
 
 QUICK = Method(rounds=4, repetitions=2, warmup=1)
-
-
-def _triton_peers():  # the module, or None without Triton
-    try:
-        from lab import triton_peers
-    except ImportError:
-        return None
-    return triton_peers
 
 
 def _has_cupy() -> bool:
@@ -41,19 +34,9 @@ def _has_cupy() -> bool:
 @pytest.fixture(scope="module")
 def one_config() -> Iterator[None]:
     """Each Triton kernel of the section with the first configuration of its list."""
-    tp = _triton_peers()
-    if tp is None:
+    with pinned(lambda tp: {k: k.configs[:1] for k in (tp.copy_kernel, tp.transpose_kernel, tp.transpose_tma_kernel,
+                                                      tp.permute_kernel, tp.permute_rows_kernel)}):
         yield
-        return
-    kernels = [tp.copy_kernel, tp.transpose_kernel, tp.transpose_tma_kernel, tp.permute_kernel, tp.permute_rows_kernel]
-    saved = [k.configs for k in kernels]
-    for k in kernels:
-        k.configs = k.configs[:1]
-        k.cache.clear()
-    yield
-    for k, configs in zip(kernels, saved):
-        k.configs = configs
-        k.cache.clear()
 
 
 def test_ops_group_runs_merges_and_renders(device, one_config, tmp_path, monkeypatch, report) -> None:
@@ -74,7 +57,7 @@ def test_ops_group_runs_merges_and_renders(device, one_config, tmp_path, monkeyp
     host, *cases = [c for c in data["cases"] if c["group"] == "ops"]
     assert host["shape_kind"] == "host" and set(host["host_us"]) == {n for p in ops_bench.HOST_PAIRS for n in p}
     assert all(len(v) == 7 and min(v) > 0 for v in host["host_us"].values())
-    tp = _triton_peers()
+    tp = triton_peers()
     for case, record in zip(two, cases):
         assert record["failed"] == [], record["failed"]
         names = {c["name"] for c in record["candidates"]}
