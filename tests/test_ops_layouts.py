@@ -320,3 +320,39 @@ def test_moves_of_at_most_gather_max_bytes_take_the_gather_kernel(monkeypatch: p
     assert _run("copy", _data((128, 64), np.float32)) == "gather"  # 32 KiB
     assert _run("transpose", _data((128, 64), np.float32)) == "transpose"  # 32 KiB: TMA as before
     assert _run("copy", _data((256, 64), np.float32)) == "copy"
+
+
+def test_every_plane_tile_shape_fits_its_shared_planes_and_spreads_the_load_phase_over_the_banks() -> None:
+    """For every plane kernel and every tile shape the launcher can choose, the addresses the kernel
+    writes (plane k, unit column w, unit row g: k * PLANE + w * pitch + g) are distinct and inside
+    the shared array the template sizes, and the 32 threads of a load-phase warp (neighbouring
+    units: along C, then along R) write words in 32 distinct banks wherever a warp's units are whole
+    4-byte words; narrower words share a bank only within one 4-byte word (but in tiles of 2 or 4
+    rows of them)."""
+    from tmagen.kinds.strided import plan as sp
+
+    for k in sp.plane_kernels():
+        e, unit, units, plane = k["e"], k["unit"], k["units"], k["plane_words"]
+        word = e * unit  # bytes of a unit row
+        per_bank = max(1, 4 // word)
+        cw = 1
+        while cw <= units // 2:
+            rw = units // cw
+            pitch = sp.plane_pitch(cw, units, per_bank)
+            w, g = np.meshgrid(np.arange(cw), np.arange(rw), indexing="ij")
+            addresses = (np.arange(unit)[:, None, None] * plane + w[None] * pitch + g[None]).ravel()
+            assert addresses.max() < unit * plane, (k, cw)
+            assert len(np.unique(addresses)) == addresses.size, (k, cw)
+            lanes = np.arange(32)
+            lane_w, lane_g = lanes % cw, lanes // cw  # the first warp's units (and every warp's, shifted)
+            in_tile = lane_g < rw
+            byte = (lane_w * pitch + lane_g)[in_tile] * word
+            banks = {}
+            for b in byte:
+                banks.setdefault((b // 4) % 32, set()).add(b // 4)
+            worst = max(len(v) for v in banks.values())  # distinct words meeting in one bank
+            # words of 8 and 16 bytes go to the banks a half or a quarter warp at a time; tiles of 2 or 4
+            # unit rows of narrower words (planes of at most 4 rows) keep a 2-way conflict
+            allowed = 2 if word == 8 else 4 if word == 16 else 2 if (word < 4 and cw >= 32 and rw < 8) else 1
+            assert worst <= allowed, (k, cw, worst)
+            cw *= 2

@@ -134,7 +134,8 @@ def _bank_words(elem_bytes: int, packed: bool) -> int:
 def plane_pitch(tile_cw: int, units: int, per_bank: int) -> int:
     """The shared planes' row pitch (in unit rows): a warp of the load phase, 32 neighbouring units
     along C (or ``tile_cw`` units of ``32 / tile_cw`` rows), writes ``pitch`` rows apart, which
-    the padding makes an odd number of bank words (or spreads over 32 banks)."""
+    the padding makes an odd number of bank words (or spreads over 32 banks). Not quite for tiles of
+    2 or 4 rows of words under 4 bytes (planes of at most 4 rows): two of a warp's rows meet in a bank."""
     pad = per_bank * (PLANE_SIDE // tile_cw if tile_cw < PLANE_SIDE else 1)
     return units // tile_cw + pad
 
