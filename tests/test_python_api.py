@@ -235,6 +235,27 @@ def test_the_first_call_refuses_to_load_inside_a_graph_capture(monkeypatch: pyte
     assert compiled == [], "nothing compiled or loaded during the capture"
 
 
+def test_the_strided_and_quantize_kernels_load_once_and_never_inside_a_capture(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """runtime.load_once, which the strided and quantize kernels load through: the first call loads
+    (on the device), later ones take the cached value, and a first call on a capturing stream
+    raises before anything is compiled or loaded."""
+    import contextlib
+
+    monkeypatch.setattr(runtime, "OnDevice", lambda device: contextlib.nullcontext())
+    capturing = {"now": False}
+    monkeypatch.setattr(runtime, "stream_is_capturing", lambda stream: capturing["now"])
+    cache: dict[Any, Any] = {}
+    loads: list[int] = []
+    assert runtime.load_once(cache, "k", 0, 7, "strided kernels", lambda: loads.append(1) or "module") == "module"
+    capturing["now"] = True
+    assert runtime.load_once(cache, "k", 0, 7, "strided kernels", lambda: loads.append(1) or "other") == "module"
+    assert loads == [1]
+    with pytest.raises(runtime.GpuError, match="strided kernels compile and load .* call the op once before capturing"):
+        runtime.load_once(cache, "j", 0, 7, "strided kernels", lambda: loads.append(1) or "x")
+    assert loads == [1] and "j" not in cache
+
+
 # ----------------------------------------------------------------------------- tmagen.ops
 def test_shipped_specs_are_the_benchmarked_ones() -> None:
     """One copy of the tuned specs: tmagen.ops runs the folder benchmarks/run.py times."""

@@ -5,7 +5,6 @@ disk like every tmagen kernel), loaded once per device and process, and launched
 from __future__ import annotations
 
 import ctypes
-import threading
 from dataclasses import dataclass
 
 from tmagen import __version__, runtime
@@ -28,7 +27,6 @@ def source(plan: QuantizePlan) -> str:
     return environment().get_template("quantize/kernels.cu.j2").render(version=__version__, plan=plan)
 
 
-_LOCK = threading.Lock()
 _COMPILED: dict[str, bytes] = {}
 _LOADED: dict[tuple[int, str], tuple[int, int]] = {}  # (device, plan name) -> (kernel, amax kernel or 0)
 _MODULES: list[runtime.Module] = []  # kept loaded for the process
@@ -47,23 +45,13 @@ def compiled(plan: QuantizePlan) -> bytes:
 def functions(plan: QuantizePlan, device: int, stream: int | None = None) -> tuple[int, int]:
     """``plan``'s kernel and amax kernel (0 where none) loaded on ``device`` (compiled and loaded at
     the first call)."""
-    key = (device, plan.name)
-    found = _LOADED.get(key)
-    if found is not None:
-        return found
-    with _LOCK:
-        if key in _LOADED:
-            return _LOADED[key]
-        if stream is not None and runtime.stream_is_capturing(stream):
-            raise runtime.GpuError("tmagen's quantize kernels compile and load at their first call on a device, "
-                                   "which a CUDA graph capture does not allow: call the op once before capturing")
-        with runtime.OnDevice(device):
-            module = runtime.Module(compiled(plan))
-            _MODULES.append(module)
-            main = int(module.function(plan.symbol, plan.smem_bytes).function)
-            amax = int(module.function(plan.amax_symbol).function) if plan.amax_symbol else 0
-        found = _LOADED[key] = (main, amax)
-        return found
+    def load() -> tuple[int, int]:
+        module = runtime.Module(compiled(plan))
+        _MODULES.append(module)
+        main = int(module.function(plan.symbol, plan.smem_bytes).function)
+        return main, int(module.function(plan.amax_symbol).function) if plan.amax_symbol else 0
+
+    return runtime.load_once(_LOADED, (device, plan.name), device, stream, "quantize kernels", load)
 
 
 @dataclass

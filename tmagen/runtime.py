@@ -10,9 +10,10 @@ succeeded with identical bytes, but tmagen does not rely on that.
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -311,6 +312,29 @@ def stream_is_capturing(stream: int) -> bool:
     _raise_for(driver_function("cuStreamIsCapturing", ctypes.c_int, _VOIDP, ctypes.POINTER(ctypes.c_int))(
         stream, ctypes.byref(status)), "cuStreamIsCapturing")
     return status.value != 0
+
+
+_T = TypeVar("_T")
+_LOAD_LOCK = threading.Lock()
+
+
+def load_once(cache: dict[Any, _T], key: Any, device: int, stream: int | None, what: str,
+              load: Callable[[], _T]) -> _T:
+    """``cache[key]``, made by ``load()`` on ``device`` at the first call of the process (one thread
+    loads; the others wait and take it). A first call on a stream being captured into a CUDA graph
+    is refused: compiling and loading a module is not allowed there."""
+    found = cache.get(key)
+    if found is not None:
+        return found
+    with _LOAD_LOCK:
+        if key in cache:
+            return cache[key]
+        if stream is not None and stream_is_capturing(stream):
+            raise GpuError(f"tmagen's {what} compile and load at their first call on a device, which a CUDA graph "
+                           "capture does not allow: call the op once before capturing")
+        with OnDevice(device):
+            found = cache[key] = load()
+        return found
 
 
 def _raise_for(result: int, what: str) -> None:

@@ -69,19 +69,10 @@ def function(device: int, symbol: str, stream: int | None = None) -> int:
     fn = _FUNCTIONS.get(key)
     if fn is not None:
         return fn
-    with _LOCK:
-        if key in _FUNCTIONS:
-            return _FUNCTIONS[key]
-        module = _MODULES.get(device)
-        if module is None:
-            if stream is not None and runtime.stream_is_capturing(stream):
-                raise runtime.GpuError("tmagen's strided kernels compile and load at their first call on a device, "
-                                       "which a CUDA graph capture does not allow: call the op once before capturing")
-            with runtime.OnDevice(device):
-                module = _MODULES[device] = runtime.Module(compiled())
-        with runtime.OnDevice(device):
-            fn = _FUNCTIONS[key] = int(module.function(symbol).function)
-        return fn
+    module = runtime.load_once(_MODULES, device, device, stream, "strided kernels", lambda: runtime.Module(compiled()))
+    with _LOCK, runtime.OnDevice(device):
+        fn = _FUNCTIONS[key] = int(module.function(symbol).function)
+    return fn
 
 
 def prepare(call: StridedCall, src: int, dst: int, device: int, stream: int | None = None) -> Prepared:
