@@ -67,10 +67,10 @@ def _measure(args: argparse.Namespace) -> None:
         reps = max(3, min(20, int(2e12 / flops)))
         times: dict[str, float] = {}
         for variant, splits, tail in itertools.product(range(len(family.kernels)), SPLITS, (False, True)):
-            p = family.kernels[variant]
-            tiles = -(-m // p.bm) * -(-n // p.bn)
-            tail_from = tiles // sms * sms
-            if splits > k_steps or (splits > 1 and flops > 2e12 and not tail) or (tail and not 0 < tail_from < tiles):
+            shape = family.kernels[variant].shape
+            groups, slots = shape.groups(m, n), shape.slots(sms)
+            tail_from = groups // slots * slots
+            if splits > k_steps or (splits > 1 and flops > 2e12 and not tail) or (tail and not 0 < tail_from < groups):
                 continue
             if tail and splits == 1:
                 continue
@@ -92,7 +92,7 @@ def _measure(args: argparse.Namespace) -> None:
         del a, b, c, ref
         torch.cuda.empty_cache()
     out = {"gpu": torch.cuda.get_device_name(0), "sms": sms, "spec": str(args.spec),
-           "kernels": [f"{p.bm}x{p.bn}" for p in family.kernels], "bk": family.kernels[0].bk, "rows": rows}
+           "kernels": [p.shape.key for p in family.kernels], "bk": family.kernels[0].bk, "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -139,7 +139,7 @@ def _key(key: str) -> tuple[int, int, int]:
 
 def _fit(args: argparse.Namespace) -> None:
     data = json.loads(Path(args.out).read_text())
-    shapes = [TileShape(int(key.split("x")[0]), int(key.split("x")[1]), int(data["bk"])) for key in data["kernels"]]
+    shapes = [TileShape.from_key(key, int(data["bk"])) for key in data["kernels"]]
     base = json.loads(DISPATCH_JSON.read_text())
     start = Dispatch(base["gpu"], base["measured"], base["sm_bytes_per_us"], base["hbm_bytes_per_us"],
                      {key: TileCost(**v) for key, v in base["tiles"].items()}, TileCost(**base["default"]),
@@ -178,7 +178,7 @@ def _scaled(d: Dispatch, field: str, factor: float) -> Dispatch:
                         values["split_ns"])
     key, name = field.split(".")
     tiles = dict(d.tiles)
-    cost = tiles.get(key, d.default)
+    cost = tiles[key] if key in tiles else d.cost(TileShape.from_key(key, 64))  # a new key: what the model used
     tiles[key] = TileCost(**{**cost.__dict__, name: max(1, int(getattr(cost, name) * factor))})
     return Dispatch(d.gpu, d.measured, d.sm_bytes_per_us, d.hbm_bytes_per_us, tiles, d.default, d.split_ns)
 

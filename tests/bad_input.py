@@ -30,7 +30,7 @@ from tmagen.cli import main
 SPEC_FILE = "spec.json"  # every case's input, written afresh in the case's folder
 # Spec fields whose value may be null: any other null is bad (tests check this against the schema).
 NULLABLE = {"strides", "element_strides", "coords", "tiles_per_stage", "tiles_per_block", "unit_bytes", "kernel",
-            "element_type", "mma", "reduce", "promote_every"}
+            "element_type", "mma", "reduce", "promote_every", "cluster"}
 
 
 @dataclass

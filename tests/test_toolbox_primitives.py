@@ -65,7 +65,8 @@ def test_the_helpers_and_the_reduce_ops() -> None:
     for name, params in [("prefetch_tensormap", "const CUtensorMap* map"), ("policy_evict_first", ""),
                          ("policy_evict_last", ""), ("policy_evict_normal", ""), ("policy", "l2_hint hint"),
                          ("cluster_ctarank", ""), ("cluster_nctarank", ""), ("cluster_sync", ""),
-                         ("mbarrier_arrive_cluster", "uint64_t* bar, uint32_t cta")]:
+                         ("mbarrier_arrive_cluster", "uint64_t* bar, uint32_t cta"),
+                         ("mbarrier_arrive_remote", "uint64_t* bar, uint32_t cta")]:
         assert re.search(_signature(name, params), header), name
     assert "enum class reduce_op : uint32_t { add, min, max, inc, dec, bit_and, bit_or, bit_xor };" in header
     # every op of the enum reaches the instruction with its PTX name, at every rank

@@ -85,9 +85,10 @@ def rules_reference() -> str:
             out.append(f"| {kind.name} | `{k.id}` | {k.summary} | {k.source} |")
     out += ["", "## Cluster launches and multicast", "",
             "What a kernel that launches clusters and multicasts boxes to their CTAs (the header's "
-            "`tma::load_Nd_multicast`, `cluster_sync`, `mbarrier_arrive_cluster`) must respect. No spec field "
-            "describes a cluster yet: `tmagen.toolbox.check_cluster(dims, cta_masks=..., non_portable=..., "
-            "grid=...)` checks a launch, for your own kernels and for the kinds that launch clusters.", "",
+            "`tma::load_Nd_multicast`, `cluster_sync`, `mbarrier_arrive_cluster`, `mbarrier_arrive_remote`) must "
+            "respect. The matmul kind launches its 128-row tiles in pairs (`kernel.cluster`, rule "
+            "`matmul-cluster`); for kernels of your own, `tmagen.toolbox.check_cluster(dims, cta_masks=..., "
+            "non_portable=..., grid=...)` checks a launch.", "",
             "| id | rule | source |", "|---|---|---|"]
     for c in CLUSTER_RULES.values():
         out.append(f"| `{c.id}` | {c.summary} | {c.source} |")

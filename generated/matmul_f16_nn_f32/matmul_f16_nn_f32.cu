@@ -250,40 +250,57 @@ namespace {
 // The family's choice for (M, N, K) on `sms` multiprocessors: the cost model of
 // tmagen/kinds/matmul/dispatch.py in the same integer arithmetic (constants measured on NVIDIA H200).
 struct matmul_tile_cost {
-  uint64_t bm, bn, bk, element_bytes, consumers, step_ns, tile_ns;
+  uint64_t bm, bn, bk, element_bytes, consumers, cluster, raster, step_ns, tile_ns;
 };
+
+// Groups of `cluster` tiles (a cluster's work, one above the other) covering C, and the clusters
+// a persistent grid runs at once.
+uint64_t matmul_groups(const matmul_tile_cost& c, uint64_t M, uint64_t N) {
+  return ((M + c.bm - 1) / c.bm + c.cluster - 1) / c.cluster * ((N + c.bn - 1) / c.bn);
+}
+uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.cluster > 0 ? sms / c.cluster : 1; }
 constexpr matmul_tile_cost matmul_costs[6] = {
-    {128, 256, 64, 2, 2, 700, 750},  // matmul_f16_nn_f32_matmul
-    {128, 192, 64, 2, 2, 530, 1200},  // matmul_f16_nn_f32_matmul_128x192
-    {128, 128, 64, 2, 2, 370, 4000},  // matmul_f16_nn_f32_matmul_128x128
-    {64, 256, 64, 2, 1, 400, 1000},  // matmul_f16_nn_f32_matmul_64x256
-    {64, 128, 64, 2, 1, 220, 800},  // matmul_f16_nn_f32_matmul_64x128
-    {64, 64, 64, 2, 1, 130, 700},  // matmul_f16_nn_f32_matmul_64x64
+    {128, 256, 64, 2, 2, 2, 8, 651, 750},  // matmul_f16_nn_f32_matmul
+    {128, 192, 64, 2, 2, 1, 8, 1060, 1200},  // matmul_f16_nn_f32_matmul_128x192
+    {128, 128, 64, 2, 2, 2, 8, 399, 4000},  // matmul_f16_nn_f32_matmul_128x128
+    {64, 256, 64, 2, 1, 1, 8, 400, 1000},  // matmul_f16_nn_f32_matmul_64x256
+    {64, 128, 64, 2, 1, 1, 8, 220, 800},  // matmul_f16_nn_f32_matmul_64x128
+    {64, 64, 64, 2, 1, 1, 8, 130, 700},  // matmul_f16_nn_f32_matmul_64x64
 };
-constexpr uint64_t matmul_sm_bytes_per_us = 27540, matmul_hbm_bytes_per_us = 3570000;
-constexpr uint64_t matmul_split_ns = 19200;
+constexpr uint64_t matmul_sm_bytes_per_us = 72000, matmul_hbm_bytes_per_us = 5397840;
+constexpr uint64_t matmul_split_ns = 5712;
 constexpr uint32_t matmul_max_splits = 16;
 
-// `units` work units of `steps` K steps each on a persistent grid of `sms` blocks.
-uint64_t matmul_phase_ns(const matmul_tile_cost& c, uint64_t units, uint64_t steps, uint64_t sms) {
+// `units` work units of `steps` K steps each, `ways` of them per tile (a split's), on a persistent grid
+// of `slots` clusters over `tile_rows` rows of tiles: a step loads what a CTA reads from L2, or what
+// no two running CTAs share from HBM, whichever takes longer.
+uint64_t matmul_phase_ns(const matmul_tile_cost& c, uint64_t units, uint64_t steps, uint64_t slots, uint64_t tile_rows,
+                         uint64_t ways) {
   if (units == 0) return 0;
-  const uint64_t waves = (units + sms - 1) / sms, running = units < sms ? units : sms;
-  const uint64_t per_sm = matmul_hbm_bytes_per_us / running;
-  const uint64_t bandwidth = per_sm < matmul_sm_bytes_per_us ? per_sm : matmul_sm_bytes_per_us;
-  const uint64_t load_ns = (c.bm + c.bn) * c.bk * c.element_bytes * 1000 / bandwidth;
+  const uint64_t waves = (units + slots - 1) / slots, ctas = (units < slots ? units : slots) * c.cluster;
+  const uint64_t row_bytes = c.bk * c.element_bytes, cta_bytes = (c.bm + c.bn / c.cluster) * row_bytes;
+  const uint64_t tiles = (ctas + ways - 1) / ways;
+  uint64_t rows = tile_rows < c.raster ? tile_rows : c.raster;
+  if (tiles < rows) rows = tiles;
+  const uint64_t unique = (rows * c.bm + (tiles + rows - 1) / rows * c.bn) * row_bytes * (ways < ctas ? ways : ctas);
+  const uint64_t sm_ns = cta_bytes * 1000 / matmul_sm_bytes_per_us, hbm_ns = unique * 1000 / matmul_hbm_bytes_per_us;
+  const uint64_t load_ns = sm_ns > hbm_ns ? sm_ns : hbm_ns;
   return waves * (c.tile_ns + steps * (c.step_ns > load_ns ? c.step_ns : load_ns));
 }
 
-// The whole tiles before `split_from`, then the rest split `splits` ways, and their partials' traffic.
+// The whole groups before `split_from`, then the rest split `splits` ways, and their partials' traffic.
 uint64_t matmul_time_ns(const matmul_tile_cost& c, uint64_t M, uint64_t N, uint64_t K, uint64_t sms, uint64_t splits,
                         uint64_t split_from) {
-  const uint64_t tiles = ((M + c.bm - 1) / c.bm) * ((N + c.bn - 1) / c.bn);
-  const uint64_t whole = splits == 1 ? tiles : (split_from < tiles ? split_from : tiles);
+  const uint64_t groups = matmul_groups(c, M, N), slots = matmul_slots(c, sms);
+  const uint64_t whole = splits == 1 ? groups : (split_from < groups ? split_from : groups);
   const uint64_t k_steps = (K + c.bk - 1) / c.bk;
-  const uint64_t split_units = (tiles - whole) * splits;
-  uint64_t time = matmul_phase_ns(c, whole, k_steps, sms) + matmul_phase_ns(c, split_units, (k_steps + splits - 1) / splits, sms);
+  const uint64_t split_units = (groups - whole) * splits;
+  const uint64_t tile_rows = (M + c.bm - 1) / c.bm;
+  uint64_t time = matmul_phase_ns(c, whole, k_steps, slots, tile_rows, 1) +
+                  matmul_phase_ns(c, split_units, (k_steps + splits - 1) / splits, slots, tile_rows, splits);
   if (splits > 1) {
-    time += 2 * split_units * c.bm * c.bn * 4 * 1000 / matmul_hbm_bytes_per_us + (split_units + sms - 1) / sms * matmul_split_ns;
+    time += 2 * split_units * c.cluster * c.bm * c.bn * 4 * 1000 / matmul_hbm_bytes_per_us +
+            (split_units + slots - 1) / slots * matmul_split_ns;
   }
   return time;
 }
@@ -297,10 +314,10 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* v
   uint64_t k_steps = (K + matmul_costs[0].bk - 1) / matmul_costs[0].bk;
   if (k_steps == 0) k_steps = 1;
   for (uint32_t v = 0; v < 6; ++v) {
-    const uint64_t tiles = ((M + matmul_costs[v].bm - 1) / matmul_costs[v].bm) * ((N + matmul_costs[v].bn - 1) / matmul_costs[v].bn);
-    const uint64_t tail_from = tiles / sms * sms;
+    const uint64_t groups = matmul_groups(matmul_costs[v], M, N), slots = matmul_slots(matmul_costs[v], sms);
+    const uint64_t tail_from = groups / slots * slots;
     for (uint32_t s = 1; s <= max_splits && s <= k_steps; ++s) {
-      const int options = s > 1 && tail_from > 0 && tail_from < tiles ? 2 : 1;
+      const int options = s > 1 && tail_from > 0 && tail_from < groups ? 2 : 1;
       for (int o = 0; o < options; ++o) {
         const uint64_t from = o == 0 ? 0 : tail_from;
         const uint64_t t = matmul_time_ns(matmul_costs[v], M, N, K, sms, s, from);
@@ -488,13 +505,14 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
   if (status != matmul_f16_nn_f32_ok) return status;
   uint32_t variant = 0, splits = 1, split_from = 0;
   matmul_choose_cached(choice_cache, M, N, K, sms, &variant, &splits, &split_from);
-  uint64_t tiles = ((M + matmul_costs[variant].bm - 1) / matmul_costs[variant].bm) *
-                         ((N + matmul_costs[variant].bn - 1) / matmul_costs[variant].bn);
-  if (tiles * splits > 0xFFFFFFFFull) return fail(matmul_f16_nn_f32_bad_shape, "matmul: %llu tiles are more than 2^32", (unsigned long long)tiles);
+  uint64_t groups = matmul_groups(matmul_costs[variant], M, N);
+  if (groups * splits * matmul_costs[variant].cluster > 0xFFFFFFFFull) {
+    return fail(matmul_f16_nn_f32_bad_shape, "matmul: %llu groups of tiles are more than 2^32", (unsigned long long)groups);
+  }
   matmul_f16_nn_f32::matmul_split split = {nullptr, nullptr, splits, split_from};
   if (splits > 1) {  // the sizes of MatmulFamily.workspace_bytes
     bool capturing = false;
-    const uint64_t split_tiles = tiles - split_from;
+    const uint64_t split_tiles = (groups - split_from) * matmul_costs[variant].cluster;
     status = matmul_workspace(device, stream, split_tiles * matmul_costs[variant].consumers * 4,
                               split_tiles * splits * matmul_costs[variant].bm * matmul_costs[variant].bn * 4,
                               &split.counters, &split.partials, &capturing);
@@ -502,12 +520,13 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
     if (capturing) {  // no workspace can be had in a capture: the best launch without one
       matmul_choose(M, N, K, sms, &variant, &splits, &split_from, 1);
       split.splits = 1, split.split_from = 0;
-      tiles = ((M + matmul_costs[variant].bm - 1) / matmul_costs[variant].bm) *
-              ((N + matmul_costs[variant].bn - 1) / matmul_costs[variant].bn);
+      groups = matmul_groups(matmul_costs[variant], M, N);
     }
   }
-  const uint64_t units = splits == 1 ? tiles : split_from + (tiles - split_from) * splits;
-  const uint32_t grid = static_cast<uint32_t>(units < sms ? units : sms);
+  // A cluster per unit, as many as the SMs hold at once (MatmulFamily.grid).
+  const uint64_t units = splits == 1 ? groups : split_from + (groups - split_from) * splits;
+  const uint64_t slots = matmul_slots(matmul_costs[variant], sms);
+  const uint32_t grid = static_cast<uint32_t>((units < slots ? units : slots) * matmul_costs[variant].cluster);
   const CUtensorMap* maps[3] = {reinterpret_cast<const CUtensorMap*>(&a_cache.map), reinterpret_cast<const CUtensorMap*>(&b_cache.map),
                                 reinterpret_cast<const CUtensorMap*>(&c_cache.map)};
   const uint32_t m32 = static_cast<uint32_t>(M), n32 = static_cast<uint32_t>(N), k32 = static_cast<uint32_t>(K);

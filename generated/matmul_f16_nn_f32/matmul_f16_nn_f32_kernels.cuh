@@ -17,7 +17,9 @@
 // Warpgroups 1..consumers consume: each multiplies 64-row blocks of the tile with wgmma (m64nBNk16),
 // keeping one stage's wgmmas in flight, then stores its rows through shared memory with TMA.
 // A persistent grid walks the work units (a tile, or a tile's split of K) in groups of 8
-// tile rows, column by column (L2 reuse).
+// tile rows, column by column (L2 reuse). A kernel launched in clusters of two pairs tiles one above
+// the other: each CTA loads its own A and half of the stage's B boxes, multicast to both, so B
+// crosses L2 once per pair; a stage is free again once the consumers of both CTAs release it.
 // Edges need no care: TMA fills loads outside A and B with zeros and drops stores outside C.
 constexpr uint32_t matmul_f16_nn_f32_matmul_threads = 384;
 constexpr uint32_t matmul_f16_nn_f32_matmul_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
@@ -52,8 +54,8 @@ struct matmul_epilogue {
   uint32_t scale_a_kind, scale_b_kind;
 };
 
-// A launch that splits K `splits` ways for the tiles from `split_from` on (those before it are
-// whole: the waves that fill every SM, then the tail split to fill the last one): each split
+// A launch that splits K `splits` ways for the groups of tiles from `split_from` on (those before it
+// are whole: the waves that fill every SM, then the tail split to fill the last one): each split
 // leaves its fp32 partial tile in `partials`, and the last of a tile's splits to arrive (counted
 // in `counters`, which start and end at zero) sums them in the order of the splits, so the result
 // does not depend on which finished first.
@@ -64,7 +66,8 @@ struct matmul_split {
   uint32_t split_from;
 };
 
-// Work unit u of the persistent walk: its tile, which split of K it is, and of how many.
+// Work unit u of the persistent walk: its group of tiles (a cluster's: one tile per CTA, one above
+// the other), which split of K it is, and of how many.
 struct matmul_unit {
   uint32_t tile, split, splits;
 };
@@ -79,15 +82,28 @@ struct matmul_tile {
   uint32_t m, n;  // tile coordinates, in tiles
 };
 
-// Tile t of the persistent order: groups of raster_group tile rows walked column by column, so
-// that the blocks running at once share rows of A and columns of B in L2.
+// Tile t of the persistent order: groups of `group` tile rows walked column by column, so that
+// the blocks running at once share rows of A and columns of B in L2.
+template <uint32_t group>
 __device__ __forceinline__ matmul_tile matmul_tile_at(uint32_t t, uint32_t tiles_m, uint32_t tiles_n) {
-  constexpr uint32_t group = 8;
   const uint32_t per_group = group * tiles_n;
   const uint32_t first_m = t / per_group * group;
   const uint32_t rows = min(tiles_m - first_m, group);
   const uint32_t in_group = t % per_group;
   return {first_m + in_group % rows, in_group / rows};
+}
+
+// A consumer warpgroup's release of a stage: one arrival on its empty barrier in every CTA of the
+// cluster, since each of them may be multicasting into this CTA's copy of the stage. The consumers
+// only read a stage (their wgmmas are done), so the arrival's CTA-scope release is enough.
+template <uint32_t Cluster>
+__device__ __forceinline__ void release_stage(uint64_t* empty) {
+  if constexpr (Cluster == 1) {
+    tma::mbarrier_arrive(empty);
+  } else {
+#pragma unroll
+    for (uint32_t cta = 0; cta < Cluster; ++cta) tma::mbarrier_arrive_remote(empty, cta);
+  }
 }
 
 // Synchronizes the 128 threads of one warpgroup (barrier 0 is __syncthreads).
@@ -115,7 +131,7 @@ __device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float 
 }
 
 template <uint32_t BM, uint32_t BN, uint32_t Consumers, uint32_t Stages, uint32_t ABoxes, uint32_t BBoxes,
-          uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers>
+          uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers, uint32_t Cluster>
 __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUtensorMap* b_map, const CUtensorMap* c_map,
                                             uint32_t M, uint32_t N, uint32_t K, const matmul_epilogue& epilogue,
                                             const matmul_split& split) {
@@ -126,7 +142,8 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   constexpr uint32_t a_k_boxes = BK / A::wgmma::k_per_box, b_k_boxes = BK / B::wgmma::k_per_box;
   constexpr uint32_t a_stage = A::wgmma::box_stride * ABoxes * a_k_boxes;
   constexpr uint32_t stage_bytes = a_stage + B::wgmma::box_stride * BBoxes * b_k_boxes;
-  constexpr uint32_t stage_tx = (A::tx_bytes * ABoxes * a_k_boxes) + (B::tx_bytes * BBoxes * b_k_boxes);
+  constexpr uint32_t a_tx = A::tx_bytes * ABoxes * a_k_boxes, stage_tx = a_tx + B::tx_bytes * BBoxes * b_k_boxes;
+  static_assert((BBoxes * b_k_boxes) % Cluster == 0, "a cluster's CTAs load equal shares of B");
   // C staging: CBuffers per consumer, one per piece of its rows where they fit (it writes a whole tile
   // without waiting for its own stores, which drain during the next tile's K loop), else two.
   constexpr uint32_t c_cols = C::dim(1), c_stride = 8192, c_buffers = CBuffers;
@@ -137,17 +154,29 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   __shared__ uint32_t last_split[Consumers];
   uint8_t* pattern = align_to_pattern(smem_raw);
 
-  const uint32_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
-  const uint32_t units = split.split_from + (tiles - split.split_from) * split.splits, k_tiles = (K + BK - 1) / BK;
+  // Units are a cluster's: group g of a column of tiles is tile rows Cluster * g + rank, one per CTA; the
+  // last group of an odd column holds a tile past M, whose CTA loads its share of B for its partner and
+  // nothing else.
+  const uint32_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, groups_m = (tiles_m + Cluster - 1) / Cluster;
+  const uint32_t groups = groups_m * tiles_n, k_tiles = (K + BK - 1) / BK;
+  const uint32_t units = split.split_from + (groups - split.split_from) * split.splits;
+  // A cluster's CTAs are consecutive blocks (clusters of Cluster x 1 x 1 on a 1-D grid), so the rank is
+  // blockIdx.x % Cluster: indices the compiler can read again where a register is short.
+  const uint32_t rank = blockIdx.x % Cluster, first_unit = blockIdx.x / Cluster, unit_stride = gridDim.x / Cluster;
+  constexpr uint32_t raster = 8 / Cluster > 0 ? 8 / Cluster : 1;
   const uint32_t warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     for (uint32_t s = 0; s < Stages; ++s) {
       tma::mbarrier_init(&full[s], 1);
-      tma::mbarrier_init(&empty[s], Consumers);  // one arrival per consumer warpgroup
+      tma::mbarrier_init(&empty[s], Consumers * Cluster);  // one arrival per consumer warpgroup of the cluster
     }
     tma::fence_mbarrier_init();
   }
-  __syncthreads();
+  if constexpr (Cluster == 1) {
+    __syncthreads();
+  } else {
+    tma::cluster_sync();  // every CTA's barriers are initialized before a multicast or a release reaches them
+  }
 
   // setmaxnreg moves registers between the warpgroups within the block's allotment, which ptxas fixes
   // under the launch bounds (each kernel's split is in its comment below). With fewer registers per
@@ -158,27 +187,44 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     tma::prefetch_tensormap(a_map);  // the descriptors are in cache before the first copy needs them
     tma::prefetch_tensormap(b_map);
     uint32_t it = 0;
-    for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
+    for (uint32_t u = first_unit; u < units; u += unit_stride) {
       const matmul_unit unit = matmul_unit_at(u, split);
-      const matmul_tile tile = matmul_tile_at(unit.tile, tiles_m, tiles_n);
+      const matmul_tile group = matmul_tile_at<raster>(unit.tile, groups_m, tiles_n);
+      const matmul_tile tile = {group.m * Cluster + rank, group.n};
+      const bool inside = tile.m < tiles_m;  // else its CTA loads B for its partner alone
       const uint32_t kt_end = static_cast<uint32_t>(uint64_t(unit.split + 1) * k_tiles / unit.splits);
       for (uint32_t kt = static_cast<uint32_t>(uint64_t(unit.split) * k_tiles / unit.splits); kt < kt_end; ++kt, ++it) {
         const uint32_t stage = it % Stages;
-        tma::mbarrier_wait(&empty[stage], ((it / Stages) & 1u) ^ 1u);  // a fresh barrier passes parity 1 at once
-        tma::mbarrier_arrive_expect_tx(&full[stage], stage_tx);
+        // Free in every CTA of the cluster: this one's B share lands in each. A fresh barrier passes parity 1 at once.
+        tma::mbarrier_wait(&empty[stage], ((it / Stages) & 1u) ^ 1u);
+        tma::mbarrier_arrive_expect_tx(&full[stage], inside ? stage_tx : stage_tx - a_tx);
         uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
         uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
-        for (uint32_t kb = 0; kb < a_k_boxes; ++kb)
-          for (uint32_t mb = 0; mb < ABoxes; ++mb)
-            tma::load_2d(a_tile + (kb * ABoxes + mb) * A::wgmma::box_stride, a_map, &full[stage],
-                         static_cast<int32_t>(kt * BK + kb * A::wgmma::k_per_box),
-                         static_cast<int32_t>(tile.m * BM + mb * A::wgmma::mn_per_box));
+        if (inside)
+          for (uint32_t kb = 0; kb < a_k_boxes; ++kb)
+            for (uint32_t mb = 0; mb < ABoxes; ++mb)
+              tma::load_2d(a_tile + (kb * ABoxes + mb) * A::wgmma::box_stride, a_map, &full[stage],
+                           static_cast<int32_t>(kt * BK + kb * A::wgmma::k_per_box),
+                           static_cast<int32_t>(tile.m * BM + mb * A::wgmma::mn_per_box));
         for (uint32_t kb = 0; kb < b_k_boxes; ++kb)
-          for (uint32_t nb = 0; nb < BBoxes; ++nb)
-            tma::load_2d(b_tile + (kb * BBoxes + nb) * B::wgmma::box_stride, b_map, &full[stage],
-                         static_cast<int32_t>(tile.n * BN + nb * B::wgmma::mn_per_box),
-                         static_cast<int32_t>(kt * BK + kb * B::wgmma::k_per_box));
+          for (uint32_t nb = 0; nb < BBoxes; ++nb) {
+            const uint32_t box = kb * BBoxes + nb;
+            const int32_t c0 = static_cast<int32_t>(tile.n * BN + nb * B::wgmma::mn_per_box);
+            const int32_t c1 = static_cast<int32_t>(kt * BK + kb * B::wgmma::k_per_box);
+            if constexpr (Cluster == 1) {
+              tma::load_2d(b_tile + box * B::wgmma::box_stride, b_map, &full[stage], c0, c1);
+            } else if (box % Cluster == rank) {  // this CTA's share, to the same offset and barrier in each
+              tma::load_2d_multicast(b_tile + box * B::wgmma::box_stride, b_map, &full[stage],
+                                     static_cast<uint16_t>((1u << Cluster) - 1), c0, c1);
+            }
+          }
       }
+    }
+    if constexpr (Cluster > 1) {
+      // The other CTAs' consumers release this CTA's stages, and its multicasts write into theirs: it
+      // stays until every stage it filled has been released everywhere (no arrival then targets a CTA
+      // that has exited).
+      for (uint32_t s = 0; s < Stages; ++s, ++it) tma::mbarrier_wait(&empty[it % Stages], ((it / Stages) & 1u) ^ 1u);
     }
     return;
   }
@@ -193,10 +239,12 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   if (epilogue.scale_a != nullptr && epilogue.scale_a_kind == 0) alpha *= __ldg(epilogue.scale_a);
   if (epilogue.scale_b != nullptr && epilogue.scale_b_kind == 0) alpha *= __ldg(epilogue.scale_b);
   uint32_t it = 0, stores = 0;
-  for (uint32_t u = blockIdx.x; u < units; u += gridDim.x) {
+  for (uint32_t u = first_unit; u < units; u += unit_stride) {
     const matmul_unit unit = matmul_unit_at(u, split);
-    const uint32_t splits = unit.splits, s = unit.split, t = unit.tile - split.split_from;  // t: among the split tiles
-    const matmul_tile tile = matmul_tile_at(unit.tile, tiles_m, tiles_n);
+    const uint32_t splits = unit.splits, s = unit.split;
+    const uint32_t t = (unit.tile - split.split_from) * Cluster + rank;  // t: among the split groups' tiles
+    const matmul_tile group = matmul_tile_at<raster>(unit.tile, groups_m, tiles_n);
+    const matmul_tile tile = {group.m * Cluster + rank, group.n};
     const uint32_t kt_begin = static_cast<uint32_t>(uint64_t(s) * k_tiles / splits);
     const uint32_t kt_end = static_cast<uint32_t>(uint64_t(s + 1) * k_tiles / splits);
     // The first of the two rows this thread holds in each 64-row block, in the whole matrix.
@@ -230,13 +278,14 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
       // The previous stage's wgmmas are done: give its buffers back to the producer.
       wgmma::wait_group<1>();
-      if (pending && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % Stages]);
+      if (pending && thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
       pending = true;
     }
     wgmma::wait_group<0>();
 #pragma unroll
     for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
-    if (pending && thread == 0) tma::mbarrier_arrive(&empty[(it - 1) % Stages]);
+    if (pending && thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+    if (tile.m >= tiles_m) continue;  // a tile past M, its CTA's part in the pair done
     if (kt_end == kt_begin) {
       // K = 0, an empty sum: no wgmma ran, and it is the first K step's wgmma (scale-d 0) that starts
       // the accumulators from zero, so they hold whatever the registers held.
@@ -375,12 +424,12 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 
 // 128 x 256 tiles, 2 consumer warpgroup(s), 4 stages of 49152 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
-extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul(
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) matmul_f16_nn_f32_matmul(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
   matmul_f16_nn_f32::matmul_body<128, 256, 2, 4, 2, 4,
-                          56, 224, 2>(
+                          56, 224, 2, 2>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
@@ -391,18 +440,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul_12
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
   matmul_f16_nn_f32::matmul_body<128, 192, 2, 4, 2, 3,
-                          56, 224, 4>(
+                          56, 224, 4, 1>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
 // 128 x 128 tiles, 2 consumer warpgroup(s), 6 stages of 32768 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
-extern "C" __global__ void __launch_bounds__(384, 1) matmul_f16_nn_f32_matmul_128x128(
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) matmul_f16_nn_f32_matmul_128x128(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
   matmul_f16_nn_f32::matmul_body<128, 128, 2, 6, 2, 2,
-                          56, 224, 2>(
+                          56, 224, 2, 2>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
@@ -413,7 +462,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16_nn_f32_matmul_64
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
   matmul_f16_nn_f32::matmul_body<64, 256, 1, 5, 1, 4,
-                          56, 240, 3>(
+                          56, 240, 3, 1>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
@@ -424,7 +473,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16_nn_f32_matmul_64
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
   matmul_f16_nn_f32::matmul_body<64, 128, 1, 8, 1, 2,
-                          56, 240, 4>(
+                          56, 240, 4, 1>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
@@ -435,6 +484,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16_nn_f32_matmul_64
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_f16_nn_f32::matmul_epilogue epilogue, const matmul_f16_nn_f32::matmul_split split) {
   matmul_f16_nn_f32::matmul_body<64, 64, 1, 12, 1, 1,
-                          56, 240, 2>(
+                          56, 240, 2, 1>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }

@@ -623,6 +623,20 @@ __device__ __forceinline__ uint32_t cluster_nctarank() {
   return count;
 }
 
+// One arrival on the mbarrier at bar's offset in CTA `cta` of the cluster, with mbarrier.arrive's default
+// semantics (release at CTA scope): enough for a consumer that has only read the buffer it frees (its
+// reads done, as wgmma.wait_group or a wait on the data's barrier makes them), which the producer of a
+// multicast then overwrites. On sm_90a the cluster-scope release of mbarrier_arrive_cluster compiles
+// to MEMBAR.ALL.GPU before the arrival; once per stage it made tmagen's paired matmul 1.8x slower.
+__device__ __forceinline__ void mbarrier_arrive_remote(uint64_t* bar, uint32_t cta) {
+  asm volatile(
+      "{\n"
+      "  .reg .b32 remote;\n"
+      "  mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "  mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+      "}\n" :: "r"(smem_address(bar)), "r"(cta) : "memory");
+}
+
 // Every thread of every CTA of the cluster arrives and waits (release / acquire at cluster scope). Call it
 // after initializing the mbarriers a multicast signals, before any CTA issues one, and before a CTA exits
 // while others may still write to its shared memory.

@@ -70,9 +70,8 @@ def test_every_kernel_at_every_split_matches(device, name: str) -> None:
     for i, (m, n, k) in enumerate(SHAPES):
         plan, a, b_nk, b = _operands(spec, m, n, k, seed=i)
         for variant in range(len(family.kernels)):
-            p = family.kernels[variant]
-            tiles = -(-m // p.bm) * -(-n // p.bn)
-            for splits, split_from in ((1, 0), (2, 0), (3, 0), (7, 0), (2, tiles // 2), (3, tiles - 1)):
+            groups = family.groups(variant, m, n)  # a cluster's tiles, one above the other (a tile past M where odd)
+            for splits, split_from in ((1, 0), (2, 0), (3, 0), (7, 0), (2, groups // 2), (3, groups - 1)):
                 if splits > -(-k // family.kernels[0].bk):
                     continue
                 out = torch.full((m, n), float("nan"), device="cuda", dtype=TORCH[out_dtype])
@@ -81,6 +80,33 @@ def test_every_kernel_at_every_split_matches(device, name: str) -> None:
                 _check(out, a, b_nk, out_dtype)
                 cases += 1
     assert cases >= len(SHAPES) * len(family.kernels) * 3
+
+
+def test_pairs_in_clusters_give_the_bits_of_the_kernels_alone(device) -> None:
+    """The 128-row kernels run in clusters of two CTAs, one above the other, each loading half of the
+    B boxes for both (multicast); with ``cluster: 1`` each CTA loads its own. Both sum the same
+    products in the same order, so C must be equal bit for bit: on odd numbers of tile rows (a CTA
+    past M that loads B for its partner alone), even ones, rows not whole 128 bytes, every split."""
+    raw = json.loads((REPO / "specs" / "matmul_bf16_tn.json").read_text())
+    alone_raw = {**raw, "name": "matmul_bf16_tn_alone", "kernel": {**raw["kernel"], "cluster": 1}}
+    paired, alone = tmagen.load(parse_spec(raw)), tmagen.load(parse_spec(alone_raw))
+    family = resolve(parse_spec(raw)).kernel.detail
+    assert [p.cluster for p in family.kernels] == [2, 1, 2, 1, 1, 1], "128 x 192 has 3 B boxes: it runs alone"
+    assert all(p.cluster == 1 for p in resolve(parse_spec(alone_raw)).kernel.detail.kernels)
+    compared = 0
+    for m, n, k in ((1, 72, 520), (129, 264, 1000), (300, 520, 456), (640, 1032, 2056), (1000, 2056, 136)):
+        plan, a, b_nk, b = _operands(parse_spec(raw), m, n, k, seed=m)
+        for variant in (v for v, p in enumerate(family.kernels) if p.cluster == 2):
+            for splits in (1, 3):
+                got = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                want = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                paired(a, b, out=got, choice=(variant, splits, 0))
+                alone(a, b, out=want, choice=(variant, splits, 0))
+                torch.cuda.synchronize()
+                assert torch.equal(got, want), (m, n, k, variant, splits)
+                compared += 1
+        _check(got, a, b_nk, "bfloat16")
+    assert compared == 20
 
 
 @pytest.mark.parametrize("name", SPECS)

@@ -124,13 +124,13 @@ class MatmulLauncher:
         found = []
         if choice is not None and family is not None:
             kernel, splits, split_from = (*choice, 0)[:3]
-            tiles = (math.ceil(m / family.kernels[kernel].bm) * math.ceil(n / family.kernels[kernel].bn)
-                     if 0 <= kernel < len(family.kernels) else 0)
-            valid = 0 <= kernel < len(family.kernels) and 1 <= splits <= MAX_SPLITS and 0 <= split_from <= tiles
+            groups = family.groups(kernel, m, n) if 0 <= kernel < len(family.kernels) else 0
+            valid = 0 <= kernel < len(family.kernels) and 1 <= splits <= MAX_SPLITS and 0 <= split_from <= groups
             if not valid:
                 found.append(Violation("matmul-choice", "choice", repr(choice), f"a kernel of 0 .. "
-                                       f"{len(family.kernels) - 1}, 1 to {MAX_SPLITS} splits, and a first split tile "
-                                       "of 0 .. the tiles", "pass a valid choice, or none", source))
+                                       f"{len(family.kernels) - 1}, 1 to {MAX_SPLITS} splits, and a first split group "
+                                       "of 0 .. the groups of tiles (a cluster's tiles)",
+                                       "pass a valid choice, or none", source))
         if beta != 0 and c is None:
             found.append(Violation("matmul-epilogue", "beta", repr(beta), "beta scales c, and no c is given",
                                    "pass c=, or beta=0", source))
@@ -202,4 +202,4 @@ class MatmulLauncher:
             b_map = MapBinding("b", b.ptr, tuple(b.shape), tuple(b.strides))
         return Call((a_map, b_map, out_map), (ctypes.c_uint32(m), ctypes.c_uint32(n), ctypes.c_uint32(k), epilogue,
                                               split),
-                    max(1, min(family.units(picked, m, n), multiprocessors)), kernel=picked.variant)
+                    family.grid(picked, m, n, multiprocessors), kernel=picked.variant)

@@ -4,7 +4,6 @@ choice among them (with a split of K) that each launch makes from its M, N and K
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from tmagen.dtypes import FP8_NAMES
@@ -58,6 +57,8 @@ class MatmulPlan:
     instruction_k: int = 16  # K of one wgmma: 16 (16-bit types) or 32 (fp8)
     promote_stages: int = 0  # fp8: stages whose partial sums the tensor core keeps before fp32 takes them; 0: never
     c_buffers: int = C_STAGING_BUFFERS  # C staging buffers per consumer: up to one per piece of its rows
+    cluster: int = 1  # CTAs per cluster: tiles one above the other, each CTA loading half of their B boxes
+    b_loads: int = 0  # B boxes per stage (split between a cluster's CTAs)
 
     @property
     def element_bytes(self) -> int:
@@ -66,7 +67,7 @@ class MatmulPlan:
 
     @property
     def shape(self) -> TileShape:
-        return TileShape(self.bm, self.bn, self.bk, self.element_bytes)
+        return TileShape(self.bm, self.bn, self.bk, self.element_bytes, self.cluster, self.raster_group)
 
     @property
     def threads(self) -> int:
@@ -149,24 +150,32 @@ class MatmulFamily:
         choice = self.dispatch.choose([p.shape for p in self.kernels], m, n, k, multiprocessors, splits)
         return choice if choice.splits > 1 else Choice(choice.variant, 1, 0)
 
+    def groups(self, variant: int, m: int, n: int) -> int:
+        """A kernel's groups of tiles covering C: a cluster's tiles, one above the other."""
+        return self.kernels[variant].shape.groups(m, n)
+
     def workspace_bytes(self, choice: Choice, m: int, n: int) -> tuple[int, int]:
         """The global memory a launch with ``choice`` needs: one arrival counter per tile and consumer
         (they must start at zero; the kernel leaves them so) and each split's fp32 partial tile, for
-        the split tiles (from ``split_from`` on).
+        the tiles of the split groups (from ``split_from`` on).
         Kept apart: another launch's partials must never land on counters."""
         if choice.splits == 1:
             return 0, 0
         p = self.kernels[choice.variant]
-        split_tiles = math.ceil(m / p.bm) * math.ceil(n / p.bn) - choice.split_from
+        split_tiles = (self.groups(choice.variant, m, n) - choice.split_from) * p.cluster
         return split_tiles * p.consumers * 4, split_tiles * choice.splits * p.partial_floats * 4
 
     def units(self, choice: Choice, m: int, n: int) -> int:
-        """Work units of a launch: the whole tiles, and each split tile's splits."""
-        p = self.kernels[choice.variant]
-        tiles = math.ceil(m / p.bm) * math.ceil(n / p.bn)
+        """Work units of a launch, each a cluster's: the whole groups, and each split group's splits."""
+        groups = self.groups(choice.variant, m, n)
         if choice.splits == 1:
-            return tiles
-        return choice.split_from + (tiles - choice.split_from) * choice.splits
+            return groups
+        return choice.split_from + (groups - choice.split_from) * choice.splits
+
+    def grid(self, choice: Choice, m: int, n: int, multiprocessors: int) -> int:
+        """CTAs of the persistent grid: a cluster per unit, as many as the SMs hold at once."""
+        shape = self.kernels[choice.variant].shape
+        return min(self.units(choice, m, n), shape.slots(multiprocessors)) * shape.cluster
 
 
 def is_fp8(k: MatmulKernel, spec: Spec) -> bool:
@@ -239,6 +248,18 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
     return [own, *others]
 
 
+def tile_cluster(k: MatmulKernel, bm: int, b_loads: int) -> int:
+    """CTAs per cluster for a tile of ``bm`` rows whose stage is ``b_loads`` B boxes: the spec's
+    ``cluster`` (a tile whose B boxes do not split evenly between the pair runs alone: rule
+    matmul-cluster refuses that for the spec's own tile), or by default pairs for tiles of 128 rows
+    or more. On an H200 (bf16, 128 x 256 tiles), a pair took 197 us at 4096 x 4096 x 4104, whose rows
+    are not whole 32-byte sectors, where the tile alone took 242 (cuBLAS 190), and 9.7 ms at 15000^3
+    against 12.8; on whole-sector rows both took 188 us at 4096^3 (scratch probe of 2026-11-24, in
+    the note of issue 18)."""
+    cluster = k.cluster if k.cluster is not None else 2 if bm >= 128 else 1
+    return cluster if b_loads % cluster == 0 else 1
+
+
 def pieces(bm: int, bn: int, consumers: int, c_map: MapSpec) -> int:
     """C boxes a consumer's rows of a tile are stored in: its 64-row blocks times BN / the box's columns."""
     return bm // consumers // 64 * (bn // c_map.tensor.box[1])
@@ -279,6 +300,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     plans: list[MatmulPlan] = []
     for i, (bm, bn, consumers) in enumerate(family_tiles(k, a, b, c_map.tensor.box[1], every > 0)):
         a_boxes, b_boxes = bm // a.mn_per_box, bn // b.mn_per_box
+        b_loads = b_boxes * (bk // b.k_per_box)
         stage = a_step * a_boxes + b_step * b_boxes
         stages, buffers = stages_and_buffers(limit, stage, consumers, c_stride, pieces(bm, bn, consumers, c_map),
                                              k.stages if i == 0 else None)
@@ -289,7 +311,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
                                 a_stage_bytes=a_step * a_boxes, b_stage_bytes=b_step * b_boxes, c_stride=c_stride,
                                 accumulators=accumulators(bm, bn, consumers, every > 0), b_major=k.b_major,
                                 variant=len(plans), instruction_k=instruction_k, promote_stages=every // bk,
-                                c_buffers=buffers))
+                                c_buffers=buffers, cluster=tile_cluster(k, bm, b_loads), b_loads=b_loads))
     family = MatmulFamily(tuple(plans), DISPATCH, max_splits=1 if k.dispatch == "single" else k.max_splits,
                           promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec))
     views = [KernelPlan(p.symbol, ("a", "b", "c"), p.threads, p.smem_bytes, p.stage_bytes, p.stages,

@@ -234,3 +234,26 @@ def _boxes(spec: Spec) -> Iterator[Violation]:
         yield Violation("matmul-boxes", f"tensors[{ops.ic}].box", str(c_box),
                         f"the epilogue stores 64-row pieces of the {bm} x {bn} tile, whole groups of 8 columns of "
                         "the wgmma's accumulators", f"use [64, n] with n a multiple of 8 dividing {bn}", KERNEL)
+
+
+CLUSTER_SOURCE = (f"{KERNEL}: a pair's CTAs each multicast half of a stage's B boxes; PTX ISA 9.7.10.28.5.3 "
+                  "cp.async.bulk.tensor (.multicast::cluster)")
+
+
+@RULES.rule("matmul-cluster", "a tile in clusters of 2 has an even number of B boxes per stage (each CTA of the "
+            "pair loads half of them for both)", CLUSTER_SOURCE)
+def _cluster(spec: Spec) -> Iterator[Violation]:
+    ops = _matrices(spec)
+    if ops is None or ops.kernel.cluster is None or ops.kernel.cluster == 1:
+        return
+    k, cluster = ops.kernel, ops.kernel.cluster
+    _, bn, bk = k.tile
+    b_mn, b_k = (ops.b.box[0], ops.b.box[1]) if k.b_major == "k" else (ops.b.box[1], ops.b.box[0])
+    if bn % b_mn or bk % b_k:
+        return  # rule matmul-boxes
+    loads = bn // b_mn * (bk // b_k)
+    if loads % cluster:
+        yield Violation("matmul-cluster", "kernel.cluster", str(cluster),
+                        f"the tile's stage is {loads} B box(es) ({bn // b_mn} along N x {bk // b_k} along K), which do "
+                        f"not split evenly between the {cluster} CTAs of a cluster",
+                        "use boxes of half as many rows of B, or cluster 1", CLUSTER_SOURCE)
