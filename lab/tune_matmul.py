@@ -132,7 +132,7 @@ def _score(d: Dispatch, data: dict[str, Any], shapes: list[TileShape]) -> tuple[
 
 
 def _key(key: str) -> tuple[int, int, int]:
-    """A measured candidate "kernel/splits[/first split tile]" as a tuple."""
+    """A measured candidate "kernel/splits[/first split group]" as a tuple."""
     parts = [int(x) for x in key.split("/")]
     return parts[0], parts[1], parts[2] if len(parts) > 2 else 0
 
