@@ -5,7 +5,7 @@ a shape runs the same kernel from C and from Python.
 
 A kernel of tile shape T runs in clusters of ``cluster`` CTAs (1 or 2), each cluster on a group
 of that many tiles one above the other (the last group of an odd column of tiles holds a tile past
-M, which costs a CTA its time but loads and stores nothing). A launch with its groups from
+M, whose CTA loads its share of B for its partner and stores nothing). A launch with its groups from
 ``split_from`` on split s ways over K runs ``split_from + (groups - split_from) * s`` work units on
 a persistent grid of at most SMs / cluster clusters (slots):
 
