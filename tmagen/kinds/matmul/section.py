@@ -45,8 +45,8 @@ class MatmulKernel(Section):
         "per 128 x 128 block of B [N, K] (DeepSeek-V3's and DeepGEMM's blocks), applied at each promotion "
         "(promote_every 128). Otherwise each is one value for the tensor, or one per row of A / per column of C, "
         "applied in the epilogue.")
-    cluster: Literal[1, 2] | None = Field(
-        None, description="CTAs per cluster: 2 pairs tiles that lie one above the other (along M) and loads each "
+    cluster: int | None = Field(
+        None, ge=1, le=2, description="CTAs per cluster: 2 pairs tiles that lie one above the other (along M) and loads each "
         "stage's B boxes once for both, half by each CTA, multicast to the pair (half the B traffic through L2); 1: "
         "no clusters. Default: 2 for tiles of 128 rows or more whose B loads per stage are even in number, 1 for "
         "the others (a 64-row tile is for small M, where a pair would have little to share).")
