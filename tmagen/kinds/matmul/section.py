@@ -46,8 +46,9 @@ class MatmulKernel(Section):
         "(promote_every 128). Otherwise each is one value for the tensor, or one per row of A / per column of C, "
         "applied in the epilogue.")
     cluster: int | None = Field(
-        None, ge=1, le=2, description="CTAs per cluster: 2 pairs tiles that lie one above the other (along M) and loads each "
-        "stage's B boxes once for both, half by each CTA, multicast to the pair (half the B traffic through L2); 1: "
+        None, ge=1, le=2, description="CTAs per cluster: 2 pairs tiles that lie one above the other (along M) and "
+        "loads each stage's B boxes once for both, half by each CTA, multicast to the pair (half the B traffic "
+        "through L2); 1: "
         "no clusters. Default: 2 for tiles of 128 rows or more whose B loads per stage are even in number, 1 for "
         "the others (a 64-row tile is for small M, where a pair would have little to share).")
     raster_group: int = Field(8, ge=1, le=64, description="Tile rows walked together, column by column, so that "
