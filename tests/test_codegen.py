@@ -205,6 +205,7 @@ def test_every_spec_compiles_for_its_target(spec_path: Path, in_repo: None, exam
     assert {k.name for k in result.kernels} == {f.symbol for k in resolve(spec).kernels for f in k.family}
     assert toolchain.spill_violations(resolve(spec), result) == []
     assert toolchain.register_violations(resolve(spec), result) == []  # a setmaxnreg split that holds
+    assert toolchain.wgmma_violations(result) == []  # ptxas overlaps the wgmmas as the template means
     if IN_CI:
         assert result.sass is not None, "CI installs cuobjdump with the toolchain extra"
     if result.sass is not None:
@@ -231,6 +232,26 @@ ptxas info    : Used 8 registers, used 0 barriers, 400 bytes cmem[0]
     kernels = toolchain.parse_ptxas_report(text)
     assert [(k.name, k.registers, k.shared_bytes, k.stack_frame_bytes, k.spills) for k in kernels] == [
         ("k_copy", 40, 32, 16, True), ("k_other", 8, 0, 0, False)]
+    assert not any(k.serialized_wgmma for k in kernels)
+
+
+def test_serialized_wgmmas_fail_the_build_check() -> None:
+    """ptxas's C7514 (seen on 2026-11-24 with two sets of fp8 partial sums whose loop entered with no
+    group in flight and came round with one): correct code, but every wgmma waits for the last."""
+    warning = ("ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due "
+               "to non wgmma instructions reading accumulator registers of  a wgmma between start and end of the "
+               "pipeline stage in the function 'mm_matmul'\n")
+    text = warning + """ptxas info    : Compiling entry function 'mm_matmul' for 'sm_90a'
+ptxas info    : Function properties for mm_matmul
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 80 bytes smem, 400 bytes cmem[0]
+"""
+    (k,) = toolchain.parse_ptxas_report(text)
+    assert k.serialized_wgmma.startswith("C7514: non wgmma instructions reading accumulator registers of a wgmma")
+    nowhere = Path("/nonexistent")
+    result = toolchain.CompileResult(nowhere, nowhere, nowhere, nowhere, [k], None)
+    (problem,) = toolchain.wgmma_violations(result)
+    assert problem.startswith("mm_matmul: ptxas serialized its wgmmas (C7514")
 
 
 def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

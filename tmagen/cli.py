@@ -231,7 +231,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
                           + ("" if budget.most == budget.least else f" to {budget.most}")
                           + f" per thread for its setmaxnreg split ({budget.split})")
             problems = (toolchain.spill_violations(r.plan, result) + toolchain.register_violations(r.plan, result)
-                        + toolchain.sass_violations(r.plan, result))
+                        + toolchain.sass_violations(r.plan, result) + toolchain.wgmma_violations(result))
             for line in problems:
                 print(f"  error: {line}", file=sys.stderr)
             if problems:

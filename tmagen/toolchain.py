@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tmagen.errors import ToolchainError
@@ -106,6 +106,7 @@ class KernelResources:
     stack_frame_bytes: int
     spill_store_bytes: int
     spill_load_bytes: int
+    serialized_wgmma: str = ""  # ptxas's reason where it made every wgmma wait for the one before (C7514 to C7520)
 
     @property
     def spills(self) -> bool:
@@ -117,7 +118,16 @@ _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) b
 _USED = re.compile(r"Used (\d+) registers(?:.*?, (\d+) bytes smem)?")
 
 
+_SERIALIZED = re.compile(r"\((C75\d\d)\) Potential Performance Loss: wgmma\.mma_async instructions are serialized "
+                         r"due to (.*?) in the function '([^']+)'")
+
+
 def parse_ptxas_report(text: str) -> list[KernelResources]:
+    serialized = {m.group(3): f"{m.group(1)}: {' '.join(m.group(2).split())}" for m in _SERIALIZED.finditer(text)}
+    return [replace(k, serialized_wgmma=serialized.get(k.name, "")) for k in _parse_resources(text)]
+
+
+def _parse_resources(text: str) -> list[KernelResources]:
     kernels: list[KernelResources] = []
     current: dict[str, int | str] | None = None
     for line in text.splitlines():
@@ -144,7 +154,7 @@ class CompileResult:
     commands: list[list[str]] = field(default_factory=list)
 
 
-REPORT_FORMAT = 2  # of report.json in the cache: a new format misses the old entries
+REPORT_FORMAT = 3  # of report.json in the cache: a new format misses the old entries
 
 
 def cache_root() -> Path:
@@ -340,6 +350,14 @@ def register_violations(plan: Plan, result: CompileResult) -> list[str]:
         if problem:
             out.append(problem)
     return out
+
+
+def wgmma_violations(result: CompileResult) -> list[str]:
+    """Kernels whose wgmmas ptxas serialized: each then waits for the one before it, and the tensor
+    cores idle between them (a matmul at a fraction of its speed, correct all the same)."""
+    return [f"{k.name}: ptxas serialized its wgmmas ({k.serialized_wgmma}), so none overlaps the next; the "
+            "template must keep other instructions off the accumulators of groups in flight"
+            for k in result.kernels if k.serialized_wgmma]
 
 
 def spill_violations(plan: Plan, result: CompileResult) -> list[str]:
