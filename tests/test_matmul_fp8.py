@@ -54,9 +54,25 @@ def test_fp8_fields_are_refused_on_16_bit_types() -> None:
 def test_the_plan_promotes_every_stage_and_keeps_tiles_whose_sums_fit() -> None:
     family = resolve(parse_spec(SPEC)).kernel.detail
     assert family.fp8 and family.promote_every == 128 and not family.block_scales
-    assert [(p.bm, p.bn) for p in family.kernels] == [(128, 128), (64, 128), (64, 64)]
+    assert [(p.bm, p.bn) for p in family.kernels] == [(128, 128), (128, 192), (64, 128), (64, 64)]
     assert all(p.instruction_k == 32 and p.promote_stages == 1 and p.bk == 128 for p in family.kernels)
-    assert family.kernels[0].accumulators == 128  # 64 partial + 64 promoted per consumer thread
+    # two sets of 64 partial sums and 64 promoted per consumer thread: pipelined where 3 sets fit in 224
+    assert family.kernels[0].accumulators == 192 and family.kernels[0].pipelined
+    # 128 x 192: 96 + 96, one set of partial sums (a second would need 288)
+    assert family.kernels[1].accumulators == 192 and not family.kernels[1].pipelined
+    assert all(p.pipelined for p in family.kernels[2:])  # one consumer: 240 registers
+
+
+def test_block_scales_leave_room_for_their_scales() -> None:
+    family = resolve(parse_spec(_with(kernel__block_scales=True))).kernel.detail
+    # the scales take 24 more registers: 128 x 128 keeps one set of partial sums, 128 x 192 does not fit
+    assert [(p.bm, p.bn, p.pipelined) for p in family.kernels] == [
+        (128, 128, False), (64, 128, False), (64, 64, True)]
+
+
+def test_promoting_every_other_stage_keeps_one_set_of_partial_sums() -> None:
+    family = resolve(parse_spec(_with(kernel__promote_every=256))).kernel.detail
+    assert family.kernels[0].promote_stages == 2 and not any(p.pipelined for p in family.kernels)
 
 
 def test_without_promotion_the_wide_tiles_come_back() -> None:

@@ -26,12 +26,21 @@ _HERE = Path(__file__).resolve().parent
 TEMPLATE_DIRS = [p for p in (_HERE / "templates", _HERE.parent / "templates") if p.is_dir()]
 
 
+def indent_code(text: str, width: int) -> str:
+    """``text`` (a macro's lines of C++) moved right by ``width`` spaces, but for preprocessor lines
+    (``#pragma unroll``), which stay in the first column as the templates write them."""
+    return "".join(line if not line.strip() or line.startswith("#") else " " * width + line
+                   for line in text.splitlines(keepends=True))
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(p) for p in TEMPLATE_DIRS]),
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.filters["indent_code"] = indent_code
+    return env
 
 
 def shell_word(path: str) -> str:

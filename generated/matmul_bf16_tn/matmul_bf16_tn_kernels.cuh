@@ -131,7 +131,7 @@ __device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float 
 }
 
 template <uint32_t BM, uint32_t BN, uint32_t Consumers, uint32_t Stages, uint32_t ABoxes, uint32_t BBoxes,
-          uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers, uint32_t Cluster>
+          uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers, uint32_t Cluster, bool Pipelined = false>
 __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUtensorMap* b_map, const CUtensorMap* c_map,
                                             uint32_t M, uint32_t N, uint32_t K, const matmul_epilogue& epilogue,
                                             const matmul_split& split) {
@@ -252,6 +252,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     bool pending = false;  // a stage whose wgmmas may still run, not yet given back
     for (uint32_t kt = kt_begin; kt < kt_end; ++kt, ++it) {
       const uint32_t stage = it % Stages;
+      const bool fresh = kt == kt_begin;
       tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
       const uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
       const uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
@@ -263,7 +264,6 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
                                ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
       const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
-      const bool fresh = kt == kt_begin;
 #pragma unroll
       for (uint32_t kk = 0; kk < BK / 16; ++kk) {
 #pragma unroll
@@ -352,9 +352,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     // The two epilogues apart, each unrolled whole: a branch per element would interleave the general
     // one's code with the plain one's, which the instruction cache then fetches for nothing.
     if (epilogue.plain) {
-  #pragma unroll
+#pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) {
-  #pragma unroll
+#pragma unroll
         for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
           uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
           if constexpr (c_buffers < pieces) {
@@ -362,9 +362,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             warpgroup_barrier(1 + consumer);
           }
           const uint32_t base = tma::smem_address(buffer);
-  #pragma unroll
+#pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
-  #pragma unroll
+#pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
               const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
@@ -383,9 +383,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
         }
       }
     } else {
-  #pragma unroll
+#pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) {
-  #pragma unroll
+#pragma unroll
         for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
           uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
           if constexpr (c_buffers < pieces) {
@@ -393,9 +393,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             warpgroup_barrier(1 + consumer);
           }
           const uint32_t base = tma::smem_address(buffer);
-  #pragma unroll
+#pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
-  #pragma unroll
+#pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
               const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);

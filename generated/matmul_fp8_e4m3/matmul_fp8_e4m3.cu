@@ -259,8 +259,9 @@ uint64_t matmul_groups(const matmul_tile_cost& c, uint64_t M, uint64_t N) {
   return ((M + c.bm - 1) / c.bm + c.cluster - 1) / c.cluster * ((N + c.bn - 1) / c.bn);
 }
 uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.cluster > 0 ? sms / c.cluster : 1; }
-constexpr matmul_tile_cost matmul_costs[3] = {
+constexpr matmul_tile_cost matmul_costs[4] = {
     {128, 128, 128, 1, 2, 2, 8, 399, 4000},  // matmul_fp8_e4m3_matmul
+    {128, 192, 128, 1, 2, 1, 8, 1060, 1200},  // matmul_fp8_e4m3_matmul_128x192
     {64, 128, 128, 1, 1, 1, 8, 220, 800},  // matmul_fp8_e4m3_matmul_64x128
     {64, 64, 128, 1, 1, 1, 8, 130, 700},  // matmul_fp8_e4m3_matmul_64x64
 };
@@ -310,7 +311,7 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* v
   *variant = 0, *splits = 1, *split_from = 0;
   uint64_t k_steps = (K + matmul_costs[0].bk - 1) / matmul_costs[0].bk;
   if (k_steps == 0) k_steps = 1;
-  for (uint32_t v = 0; v < 3; ++v) {
+  for (uint32_t v = 0; v < 4; ++v) {
     const uint64_t groups = matmul_groups(matmul_costs[v], M, N), slots = matmul_slots(matmul_costs[v], sms);
     const uint64_t tail_from = groups / slots * slots;
     for (uint32_t s = 1; s <= max_splits && s <= k_steps; ++s) {
@@ -543,6 +544,17 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
     case 1: {
       static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
       if (!allowed[device].load(std::memory_order_acquire)) {
+        status = allow_smem(reinterpret_cast<const void*>(&matmul_fp8_e4m3_matmul_128x192), matmul_fp8_e4m3_matmul_128x192_smem_bytes, "matmul_fp8_e4m3_matmul_128x192");
+        if (status != matmul_fp8_e4m3_ok) return status;
+        allowed[device].store(true, std::memory_order_release);
+      }
+      matmul_fp8_e4m3_matmul_128x192<<<grid, matmul_fp8_e4m3_matmul_128x192_threads, matmul_fp8_e4m3_matmul_128x192_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
+          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
+      return launch_status("matmul_fp8_e4m3_matmul_128x192", before);
+    }
+    case 2: {
+      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
+      if (!allowed[device].load(std::memory_order_acquire)) {
         status = allow_smem(reinterpret_cast<const void*>(&matmul_fp8_e4m3_matmul_64x128), matmul_fp8_e4m3_matmul_64x128_smem_bytes, "matmul_fp8_e4m3_matmul_64x128");
         if (status != matmul_fp8_e4m3_ok) return status;
         allowed[device].store(true, std::memory_order_release);
@@ -551,7 +563,7 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
           *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
       return launch_status("matmul_fp8_e4m3_matmul_64x128", before);
     }
-    case 2: {
+    case 3: {
       static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
       if (!allowed[device].load(std::memory_order_acquire)) {
         status = allow_smem(reinterpret_cast<const void*>(&matmul_fp8_e4m3_matmul_64x64), matmul_fp8_e4m3_matmul_64x64_smem_bytes, "matmul_fp8_e4m3_matmul_64x64");

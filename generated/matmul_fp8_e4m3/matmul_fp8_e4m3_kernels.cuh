@@ -10,8 +10,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-// C = alpha * A x B^T + beta * C_in + bias on the tensor cores, in a family of 3 kernel(s) of different tile
-// shapes: matmul_fp8_e4m3_matmul (128 x 128, 6 stages), matmul_fp8_e4m3_matmul_64x128 (64 x 128, 8 stages), matmul_fp8_e4m3_matmul_64x64 (64 x 64, 12 stages).
+// C = alpha * A x B^T + beta * C_in + bias on the tensor cores, in a family of 4 kernel(s) of different tile
+// shapes: matmul_fp8_e4m3_matmul (128 x 128, 6 stages), matmul_fp8_e4m3_matmul_128x192 (128 x 192, 4 stages), matmul_fp8_e4m3_matmul_64x128 (64 x 128, 8 stages), matmul_fp8_e4m3_matmul_64x64 (64 x 64, 12 stages).
 // Each launch picks one, and a split of K, for its M, N and K (matmul_fp8_e4m3_matmul_choice).
 // Warpgroup 0 produces: one thread keeps a ring of stages full with TMA (full/empty mbarriers).
 // Warpgroups 1..consumers consume: each multiplies 64-row blocks of the tile with wgmma (m64nBNk32),
@@ -25,6 +25,8 @@
 // Edges need no care: TMA fills loads outside A and B with zeros and drops stores outside C.
 constexpr uint32_t matmul_fp8_e4m3_matmul_threads = 384;
 constexpr uint32_t matmul_fp8_e4m3_matmul_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_fp8_e4m3_matmul_128x192_threads = 384;
+constexpr uint32_t matmul_fp8_e4m3_matmul_128x192_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_fp8_e4m3_matmul_64x128_threads = 256;
 constexpr uint32_t matmul_fp8_e4m3_matmul_64x128_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_fp8_e4m3_matmul_64x64_threads = 256;
@@ -127,7 +129,7 @@ __device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float 
 }
 
 template <uint32_t BM, uint32_t BN, uint32_t Consumers, uint32_t Stages, uint32_t ABoxes, uint32_t BBoxes,
-          uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers, uint32_t Cluster>
+          uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers, uint32_t Cluster, bool Pipelined = false>
 __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUtensorMap* b_map, const CUtensorMap* c_map,
                                             uint32_t M, uint32_t N, uint32_t K, const matmul_epilogue& epilogue,
                                             const matmul_split& split) {
@@ -231,6 +233,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   uint8_t* c_staging = pattern + Stages * stage_bytes + consumer * c_buffers * c_stride + C::smem_offset;
   float acc[m_blocks][BN / 2];
   float sum[m_blocks][BN / 2];  // the promoted fp32 sums; acc holds the tensor core's partial ones
+  float acc2[Pipelined ? m_blocks : 1][Pipelined ? BN / 2 : 1];  // the second set of partial sums (pipelined)
   // The scales that are one value for the tensor fold into alpha.
   float alpha = epilogue.alpha;
   if (epilogue.scale_a != nullptr && epilogue.scale_a_kind == 0) alpha *= __ldg(epilogue.scale_a);
@@ -252,8 +255,149 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 #pragma unroll
       for (uint32_t i = 0; i < BN / 2; ++i) sum[mb][i] = 0.0f;
     bool pending = false;  // a stage whose wgmmas may still run, not yet given back
+    if constexpr (Pipelined) {
+      // Pipelined promotion: each stage's wgmmas start a fresh set of partial sums, acc and acc2 in
+      // turn, and are issued before the previous stage's set is promoted, so that the tensor cores
+      // run this consumer's next group while it adds the last one into fp32 (with one set, they
+      // would wait for every promotion).
+      if (kt_begin < kt_end) {
+        // The first stage goes into acc2 on its own, so that every pass of the loop starts with one
+        // group in flight: ptxas follows which group each wait retires only where the count is the
+        // same on every path (else it serializes the wgmmas, C7514).
+        uint32_t kt = kt_begin;
+        {
+          const uint32_t stage = it % Stages;
+          tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
+          const uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
+          const uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
+#pragma unroll
+          for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
+          wgmma::fence();
+          // A K step moves the start address by the same bytes at any row, so each wgmma's descriptor is
+          // the stage's first one plus a constant (in the start field: bytes >> 4).
+          const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
+                                   ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
+          const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
+#pragma unroll
+          for (uint32_t kk = 0; kk < BK / 32; ++kk) {
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb)
+              wgmma::mma_k32<0, 0>(
+                  acc2[mb], a_first + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4),
+                  b_first + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4),
+                  kk != 0 ? 1u : 0u);
+          }
+          wgmma::commit_group();
+#pragma unroll
+          for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
+          ++kt, ++it;
+        }
+        while (true) {
+          if (kt == kt_end) {
+            // The last stage's group: wait for it, give its buffers back, promote its sums.
+            wgmma::wait_group<0>();
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
+            if (thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb)
+#pragma unroll
+              for (uint32_t i = 0; i < BN / 2; ++i) sum[mb][i] += acc2[mb][i];
+            break;
+          }
+          {
+            const uint32_t stage = it % Stages;
+            tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
+            const uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
+            const uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
+            wgmma::fence();
+            // A K step moves the start address by the same bytes at any row, so each wgmma's descriptor is
+            // the stage's first one plus a constant (in the start field: bytes >> 4).
+            const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
+                                     ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
+            const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
+#pragma unroll
+            for (uint32_t kk = 0; kk < BK / 32; ++kk) {
+#pragma unroll
+              for (uint32_t mb = 0; mb < m_blocks; ++mb)
+                wgmma::mma_k32<0, 0>(
+                    acc[mb], a_first + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4),
+                    b_first + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4),
+                    kk != 0 ? 1u : 0u);
+            }
+            wgmma::commit_group();
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
+            // The previous stage's group is done: give its buffers back and promote its sums.
+            wgmma::wait_group<1>();
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
+            if (thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb)
+#pragma unroll
+              for (uint32_t i = 0; i < BN / 2; ++i) sum[mb][i] += acc2[mb][i];
+            ++kt, ++it;
+          }
+          if (kt == kt_end) {
+            // The last stage's group: wait for it, give its buffers back, promote its sums.
+            wgmma::wait_group<0>();
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
+            if (thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb)
+#pragma unroll
+              for (uint32_t i = 0; i < BN / 2; ++i) sum[mb][i] += acc[mb][i];
+            break;
+          }
+          {
+            const uint32_t stage = it % Stages;
+            tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
+            const uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
+            const uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
+            wgmma::fence();
+            // A K step moves the start address by the same bytes at any row, so each wgmma's descriptor is
+            // the stage's first one plus a constant (in the start field: bytes >> 4).
+            const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
+                                     ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
+            const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
+#pragma unroll
+            for (uint32_t kk = 0; kk < BK / 32; ++kk) {
+#pragma unroll
+              for (uint32_t mb = 0; mb < m_blocks; ++mb)
+                wgmma::mma_k32<0, 0>(
+                    acc2[mb], a_first + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4),
+                    b_first + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4),
+                    kk != 0 ? 1u : 0u);
+            }
+            wgmma::commit_group();
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
+            // The previous stage's group is done: give its buffers back and promote its sums.
+            wgmma::wait_group<1>();
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
+            if (thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+#pragma unroll
+            for (uint32_t mb = 0; mb < m_blocks; ++mb)
+#pragma unroll
+              for (uint32_t i = 0; i < BN / 2; ++i) sum[mb][i] += acc[mb][i];
+            ++kt, ++it;
+          }
+        }
+      }
+    } else {
     for (uint32_t kt = kt_begin; kt < kt_end; ++kt, ++it) {
       const uint32_t stage = it % Stages;
+      // The first K step after a promotion starts the partial sums afresh (scale-d 0). Groups align
+      // to K itself, not to the split's first stage, so that a group never straddles two scale blocks.
+      const bool fresh = kt == kt_begin || kt % promote_stages == 0;
+      const bool promote_now = (kt + 1) % promote_stages == 0 || kt + 1 == kt_end;
       tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
       const uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
       const uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
@@ -265,10 +409,6 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
                                ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
       const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
-      // The first K step after a promotion starts the partial sums afresh (scale-d 0). Groups align
-      // to K itself, not to the split's first stage, so that a group never straddles two scale blocks.
-      const bool fresh = kt == kt_begin || kt % promote_stages == 0;
-      const bool promote_now = (kt + 1) % promote_stages == 0 || kt + 1 == kt_end;
 #pragma unroll
       for (uint32_t kk = 0; kk < BK / 32; ++kk) {
 #pragma unroll
@@ -301,6 +441,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       wgmma::wait_group<1>();
       if (pending && thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
       pending = true;
+    }
     }
     wgmma::wait_group<0>();
 #pragma unroll
@@ -370,9 +511,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     // The two epilogues apart, each unrolled whole: a branch per element would interleave the general
     // one's code with the plain one's, which the instruction cache then fetches for nothing.
     if (epilogue.plain) {
-  #pragma unroll
+#pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) {
-  #pragma unroll
+#pragma unroll
         for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
           uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
           if constexpr (c_buffers < pieces) {
@@ -380,9 +521,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             warpgroup_barrier(1 + consumer);
           }
           const uint32_t base = tma::smem_address(buffer);
-  #pragma unroll
+#pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
-  #pragma unroll
+#pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
               const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
@@ -401,9 +542,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
         }
       }
     } else {
-  #pragma unroll
+#pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) {
-  #pragma unroll
+#pragma unroll
         for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
           uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
           if constexpr (c_buffers < pieces) {
@@ -411,9 +552,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             warpgroup_barrier(1 + consumer);
           }
           const uint32_t base = tma::smem_address(buffer);
-  #pragma unroll
+#pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
-  #pragma unroll
+#pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
               const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
@@ -447,7 +588,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) m
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_fp8_e4m3::matmul_epilogue epilogue, const matmul_fp8_e4m3::matmul_split split) {
   matmul_fp8_e4m3::matmul_body<128, 128, 2, 6, 2, 2,
-                          56, 224, 2, 2>(
+                          56, 224, 2, 2, true>(
+      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+}
+
+// 128 x 192 tiles, 2 consumer warpgroup(s), 4 stages of 40960 bytes, 3 C staging buffers per consumer.
+// Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
+extern "C" __global__ void __launch_bounds__(384, 1) matmul_fp8_e4m3_matmul_128x192(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_fp8_e4m3::matmul_epilogue epilogue, const matmul_fp8_e4m3::matmul_split split) {
+  matmul_fp8_e4m3::matmul_body<128, 192, 2, 4, 2, 3,
+                          56, 224, 3, 1>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
@@ -458,7 +610,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_fp8_e4m3_matmul_64x1
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_fp8_e4m3::matmul_epilogue epilogue, const matmul_fp8_e4m3::matmul_split split) {
   matmul_fp8_e4m3::matmul_body<64, 128, 1, 8, 1, 2,
-                          56, 240, 2, 1>(
+                          56, 240, 2, 1, true>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }
 
@@ -469,6 +621,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_fp8_e4m3_matmul_64x6
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_fp8_e4m3::matmul_epilogue epilogue, const matmul_fp8_e4m3::matmul_split split) {
   matmul_fp8_e4m3::matmul_body<64, 64, 1, 12, 1, 1,
-                          56, 240, 2, 1>(
+                          56, 240, 2, 1, true>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }

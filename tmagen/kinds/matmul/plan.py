@@ -20,6 +20,8 @@ MAX_THREAD_REGISTERS = 255
 REGISTER_ALLOCATION_UNIT = 8  # registers per thread: the hardware allots 256 per warp (CUDA occupancy calculator,
 # compute capability 9.0); setmaxnreg counts are multiples of 8 too (PTX ISA, setmaxnreg)
 REGISTERS_BESIDE_ACCUMULATORS = 32  # addresses, descriptors, loop state, the epilogue (128 + 32 fit in 168: ptxas)
+REGISTERS_FOR_BLOCK_SCALES = 24  # a stage's scales and their products at the promotion (ptxas spilled 5 to 12
+# registers' worth with two sets of partial sums and 32 beside them, 2026-11-24)
 C_STAGING_BUFFERS = 2  # per consumer at least: one being filled while TMA stores the other
 MAX_FAMILY_STAGES = 12  # deeper rings stop paying once a block has ~100 KB in flight (tmagen tune)
 FP8_TYPES = FP8_NAMES  # any pair: wgmma has e4m3 x e5m2 instructions too
@@ -59,6 +61,7 @@ class MatmulPlan:
     c_buffers: int = C_STAGING_BUFFERS  # C staging buffers per consumer: up to one per piece of its rows
     cluster: int = 1  # CTAs per cluster: tiles one above the other, each CTA loading half of their B boxes
     b_loads: int = 0  # B boxes per stage (split between a cluster's CTAs)
+    pipelined: bool = False  # fp8: two sets of partial sums, one stage's promoted while the next one's wgmmas run
 
     @property
     def element_bytes(self) -> int:
@@ -116,7 +119,7 @@ class MatmulPlan:
         """What ptxas's register count must be for this split (checked by `tmagen build --compile`)."""
         split = (f"128 producer threads at {self.producer_registers} and {128 * self.consumers} consumer threads at "
                  f"{self.setmaxnreg_consumers} take {self.threads} threads x {self.launch_registers}")
-        return RegisterBudget(self.launch_registers, self.consumer_registers, REGISTER_ALLOCATION_UNIT, split)
+        return RegisterBudget(self.launch_registers, launch_cap(self.consumers), REGISTER_ALLOCATION_UNIT, split)
 
     @property
     def partial_floats(self) -> int:
@@ -197,19 +200,43 @@ def setmaxnreg_consumers(consumers: int) -> int:
     return min(MAX_CONSUMER_REGISTERS, free // 8 * 8)
 
 
+def launch_cap(consumers: int) -> int:
+    """The most registers per thread ptxas can give the block at launch under its launch bounds
+    (one block of 128 x (consumers + 1) threads per SM), and no more than the consumers' increase."""
+    return min(setmaxnreg_consumers(consumers), MAX_THREAD_REGISTERS,
+               REGISTERS_PER_SM // (128 * (consumers + 1)) // REGISTER_ALLOCATION_UNIT * REGISTER_ALLOCATION_UNIT)
+
+
 def consumer_registers(consumers: int) -> int:
     """Registers a consumer thread can count on: what setmaxnreg gives it (the rest of the register
-    file, in steps of 8), but no more than ptxas allots every thread of the block under its launch
-    bounds, since it compiles the wgmmas within that (a 3-consumer block of 512 threads gets 128:
-    'Insufficient registers' for a 64 x 256 accumulator, seen in the reliability campaign)."""
-    launch_cap = min(MAX_THREAD_REGISTERS, REGISTERS_PER_SM // (128 * (consumers + 1)) // 8 * 8)
-    return min(setmaxnreg_consumers(consumers), launch_cap)
+    file, in steps of 8). ptxas compiles the code after setmaxnreg.inc within that count, beyond
+    what it allots every thread at launch: 2 consumers (384 threads, 168 at launch) used registers
+    up to R220 in a 128 x 192 fp8 kernel with promoted sums, no spills, and it ran right on an H200
+    (2026-11-24). A 3-consumer block (152) asked for 154 for a 64 x 256 accumulator."""
+    return setmaxnreg_consumers(consumers)
 
 
-def accumulators(bm: int, bn: int, consumers: int, promoted: bool = False) -> int:
-    """fp32 accumulator registers per consumer thread: its rows x BN over 128 threads, twice over
-    where fp8 partial sums are promoted into a second set."""
-    return bm // consumers * bn // 128 * (2 if promoted else 1)
+def accumulators(bm: int, bn: int, consumers: int, sets: int = 1) -> int:
+    """fp32 accumulator registers per consumer thread: its rows x BN over 128 threads, once per set
+    (fp8 sums that are promoted: the promoted ones and one or two sets of the tensor core's partial
+    ones, `accumulator_sets`)."""
+    return bm // consumers * bn // 128 * sets
+
+
+def registers_beside(block_scales: bool) -> int:
+    """A consumer thread's registers other than its accumulators."""
+    return REGISTERS_BESIDE_ACCUMULATORS + (REGISTERS_FOR_BLOCK_SCALES if block_scales else 0)
+
+
+def accumulator_sets(bm: int, bn: int, consumers: int, promote_stages: int, block_scales: bool = False) -> int:
+    """1 without promotion; with it, 3 where they fit and every stage is promoted (pipelined: the
+    next stage's wgmmas run into a second set of partial sums while the last one is promoted; on
+    an H200 a 128 x 128 fp8 tile with one set kept the tensor pipe 60% busy at 8192^3, waiting for
+    each promotion), else 2."""
+    if promote_stages == 0:
+        return 1
+    fits = accumulators(bm, bn, consumers, 3) + registers_beside(block_scales) <= consumer_registers(consumers)
+    return 3 if promote_stages == 1 and fits else 2
 
 
 def maps(spec: Spec) -> list[MapSpec]:
@@ -229,7 +256,7 @@ FAMILY_SPAN = 128
 
 
 def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
-                 promoted: bool = False) -> list[tuple[int, int, int]]:
+                 promoted: bool = False, block_scales: bool = False) -> list[tuple[int, int, int]]:
     """The spec's tile, then every FAMILY_TILES shape its registers hold, where the family is proven:
     A and B in boxes of 64 rows (of M or N) of one 128-byte swizzled line of K (or N, for an
     MN-major B), one box along K per stage (BK = 64 of 16-bit elements, 128 of fp8), as tmagen's
@@ -244,7 +271,7 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
     if k.dispatch == "single" or not proven:
         return [own]
     others = [t for t in FAMILY_TILES if t != own and t[1] % c_cols == 0
-              and accumulators(*t, promoted) + REGISTERS_BESIDE_ACCUMULATORS <= consumer_registers(t[2])]
+              and accumulators(*t, 2 if promoted else 1) + registers_beside(block_scales) <= consumer_registers(t[2])]
     return [own, *others]
 
 
@@ -298,7 +325,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     every = promote_every(k, spec)
     instruction_k = 32 if is_fp8(k, spec) else 16
     plans: list[MatmulPlan] = []
-    for i, (bm, bn, consumers) in enumerate(family_tiles(k, a, b, c_map.tensor.box[1], every > 0)):
+    for i, (bm, bn, consumers) in enumerate(family_tiles(k, a, b, c_map.tensor.box[1], every > 0, k.block_scales)):
         a_boxes, b_boxes = bm // a.mn_per_box, bn // b.mn_per_box
         b_loads = b_boxes * (bk // b.k_per_box)
         stage = a_step * a_boxes + b_step * b_boxes
@@ -306,12 +333,14 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
                                              k.stages if i == 0 else None)
         if stages < 2:
             continue
+        sets = accumulator_sets(bm, bn, consumers, every // bk, k.block_scales)
         symbol = f"{spec.name}_matmul" if i == 0 else f"{spec.name}_matmul_{bm}x{bn}"
         plans.append(MatmulPlan(symbol, bm, bn, bk, consumers, stages, k.raster_group, a_boxes, b_boxes,
                                 a_stage_bytes=a_step * a_boxes, b_stage_bytes=b_step * b_boxes, c_stride=c_stride,
-                                accumulators=accumulators(bm, bn, consumers, every > 0), b_major=k.b_major,
+                                accumulators=accumulators(bm, bn, consumers, sets), b_major=k.b_major,
                                 variant=len(plans), instruction_k=instruction_k, promote_stages=every // bk,
-                                c_buffers=buffers, cluster=tile_cluster(k, bm, b_loads), b_loads=b_loads))
+                                c_buffers=buffers, cluster=tile_cluster(k, bm, b_loads), b_loads=b_loads,
+                                pipelined=sets == 3))
     family = MatmulFamily(tuple(plans), DISPATCH, max_splits=1 if k.dispatch == "single" else k.max_splits,
                           promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec))
     views = [KernelPlan(p.symbol, ("a", "b", "c"), p.threads, p.smem_bytes, p.stage_bytes, p.stages,

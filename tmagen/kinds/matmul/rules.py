@@ -10,12 +10,12 @@ from tmagen.errors import Violation
 from tmagen.kinds.base import RuleBook
 from tmagen.kinds.matmul.plan import (
     FP8_TYPES,
-    REGISTERS_BESIDE_ACCUMULATORS,
     SCALE_BLOCK,
     accumulators,
     consumer_registers,
     is_fp8,
     promote_every,
+    registers_beside,
 )
 from tmagen.planning import PATTERN_ALIGN
 from tmagen.spec import MatmulKernel, Spec, TensorSpec
@@ -194,8 +194,8 @@ def _registers(spec: Spec) -> Iterator[Violation]:
     bm, bn, _ = k.tile
     if bm % k.consumers:
         return
-    acc = accumulators(bm, bn, k.consumers, promote_every(k, spec) > 0)
-    need, have = acc + REGISTERS_BESIDE_ACCUMULATORS, consumer_registers(k.consumers)
+    acc = accumulators(bm, bn, k.consumers, 2 if promote_every(k, spec) else 1)
+    need, have = acc + registers_beside(k.block_scales), consumer_registers(k.consumers)
     if need > have:
         yield Violation("matmul-registers", "kernel.tile", f"{k.tile} with {k.consumers} consumer warpgroup(s)",
                         f"that needs about {need} registers per consumer thread ({acc} accumulators"
