@@ -3,6 +3,10 @@
     python -m lab.tune_matmul measure OUT.json [--spec specs/matmul_bf16_tn.json] [--seconds 240]
     python -m lab.tune_matmul fit OUT.json [--write]     # no GPU: fits, reports, writes dispatch.json
 
+An fp8 spec (tmagen/ops_specs/bench_matmul_fp8.json) is measured on e4m3 operands with one scale
+per tensor, against cuBLASLt's ``torch._scaled_mm``; its fit sets its own tiles' constants (keys
+"fp8:...") and keeps the rest.
+
 ``measure`` times every kernel of the family at every split of K worth trying on a set of shapes
 (the benchmark's classes: squares, LLM projections from M = 1 up, short and long K), through
 ``tmagen.load`` with ``choice=``, operands rotated through enough copies to leave the L2 cold,
@@ -58,10 +62,13 @@ def _measure(args: argparse.Namespace) -> None:
             break
         per_set = (m * k + n * k) * 2
         sets = max(1, min(8, math.ceil(3 * l2 / per_set)))
-        a = [torch.randn(m, k, device="cuda").to(torch.bfloat16) for _ in range(sets)]
-        b = [torch.randn(n, k, device="cuda").to(torch.bfloat16) for _ in range(sets)]
+        dtype = torch.float8_e4m3fn if family.fp8 else torch.bfloat16
+        a = [torch.randn(m, k, device="cuda").to(dtype) for _ in range(sets)]
+        b = [torch.randn(n, k, device="cuda").to(dtype) for _ in range(sets)]
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         ref = (a[0].float() @ b[0].float().T)
+        one = torch.ones((), device="cuda")
+        scales = {"scale_a": one, "scale_b": one} if family.fp8 else {}
         k_steps = max(1, -(-k // family.kernels[0].bk))
         flops = 2.0 * m * n * k
         reps = max(3, min(20, int(2e12 / flops)))
@@ -75,17 +82,23 @@ def _measure(args: argparse.Namespace) -> None:
             if tail and splits == 1:
                 continue
             choice = (variant, splits, tail_from if tail else 0)
-            kernel(a[0], b[0], out=c, choice=choice)
+            kernel(a[0], b[0], out=c, choice=choice, **scales)
             torch.cuda.synchronize()
             err = (c.float() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
             if not err < 2 ** -6:
                 times["/".join(map(str, choice))] = float("inf")
                 continue
             times["/".join(map(str, choice))] = _median_us(
-                torch, lambda r, a=a, b=b, c=c, sets=sets, choice=choice: kernel(
-                    a[r % sets], b[r % sets], out=c, choice=choice), reps * sets)
-        cublas = _median_us(torch, lambda r, a=a, b=b, c=c, sets=sets: torch.matmul(
-            a[r % sets], b[r % sets].T, out=c), reps * sets)
+                torch, lambda r, a=a, b=b, c=c, sets=sets, choice=choice, scales=scales: kernel(
+                    a[r % sets], b[r % sets], out=c, choice=choice, **scales), reps * sets)
+        if family.fp8 and (k % 16 or n % 16):  # torch._scaled_mm takes K and N in multiples of 16 only
+            cublas = float("nan")
+        elif family.fp8:  # cuBLASLt with one scale per tensor, its sums promoted (use_fast_accum False)
+            cublas = _median_us(torch, lambda r, a=a, b=b, c=c, sets=sets, one=one: torch._scaled_mm(
+                a[r % sets], b[r % sets].T, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, out=c), reps * sets)
+        else:
+            cublas = _median_us(torch, lambda r, a=a, b=b, c=c, sets=sets: torch.matmul(
+                a[r % sets], b[r % sets].T, out=c), reps * sets)
         rows.append({"m": m, "n": n, "k": k, "us": times, "cublas_us": cublas})
         best = min(times, key=times.__getitem__)
         print(f"{m}x{n}x{k}: best {best} {times[best]:.1f} us, cuBLAS {rows[-1]['cublas_us']:.1f} us", flush=True)
@@ -145,10 +158,12 @@ def _fit(args: argparse.Namespace) -> None:
                      {key: TileCost(**v) for key, v in base["tiles"].items()}, TileCost(**base["default"]),
                      max(1000, int(base.get("split_ns", 0))))
     best_d, best_score = start, _score(start, data, shapes)[0]
-    # coordinate descent over the constants, by factors
+    # coordinate descent over the constants, by factors; an fp8 family's measurement fits its own
+    # tiles' constants only, the memory system's being the 16-bit families' too
+    fp8 = any(s.element_bytes == 1 for s in shapes)
+    shared = [] if fp8 else ["sm_bytes_per_us", "hbm_bytes_per_us", "split_ns"]
     for _ in range(8):
-        for field in ["sm_bytes_per_us", "hbm_bytes_per_us", "split_ns"] + [f"{s.key}.{f}" for s in shapes
-                                                                for f in ("step_ns", "tile_ns")]:
+        for field in shared + [f"{s.key}.{f}" for s in shapes for f in ("step_ns", "tile_ns")]:
             for factor in (0.25, 0.5, 0.7, 0.85, 0.93, 1.08, 1.2, 1.4, 2.0, 4.0):
                 trial = _scaled(best_d, field, factor)
                 score = _score(trial, data, shapes)[0]
@@ -161,7 +176,8 @@ def _fit(args: argparse.Namespace) -> None:
         print(f"{m:>6} {n:>6} {k:>6}  choice {choice:>5}  {got:9.1f} us  best {best:9.1f}  cuBLAS {cublas:9.1f}"
               f"  ({cublas / got:.2f} of cuBLAS)")
     if args.write:
-        raw = {"gpu": data["gpu"], "measured": f"python -m lab.tune_matmul on {len(lines)} shapes",
+        what = f"python -m lab.tune_matmul on {len(lines)} shapes of {data['spec']}"
+        raw = {"gpu": data["gpu"], "measured": f"{base['measured']}; {what}" if fp8 else what,
                "sm_bytes_per_us": best_d.sm_bytes_per_us, "hbm_bytes_per_us": best_d.hbm_bytes_per_us,
                "tiles": {key: {"step_ns": c.step_ns, "tile_ns": c.tile_ns} for key, c in best_d.tiles.items()},
                "default": {"step_ns": best_d.default.step_ns, "tile_ns": best_d.default.tile_ns},

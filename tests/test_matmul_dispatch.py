@@ -84,3 +84,20 @@ def test_boxes_the_family_failed_on_keep_their_own_tile() -> None:
         assert [(p.bm, p.bn) for p in family.kernels] == [tuple(raw["kernel"]["tile"][:2])], raw["name"]
     for name in ("specs/matmul_bf16_tn.json", "specs/matmul_f16_nn_f32.json"):
         assert len(load(REPO / name).kernel.detail.kernels) == 6
+
+
+def test_fp8_tiles_have_their_own_keys_and_fall_back_to_the_16_bit_ones() -> None:
+    from tmagen.kinds.matmul.dispatch import Dispatch, TileCost, TileShape
+
+    shape = TileShape(128, 192, 128, element_bytes=1, cluster=1)
+    assert shape.key == "fp8:128x192" and TileShape.from_key(shape.key, 128) == shape
+    paired = TileShape(128, 128, 128, element_bytes=1, cluster=2)
+    assert paired.key == "fp8:128x128c2" and TileShape.from_key("fp8:128x128c2", 128) == paired
+    assert TileShape.from_key("128x128c2", 64) == TileShape(128, 128, 64, 2, 2)
+    d = Dispatch("gpu", "now", 1, 1, {"128x128": TileCost(1, 1), "128x128c2": TileCost(2, 2),
+                                       "fp8:128x128": TileCost(3, 3)}, TileCost(700, 1500))
+    assert d.cost(paired) == TileCost(3, 3)  # the fp8 tile alone before the 16-bit pair
+    assert d.cost(TileShape(128, 128, 64, 2, 2)) == TileCost(2, 2)
+    assert d.cost(TileShape(64, 64, 128, 1, 1)) == TileCost(700 * 64 * 64 // (128 * 256), 1500)
+    d16 = Dispatch("gpu", "now", 1, 1, {"128x128c2": TileCost(2, 2)}, TileCost(700, 1500))
+    assert d16.cost(paired) == TileCost(2, 2)  # no fp8 measurement: the 16-bit kernel's

@@ -46,14 +46,18 @@ class TileShape:
 
     @property
     def key(self) -> str:
-        return f"{self.bm}x{self.bn}" + (f"c{self.cluster}" if self.cluster > 1 else "")
+        """"BMxBN", "BMxBNcC" in clusters of C; "fp8:" before either for 8-bit operands, whose kernels
+        (their sums promoted into fp32) were measured apart."""
+        return ("fp8:" if self.element_bytes == 1 else "") + f"{self.bm}x{self.bn}" + (
+            f"c{self.cluster}" if self.cluster > 1 else "")
 
     @staticmethod
-    def from_key(key: str, bk: int, element_bytes: int = 2) -> TileShape:
-        """The shape a key names: "BMxBN", or "BMxBNcC" in clusters of C."""
-        tile, _, cluster = key.partition("c")
+    def from_key(key: str, bk: int) -> TileShape:
+        """The shape a key names."""
+        fp8 = key.startswith("fp8:")
+        tile, _, cluster = key.removeprefix("fp8:").partition("c")
         bm, bn = (int(x) for x in tile.split("x"))
-        return TileShape(bm, bn, bk, element_bytes, int(cluster or 1))
+        return TileShape(bm, bn, bk, 1 if fp8 else 2, int(cluster or 1))
 
     def groups(self, m: int, n: int) -> int:
         """Groups of ``cluster`` tiles (a cluster's work), one above the other, covering C."""
@@ -97,10 +101,14 @@ class Dispatch:
     split_ns: int = 0  # what a wave of split units costs beyond its steps: writing, counting, summing partials
 
     def cost(self, shape: TileShape) -> TileCost:
-        if shape.key in self.tiles:
-            return self.tiles[shape.key]
-        if f"{shape.bm}x{shape.bn}" in self.tiles:  # a clustered tile the table lacks: the same tile's own
-            return self.tiles[f"{shape.bm}x{shape.bn}"]
+        """The tile's measured constants; one the table lacks takes those of the nearest it has: the
+        same tile alone (not in a cluster), then the 16-bit kernel's (an fp8 stage takes the tensor
+        cores as long as a 16-bit one of the same bytes), then the default scaled by the tile's area."""
+        alone = f"{shape.bm}x{shape.bn}"
+        for key in (shape.key, ("fp8:" if shape.element_bytes == 1 else "") + alone, shape.key.removeprefix("fp8:"),
+                    alone):
+            if key in self.tiles:
+                return self.tiles[key]
         return TileCost(max(1, self.default.step_ns * shape.bm * shape.bn // (128 * 256)), self.default.tile_ns)
 
     def time_ns(self, shape: TileShape, m: int, n: int, k: int, sms: int, splits: int,
