@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
+
+import pytest
 
 from tmagen.kinds.matmul.dispatch import DISPATCH, Choice
 from tmagen.plan import load
@@ -14,6 +17,10 @@ from tmagen.plan import load
 from conftest import REPO
 
 DATA = json.loads((REPO / "tests" / "data" / "hw_h200" / "matmul_tune.json").read_text())
+# the fp8 family of tmagen.ops.matmul (tmagen/ops_specs/bench_matmul_fp8.json), timed the same way
+FP8_DATA = json.loads((REPO / "tests" / "data" / "hw_h200" / "matmul_tune_fp8.json").read_text())
+MEASURED = [(REPO / "specs" / "matmul_bf16_tn.json", DATA),
+            (REPO / "tmagen" / "ops_specs" / "bench_matmul_fp8.json", FP8_DATA)]
 
 
 def _measured(row: dict, c: Choice) -> float:
@@ -28,13 +35,14 @@ def _measured(row: dict, c: Choice) -> float:
     return float(row["us"][min(near, key=lambda k: abs(int(k.split("/")[1]) - c.splits))])
 
 
-def test_the_model_picks_measured_fast_launches_on_the_h200() -> None:
-    family = load(REPO / "specs" / "matmul_bf16_tn.json").kernel.detail
-    assert [p.shape.key for p in family.kernels] == DATA["kernels"], "the family the data was measured on"
+@pytest.mark.parametrize(("spec", "data"), MEASURED, ids=["bf16", "fp8"])
+def test_the_model_picks_measured_fast_launches_on_the_h200(spec: Path, data: dict) -> None:
+    family = load(spec).kernel.detail
+    assert [p.shape.key for p in family.kernels] == data["kernels"], "the family the data was measured on"
     assert family.dispatch is DISPATCH
     slowdowns = []
-    for row in DATA["rows"]:
-        c = family.choose(row["m"], row["n"], row["k"], DATA["sms"])
+    for row in data["rows"]:
+        c = family.choose(row["m"], row["n"], row["k"], data["sms"])
         slowdowns.append(_measured(row, c) / min(row["us"].values()))
     geomean = math.exp(sum(math.log(s) for s in slowdowns) / len(slowdowns))
     assert geomean <= 1.04, f"the model's choices are {geomean:.3f} of the best measured launch (geometric mean)"
@@ -58,14 +66,15 @@ def test_every_choice_is_a_launch_the_family_can_make() -> None:
         assert grid % p.cluster == 0 and p.cluster <= grid <= 132, "whole clusters, no more than the SMs hold"
 
 
-def test_the_tuner_scores_the_shipped_model_as_the_test_does() -> None:
+@pytest.mark.parametrize("data", [DATA, FP8_DATA], ids=["bf16", "fp8"])
+def test_the_tuner_scores_the_shipped_model_as_the_test_does(data: dict) -> None:
     """lab.tune_matmul's score (what its fit minimises) of the shipped constants on the recorded data."""
     from lab.tune_matmul import _score
     from tmagen.kinds.matmul.dispatch import TileShape
 
-    shapes = [TileShape.from_key(key, DATA["bk"]) for key in DATA["kernels"]]
-    score, lines = _score(DISPATCH, DATA, shapes)
-    assert len(lines) == len(DATA["rows"])
+    shapes = [TileShape.from_key(key, data["bk"]) for key in data["kernels"]]
+    score, lines = _score(DISPATCH, data, shapes)
+    assert len(lines) == len(data["rows"])
     assert math.exp(score / len(lines)) == min(1.04, math.exp(score / len(lines)))  # within the bound above
     assert all(got >= best for _, _, _, _, got, best, _ in lines)
 

@@ -260,10 +260,10 @@ uint64_t matmul_groups(const matmul_tile_cost& c, uint64_t M, uint64_t N) {
 }
 uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.cluster > 0 ? sms / c.cluster : 1; }
 constexpr matmul_tile_cost matmul_costs[4] = {
-    {128, 128, 128, 1, 2, 2, 8, 399, 4000},  // matmul_fp8_e4m3_matmul
-    {128, 192, 128, 1, 2, 1, 8, 1060, 1200},  // matmul_fp8_e4m3_matmul_128x192
-    {64, 128, 128, 1, 1, 1, 8, 220, 800},  // matmul_fp8_e4m3_matmul_64x128
-    {64, 64, 128, 1, 1, 1, 8, 130, 700},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 128, 128, 1, 2, 2, 8, 406, 4800},  // matmul_fp8_e4m3_matmul
+    {128, 192, 128, 1, 2, 1, 8, 265, 2400},  // matmul_fp8_e4m3_matmul_128x192
+    {64, 128, 128, 1, 1, 1, 8, 110, 800},  // matmul_fp8_e4m3_matmul_64x128
+    {64, 64, 128, 1, 1, 1, 8, 364, 700},  // matmul_fp8_e4m3_matmul_64x64
 };
 constexpr uint64_t matmul_sm_bytes_per_us = 72000, matmul_hbm_bytes_per_us = 5397840;
 constexpr uint64_t matmul_split_ns = 5712;
