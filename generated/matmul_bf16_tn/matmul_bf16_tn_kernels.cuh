@@ -115,19 +115,22 @@ __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
-// The epilogue's value of C at (row, col) of the whole matrix from its product `acc`; `alpha` is
-// e.alpha times the scales that are one value for the tensor.
-__device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float alpha, float acc, uint32_t row,
-                                                uint32_t col, uint32_t M, uint32_t N) {
-  float v = alpha * acc;
-  if (row < M && col < N) {
-    if (e.scale_a_kind == 1) v *= __ldg(e.scale_a + row);
-    if (e.scale_b_kind == 1) v *= __ldg(e.scale_b + col);
-    if (e.c_in != nullptr) v += e.beta * to_float(e.c_in[static_cast<int64_t>(row) * e.ldc_in + col]);
-    if (e.bias_along == 1) v += to_float(e.bias[col]);
-    if (e.bias_along == 2) v += to_float(e.bias[row]);
-  }
+// beta * C_in and the bias at (row, col), inside C, added to `v`.
+__device__ __forceinline__ float epilogue_terms(const matmul_epilogue& e, float v, uint32_t row, uint32_t col) {
+  if (e.c_in != nullptr) v += e.beta * to_float(e.c_in[static_cast<int64_t>(row) * e.ldc_in + col]);
+  if (e.bias_along == 1) v += to_float(e.bias[col]);
+  if (e.bias_along == 2) v += to_float(e.bias[row]);
   return v;
+}
+
+// The epilogue's value of C at (row, col) of the whole matrix from its product `acc`; `alpha` is
+// e.alpha times the scales that are one value for the tensor, `row_scale` and `col_scale` the
+// row's and the column's (1 where there are none; loaded ahead, all at once).
+__device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float alpha, float row_scale,
+                                                float col_scale, float acc, uint32_t row, uint32_t col,
+                                                uint32_t M, uint32_t N) {
+  const float v = alpha * acc * row_scale * col_scale;  // in this order: 1 * x is x, so no scale changes a bit
+  return row < M && col < N ? epilogue_terms(e, v, row, col) : v;
 }
 
 template <uint32_t BM, uint32_t BN, uint32_t Consumers, uint32_t Stages, uint32_t ABoxes, uint32_t BBoxes,
@@ -383,6 +386,13 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
         }
       }
     } else {
+      // This thread's rows' scales (one per row of A, or 1), loaded once for the tile.
+      float row_scale[m_blocks][2];
+#pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb)
+#pragma unroll
+        for (uint32_t half = 0; half < 2; ++half)
+          row_scale[mb][half] = epilogue.scale_a_kind == 1 ? __ldg(epilogue.scale_a + min(row0 + 64 * mb + 8 * half, M - 1)) : 1.0f;
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) {
 #pragma unroll
@@ -393,6 +403,13 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             warpgroup_barrier(1 + consumer);
           }
           const uint32_t base = tma::smem_address(buffer);
+          // The piece's column scales (one per column of C, or 1): its loads all in flight before the first is used.
+          float col_scale[c_cols / 4];
+#pragma unroll
+          for (uint32_t j = 0; j < c_cols / 4; ++j) {
+            const uint32_t n = tile.n * BN + piece * c_cols + 8 * (j / 2) + 2 * (lane % 4) + j % 2;
+            col_scale[j] = epilogue.scale_b_kind == 1 ? __ldg(epilogue.scale_b + min(n, N - 1)) : 1.0f;
+          }
 #pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
 #pragma unroll
@@ -401,8 +418,8 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
               const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
               float v0 = acc[mb][i], v1 = acc[mb][i + 1];
               const uint32_t m = row0 + 64 * mb + 8 * half, n = tile.n * BN + piece * c_cols + col;
-              v0 = epilogue_value(epilogue, alpha, v0, m, n, M, N);
-              v1 = epilogue_value(epilogue, alpha, v1, m, n + 1, M, N);
+              v0 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[2 * q], v0, m, n, M, N);
+              v1 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[2 * q + 1], v1, m, n + 1, M, N);
               *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
             }
           }
