@@ -473,8 +473,8 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
                                           ldc_in ? ldc_in : static_cast<int64_t>(N),
                                           bias_along ? static_cast<const float*>(bias) : nullptr, bias_along, 0,
                                           scale_a, scale_b, scale_a_ld, scale_b_ld, scale_a_kind, scale_b_kind};
-  epilogue.plain = epilogue.c_in == nullptr && epilogue.bias == nullptr && !(scale_a != nullptr && scale_a_kind == 1) &&
-                   !(scale_b != nullptr && scale_b_kind == 1);
+  const bool per_row = (scale_a != nullptr && scale_a_kind == 1) || (scale_b != nullptr && scale_b_kind == 1);
+  epilogue.plain = epilogue.c_in == nullptr && epilogue.bias == nullptr && !per_row;  // the kernel multiplies by alpha alone
   const int64_t c_strides[2] = {ldc ? ldc : static_cast<int64_t>(N), 1};
   if (K == 0 && epilogue.plain && alpha == 1.0f && scale_a == nullptr && scale_b == nullptr) {
     // an empty sum, unscaled: TMA cannot describe an extent of 0

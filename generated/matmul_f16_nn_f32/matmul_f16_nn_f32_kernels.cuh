@@ -44,7 +44,8 @@ struct matmul_epilogue {
   int64_t ldc_in;
   const float* bias;  // null, or N values added to each row (bias_along 1), or M values, one per row (2)
   uint32_t bias_along;
-  uint32_t plain;  // 1: no C_in, no bias, no scales per row or column: the epilogue scales the accumulators alone
+  uint32_t plain;  // 1: no C_in, no bias, no scales per row or column: the epilogue scales the accumulators alone;
+                   // 2 (fp8): scales per row or column, but no C_in or bias
   // Scales (fp32, null: 1). Kind 0: one value for the tensor; 1: one per row of A (sa, M values) or
   // per column of C (sb, N values); 2: blocks, scale_a [M, ceil(K / 128)] and scale_b
   // [ceil(N / 128), ceil(K / 128)], ld floats per row, applied as the sums are promoted (block_scales specs).
@@ -352,9 +353,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       if (thread == 0) tma::wait_group_read<0>();
       warpgroup_barrier(1 + consumer);
     }
-    // The two epilogues apart, each unrolled whole: a branch per element would interleave the general
+    // The epilogues apart, each unrolled whole: a branch per element would interleave the general
     // one's code with the plain one's, which the instruction cache then fetches for nothing.
-    if (epilogue.plain) {
+    if (epilogue.plain == 1) {
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) {
 #pragma unroll

@@ -471,8 +471,9 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
                                           ldc_in ? ldc_in : static_cast<int64_t>(N),
                                           bias_along ? static_cast<const __nv_bfloat16*>(bias) : nullptr, bias_along, 0,
                                           scale_a, scale_b, scale_a_ld, scale_b_ld, scale_a_kind, scale_b_kind};
-  epilogue.plain = epilogue.c_in == nullptr && epilogue.bias == nullptr && !(scale_a != nullptr && scale_a_kind == 1) &&
-                   !(scale_b != nullptr && scale_b_kind == 1);
+  const bool per_row = (scale_a != nullptr && scale_a_kind == 1) || (scale_b != nullptr && scale_b_kind == 1);
+  // 1: the kernel multiplies by alpha alone; 2: by the scales of rows and columns too
+  epilogue.plain = epilogue.c_in != nullptr || epilogue.bias != nullptr ? 0 : !per_row ? 1 : 2;
   const int64_t c_strides[2] = {ldc ? ldc : static_cast<int64_t>(N), 1};
   if (K == 0 && epilogue.plain && alpha == 1.0f && scale_a == nullptr && scale_b == nullptr) {
     // an empty sum, unscaled: TMA cannot describe an extent of 0

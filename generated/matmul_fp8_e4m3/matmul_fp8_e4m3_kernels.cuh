@@ -42,7 +42,8 @@ struct matmul_epilogue {
   int64_t ldc_in;
   const __nv_bfloat16* bias;  // null, or N values added to each row (bias_along 1), or M values, one per row (2)
   uint32_t bias_along;
-  uint32_t plain;  // 1: no C_in, no bias, no scales per row or column: the epilogue scales the accumulators alone
+  uint32_t plain;  // 1: no C_in, no bias, no scales per row or column: the epilogue scales the accumulators alone;
+                   // 2 (fp8): scales per row or column, but no C_in or bias
   // Scales (fp32, null: 1). Kind 0: one value for the tensor; 1: one per row of A (sa, M values) or
   // per column of C (sb, N values); 2: blocks, scale_a [M, ceil(K / 128)] and scale_b
   // [ceil(N / 128), ceil(K / 128)], ld floats per row, applied as the sums are promoted (block_scales specs).
@@ -511,9 +512,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       if (thread == 0) tma::wait_group_read<0>();
       warpgroup_barrier(1 + consumer);
     }
-    // The two epilogues apart, each unrolled whole: a branch per element would interleave the general
+    // The epilogues apart, each unrolled whole: a branch per element would interleave the general
     // one's code with the plain one's, which the instruction cache then fetches for nothing.
-    if (epilogue.plain) {
+    if (epilogue.plain == 1) {
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) {
 #pragma unroll
@@ -532,6 +533,51 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
               const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
               float v0 = acc[mb][i], v1 = acc[mb][i + 1];
               v0 *= alpha, v1 *= alpha;  // alpha and the scales of the tensors (1 * x is x: exact)
+              *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
+            }
+          }
+          tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
+          warpgroup_barrier(1 + consumer);
+          if (thread == 0) {
+            tma::store_2d(c_map, buffer, static_cast<int32_t>(tile.n * BN + piece * c_cols),
+                          static_cast<int32_t>(tile.m * BM + consumer * rows_per_consumer + 64 * mb));
+            tma::commit_group();
+          }
+        }
+      }
+    } else if (epilogue.plain == 2) {  // scales per row or column, nothing added
+      // This thread's rows' scales (one per row of A, or 1), loaded once for the tile.
+      float row_scale[m_blocks][2];
+#pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb)
+#pragma unroll
+        for (uint32_t half = 0; half < 2; ++half)
+          row_scale[mb][half] = epilogue.scale_a_kind == 1 ? __ldg(epilogue.scale_a + min(row0 + 64 * mb + 8 * half, M - 1)) : 1.0f;
+#pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb) {
+#pragma unroll
+        for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
+          uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          if constexpr (c_buffers < pieces) {
+            if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
+            warpgroup_barrier(1 + consumer);
+          }
+          const uint32_t base = tma::smem_address(buffer);
+          // The piece's column scales (one per column of C, or 1): its loads all in flight before the first is used.
+          float col_scale[c_cols / 4];
+#pragma unroll
+          for (uint32_t j = 0; j < c_cols / 4; ++j) {
+            const uint32_t n = tile.n * BN + piece * c_cols + 8 * (j / 2) + 2 * (lane % 4) + j % 2;
+            col_scale[j] = epilogue.scale_b_kind == 1 ? __ldg(epilogue.scale_b + min(n, N - 1)) : 1.0f;
+          }
+#pragma unroll
+          for (uint32_t q = 0; q < c_cols / 8; ++q) {
+#pragma unroll
+            for (uint32_t half = 0; half < 2; ++half) {
+              const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
+              const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
+              float v0 = acc[mb][i], v1 = acc[mb][i + 1];
+              v0 = alpha * v0 * row_scale[mb][half] * col_scale[2 * q], v1 = alpha * v1 * row_scale[mb][half] * col_scale[2 * q + 1];
               *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
             }
           }

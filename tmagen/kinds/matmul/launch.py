@@ -175,7 +175,8 @@ class MatmulLauncher:
                 setattr(epilogue, f"scale_{name}_kind", kind)
                 setattr(epilogue, f"scale_{name}_ld", scale.strides[0] if kind == 2 else 0)
         per_row = any(getattr(epilogue, f"scale_{x}_kind") == 1 for x in "ab")
-        epilogue.plain = int(c_in is None and bias is None and not per_row)  # the kernel multiplies by alpha alone
+        # 1: the kernel multiplies by alpha alone; 2 (fp8): by the scales of rows and columns too
+        epilogue.plain = (0 if c_in is not None or bias is not None else 1 if not per_row else 2 if family.fp8 else 0)
         out_map = MapBinding("c", out.ptr, (m, n), tuple(out.strides))
         if k == 0 and epilogue.plain and alpha == 1.0 and scale_a is None and scale_b is None:
             # an empty sum, unscaled: TMA cannot describe an extent of 0
