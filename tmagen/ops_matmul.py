@@ -204,6 +204,8 @@ def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 
         if t is not None and isinstance(a, t.Tensor) and out is None and t.compiler.is_compiling():
             return t.ops.tmagen.scaled_matmul(a, b, scale_a, scale_b, bias, c, float(alpha), float(beta),
                                               _torch_dtype(out_dtype))
+        if t is not None and type(a) is t.Tensor and type(b) is t.Tensor:
+            return _torch_fp8_call(a, b, scale_a, scale_b, bias, alpha, beta, c, out, out_dtype)
         return matmul_fp8(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, alpha=alpha, beta=beta, c=c, out=out,
                           out_dtype=out_dtype)
     if t is not None and isinstance(a, t.Tensor):
@@ -293,6 +295,75 @@ def _torch_call(t: Any, a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any
         launch = recipe.kernel.launch([av, bv], ov, stream, params)
     _keep_run(recipe, seen, launch)
     return out
+
+
+class _Fp8Recipe:
+    """The fp8 product's `_Recipe`: what a call of the same layouts launched, every array in place
+    (``slots``: A, B and C, then the parameters' arrays, each as its layout and element type), and
+    the launches made per pointers, scalars and stream."""
+
+    __slots__ = ("kernel", "out_shape", "out_dtype", "device", "slots", "scalars", "runs")
+
+    def __init__(self, kern: Kernel, out_shape: tuple[int, ...] | None, out_dtype: Any,
+                 views: tuple[ArrayView, ...], params: dict[str, Any]) -> None:
+        self.kernel, self.out_shape, self.out_dtype = kern, out_shape, out_dtype
+        self.device = views[0].device
+        arrays = [(name, v) for name, v in params.items() if isinstance(v, ArrayView)]
+        self.slots = tuple((name, (v.shape, v.strides), (v.dtype, v.carrier, v.device, v.itemsize))
+                           for name, v in [("a", views[0]), ("b", views[1]), ("out", views[2]), *arrays])
+        self.scalars = {name: v for name, v in params.items() if not isinstance(v, ArrayView)}
+        self.runs: dict[tuple, tuple[int, int, int, int, int, int, Launch]] = {}
+
+
+_FP8_RECIPES: dict[tuple, _Fp8Recipe | None] = {}
+
+
+def _torch_fp8_call(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any,
+                    out_dtype: Any) -> Any:
+    """The fp8 product of PyTorch tensors: a call like one seen before (the same layouts, scalars
+    and kinds of scale) launches what that one decided, as `_torch_call` does for 16-bit types."""
+    key: tuple | None = None
+    try:
+        key = (_sig(a), _sig(b), _sig(out), _sig(scale_a), _sig(scale_b), _sig(bias), _sig(c), float(alpha),
+               float(beta), out_dtype)
+        recipe = _FP8_RECIPES.get(key)
+    except (AttributeError, TypeError, ValueError):  # an argument that is not a tensor, or a scalar that is no number
+        key, recipe = None, None
+    if recipe is None:
+        record: list | None = [] if key is not None and key not in _FP8_RECIPES else None
+        result = matmul_fp8(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, alpha=alpha, beta=beta, c=c, out=out,
+                            out_dtype=out_dtype, record=record)
+        if record is not None and key is not None:  # the first call of these layouts: is there a launch to repeat?
+            if len(_FP8_RECIPES) >= _RECIPE_LIMIT:
+                _FP8_RECIPES.clear()
+            _FP8_RECIPES[key] = None if len(record) != 1 else _Fp8Recipe(
+                record[0][0], tuple(result.shape) if out is None else None, result.dtype, record[0][1], record[0][2])
+        return result
+    if out is None:
+        out = a.new_empty(recipe.out_shape, dtype=recipe.out_dtype)
+    arrays = {"a": a, "b": b, "out": out, "scale_a": scale_a, "scale_b": scale_b, "bias": bias, "c": c}
+    stream = _STREAM(recipe.device)
+    seen = (stream, *(arrays[name].data_ptr() for name, _, _ in recipe.slots))
+    run = recipe.runs.get(seen)
+    if run is not None and runtime.current_context() == run[0]:  # the launch made before, made again
+        failed = kernels.launch_function()(run[1], run[2], 1, 1, run[3], 1, 1, run[4], stream, run[5], None)
+        if failed:
+            runtime._raise_for(failed, f"launching {recipe.kernel.view.symbol}")
+        return out
+    views = {name: _view(arrays[name], layout, d) for name, layout, d in recipe.slots}
+    params = {**recipe.scalars, **{name: v for name, v in views.items() if name not in ("a", "b", "out")}}
+    launch = recipe.kernel.launch([views["a"], views["b"]], views["out"], stream, params or None)
+    _keep_fp8_run(recipe, seen, launch)
+    return out
+
+
+def _keep_fp8_run(recipe: _Fp8Recipe, seen: tuple, launch: Launch) -> None:
+    last = recipe.kernel.last_launch
+    if launch.context and last is not None and last[4] is launch.params:
+        if len(recipe.runs) >= _RUNS_LIMIT:
+            recipe.runs.clear()
+        recipe.runs[seen] = (launch.context, last[0], last[1], last[2], last[3], ctypes.addressof(launch.params),
+                             launch)
 
 
 def _keep_run(recipe: _Recipe, seen: tuple, launch: Launch) -> None:

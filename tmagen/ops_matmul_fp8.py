@@ -127,8 +127,11 @@ def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | Non
 
 
 def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias: Any = None, alpha: float = 1,
-               beta: float = 0, c: Any = None, out: Any = None, out_dtype: Any = None) -> Any:
-    """The scaled fp8 product (see the module's notes)."""
+               beta: float = 0, c: Any = None, out: Any = None, out_dtype: Any = None,
+               record: list | None = None) -> Any:
+    """The scaled fp8 product (see the module's notes). ``record`` (a list) receives, where the call
+    was one launch on every array in place, the kernel, its A, B and C views and its parameters (what
+    `tmagen.ops_matmul`'s PyTorch fast path repeats for calls of the same layouts)."""
     av, bv = describe(a, "a"), describe(b, "b")
     a_type, b_type = element_type(av), element_type(bv)
     if a_type not in FP8_NAMES or b_type not in FP8_NAMES:
@@ -219,9 +222,19 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
     else:
         kern = fp8_kernel(a_type, b_type, od, blocks)
         kern.launch([a_in, b_in], o_in, params=params or None)
+        if record is not None and scratch is None:
+            given = {"scale_a": scale_a, "scale_b": scale_b, "bias": bias, "c": c}
+            arrays = [(name, v) for name, v in params.items() if isinstance(v, ArrayView)]
+            # in place: every view at its caller's own pointer (a scratch copy has another)
+            if a_in.ptr == av.ptr and b_in.ptr == bv.ptr and all(v.ptr == _address(given[name]) for name, v in arrays):
+                record.append((kern, (a_in, b_in, o_in), params))
     if scratch is not None:
         out[...] = scratch[:, :n]
     return out
+
+
+def _address(x: Any) -> int | None:
+    return x.data_ptr() if hasattr(x, "data_ptr") else None
 
 
 def _padded_rows(w: Any, view: ArrayView, rows: int, k: int) -> ArrayView:
