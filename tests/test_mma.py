@@ -283,8 +283,9 @@ def test_mn_major_b_takes_atoms_along_n() -> None:
 
 def test_register_budget_follows_setmaxnreg() -> None:
     assert [matmul_plan.setmaxnreg_consumers(c) for c in (1, 2, 3, 4)] == [240, 224, 152, 112]
-    # the code after setmaxnreg.inc compiles within the increase; the launch's count within 65536 / threads
-    assert [matmul_plan.consumer_registers(c) for c in (1, 2, 3, 4)] == [240, 224, 152, 112]
+    # the code after setmaxnreg.inc compiles within the increase with up to two consumers (ptxas held
+    # three to the launch's count); the launch's count within 65536 / threads
+    assert [matmul_plan.consumer_registers(c) for c in (1, 2, 3, 4)] == [240, 224, 128, 96]
     assert [matmul_plan.launch_cap(c) for c in (1, 2, 3, 4)] == [240, 168, 128, 96]
 
 

@@ -208,12 +208,14 @@ def launch_cap(consumers: int) -> int:
 
 
 def consumer_registers(consumers: int) -> int:
-    """Registers a consumer thread can count on: what setmaxnreg gives it (the rest of the register
-    file, in steps of 8). ptxas compiles the code after setmaxnreg.inc within that count, beyond
-    what it allots every thread at launch: 2 consumers (384 threads, 168 at launch) used registers
-    up to R220 in a 128 x 192 fp8 kernel with promoted sums, no spills, and it ran right on an H200
-    (2026-11-24). A 3-consumer block (152) asked for 154 for a 64 x 256 accumulator."""
-    return setmaxnreg_consumers(consumers)
+    """Registers a consumer thread can count on. With one or two consumers, what setmaxnreg gives it
+    (the rest of the register file, in steps of 8): ptxas compiles the code after setmaxnreg.inc
+    within that count, beyond what it allots every thread at launch (2 consumers, 384 threads, 168
+    at launch: a 128 x 192 fp8 kernel with promoted sums used registers up to R220, no spills, and
+    ran right on an H200, 2026-11-24). With three or more, no more than the launch's count: ptxas held
+    a 3-consumer block (512 threads) to 128 and refused a 64 x 240 accumulator ("Insufficient
+    registers (128)", C7602), though setmaxnreg would have given it 152."""
+    return setmaxnreg_consumers(consumers) if consumers <= 2 else launch_cap(consumers)
 
 
 def accumulators(bm: int, bn: int, consumers: int, sets: int = 1) -> int:
