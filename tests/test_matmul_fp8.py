@@ -124,3 +124,18 @@ def test_a_block_scaled_launch_needs_both_block_arrays() -> None:
     assert len(found) == 1 and found[0].startswith("scale_b: ") and "[2, 3]" in found[0]
     found = _problems(spec, 300, 200, 300, scale_a=Array.of(64, (300, 1)), scale_b=good_b)
     assert found and found[0].startswith("scale_a: ")
+
+
+def test_the_register_rule_keeps_wgmma_accumulators_within_the_launch_count() -> None:
+    """ptxas on sm_90a: a 16-bit 256 x 192 tile (192 wgmma accumulators per consumer thread) spilled
+    3 KB under the launch's 168 registers, setmaxnreg's 224 notwithstanding, so the rule refuses it;
+    fp8 128 x 192 with promoted sums (96 wgmma accumulators + 96 promoted) compiled within 224."""
+    from tmagen.kinds.matmul.plan import register_shortfall
+
+    why = register_shortfall(256, 192, 2, 1)
+    assert why is not None and "wgmma accumulators (192)" in why and "168" in why
+    assert register_shortfall(128, 192, 2, 2) is None  # fp8, one set of partial sums
+    assert register_shortfall(128, 128, 2, 3) is None  # fp8, pipelined
+    why = register_shortfall(128, 192, 2, 3)
+    assert why is not None and "288 accumulators" in why and "224" in why
+    assert register_shortfall(128, 256, 2, 1) is None  # the 16-bit default tile

@@ -208,14 +208,34 @@ def launch_cap(consumers: int) -> int:
 
 
 def consumer_registers(consumers: int) -> int:
-    """Registers a consumer thread can count on. With one or two consumers, what setmaxnreg gives it
-    (the rest of the register file, in steps of 8): ptxas compiles the code after setmaxnreg.inc
-    within that count, beyond what it allots every thread at launch (2 consumers, 384 threads, 168
-    at launch: a 128 x 192 fp8 kernel with promoted sums used registers up to R220, no spills, and
-    ran right on an H200, 2026-11-24). With three or more, no more than the launch's count: ptxas held
-    a 3-consumer block (512 threads) to 128 and refused a 64 x 240 accumulator ("Insufficient
-    registers (128)", C7602), though setmaxnreg would have given it 152."""
+    """Registers a consumer thread can count on in all. With one or two consumers, what setmaxnreg
+    gives it (the rest of the register file, in steps of 8): ptxas compiles the code after
+    setmaxnreg.inc within that count, beyond what it allots every thread at launch, but only for
+    registers other than the wgmma accumulators (`register_shortfall`). With three or more, no more
+    than the launch's count: ptxas held a 3-consumer block (512 threads) to 128 ("Insufficient
+    registers (128)", C7602, for a 64 x 240 accumulator), though setmaxnreg would have given 152."""
     return setmaxnreg_consumers(consumers) if consumers <= 2 else launch_cap(consumers)
+
+
+def register_shortfall(bm: int, bn: int, consumers: int, sets: int, block_scales: bool = False) -> str | None:
+    """Why ``sets`` sets of accumulators (1 plain; 2 or 3 where fp8 sums are promoted: the promoted
+    ones, then the tensor core's) of a BM x BN tile do not fit a consumer thread, or None. What ptxas
+    did on sm_90a (2026-11-24) with 384-thread blocks, 168 registers at launch and 224 after
+    setmaxnreg: the wgmma accumulators and the rest fit within the launch's 168, and the promoted sums
+    beside them within 224 (128 x 192 fp8 with promoted sums: registers up to R220, no spills,
+    right on an H200; 128 x 128 with two sets of partial sums: no spills), but 192 wgmma
+    accumulators (a 16-bit 256 x 192 tile) spilled 3 KB at 168, setmaxnreg notwithstanding."""
+    per_set, beside = accumulators(bm, bn, consumers), registers_beside(block_scales)
+    tensor_sets = sets if sets == 1 else sets - 1
+    if per_set * tensor_sets + beside > launch_cap(consumers):
+        return (f"its wgmma accumulators ({per_set * tensor_sets}) and about {beside} other registers need "
+                f"{per_set * tensor_sets + beside} per consumer thread, more than the {launch_cap(consumers)} "
+                "ptxas compiles them within (the launch's count)")
+    if per_set * sets + beside > consumer_registers(consumers):
+        return (f"its {per_set * sets} accumulators ({per_set} promoted fp32 sums among them) and about {beside} "
+                f"other registers need {per_set * sets + beside} per consumer thread, more than the "
+                f"{consumer_registers(consumers)} setmaxnreg leaves each")
+    return None
 
 
 def accumulators(bm: int, bn: int, consumers: int, sets: int = 1) -> int:
@@ -237,8 +257,7 @@ def accumulator_sets(bm: int, bn: int, consumers: int, promote_stages: int, bloc
     each promotion), else 2."""
     if promote_stages == 0:
         return 1
-    fits = accumulators(bm, bn, consumers, 3) + registers_beside(block_scales) <= consumer_registers(consumers)
-    return 3 if promote_stages == 1 and fits else 2
+    return 3 if promote_stages == 1 and register_shortfall(bm, bn, consumers, 3, block_scales) is None else 2
 
 
 def maps(spec: Spec) -> list[MapSpec]:
@@ -273,7 +292,7 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
     if k.dispatch == "single" or not proven:
         return [own]
     others = [t for t in FAMILY_TILES if t != own and t[1] % c_cols == 0
-              and accumulators(*t, 2 if promoted else 1) + registers_beside(block_scales) <= consumer_registers(t[2])]
+              and register_shortfall(*t, 2 if promoted else 1, block_scales) is None]
     return [own, *others]
 
 

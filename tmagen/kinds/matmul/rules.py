@@ -11,11 +11,9 @@ from tmagen.kinds.base import RuleBook
 from tmagen.kinds.matmul.plan import (
     FP8_TYPES,
     SCALE_BLOCK,
-    accumulators,
-    consumer_registers,
     is_fp8,
     promote_every,
-    registers_beside,
+    register_shortfall,
 )
 from tmagen.planning import PATTERN_ALIGN
 from tmagen.spec import MatmulKernel, Spec, TensorSpec
@@ -194,13 +192,10 @@ def _registers(spec: Spec) -> Iterator[Violation]:
     bm, bn, _ = k.tile
     if bm % k.consumers:
         return
-    acc = accumulators(bm, bn, k.consumers, 2 if promote_every(k, spec) else 1)
-    need, have = acc + registers_beside(k.block_scales), consumer_registers(k.consumers)
-    if need > have:
+    why = register_shortfall(bm, bn, k.consumers, 2 if promote_every(k, spec) else 1, k.block_scales)
+    if why is not None:
         yield Violation("matmul-registers", "kernel.tile", f"{k.tile} with {k.consumers} consumer warpgroup(s)",
-                        f"that needs about {need} registers per consumer thread ({acc} accumulators"
-                        f"{', half of them the promoted fp32 sums' if promote_every(k, spec) else ''}), but {have} "
-                        "are left to each", "use a smaller tile, or more consumers",
+                        why, "use a smaller tile, or more consumers",
                         f"{KERNEL}; ptxas (setmaxnreg and the launch bounds)")
 
 
