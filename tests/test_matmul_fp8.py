@@ -136,6 +136,8 @@ def test_the_register_rule_keeps_wgmma_accumulators_within_the_launch_count() ->
     assert why is not None and "wgmma accumulators (192)" in why and "168" in why
     assert register_shortfall(128, 192, 2, 2) is None  # fp8, one set of partial sums
     assert register_shortfall(128, 128, 2, 3) is None  # fp8, pipelined
-    why = register_shortfall(128, 192, 2, 3)
-    assert why is not None and "288 accumulators" in why and "224" in why
+    why = register_shortfall(128, 192, 2, 3)  # two sets of 96 partial sums: wgmma accumulators past 168
+    assert why is not None and "wgmma accumulators (192)" in why
+    why = register_shortfall(64, 256, 1, 2)  # one consumer: 128 + 128 promoted + 32 past its 240
+    assert why is not None and "256 accumulators" in why and "240" in why
     assert register_shortfall(128, 256, 2, 1) is None  # the 16-bit default tile
