@@ -353,20 +353,11 @@ def _torch_fp8_call(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, alpha
     views = {name: _view(arrays[name], layout, d) for name, layout, d in recipe.slots}
     params = {**recipe.scalars, **{name: v for name, v in views.items() if name not in ("a", "b", "out")}}
     launch = recipe.kernel.launch([views["a"], views["b"]], views["out"], stream, params or None)
-    _keep_fp8_run(recipe, seen, launch)
+    _keep_run(recipe, seen, launch)
     return out
 
 
-def _keep_fp8_run(recipe: _Fp8Recipe, seen: tuple, launch: Launch) -> None:
-    last = recipe.kernel.last_launch
-    if launch.context and last is not None and last[4] is launch.params:
-        if len(recipe.runs) >= _RUNS_LIMIT:
-            recipe.runs.clear()
-        recipe.runs[seen] = (launch.context, last[0], last[1], last[2], last[3], ctypes.addressof(launch.params),
-                             launch)
-
-
-def _keep_run(recipe: _Recipe, seen: tuple, launch: Launch) -> None:
+def _keep_run(recipe: _Recipe | _Fp8Recipe, seen: tuple, launch: Launch) -> None:
     """Keeps the kernel launch just made for ``seen`` (the call's pointers, scalars and stream)."""
     last = recipe.kernel.last_launch
     if launch.context and last is not None and last[4] is launch.params:  # a kernel launch, this call's
