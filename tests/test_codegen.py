@@ -339,3 +339,12 @@ def test_the_cmake_folder_offers_an_alias_a_runtime_choice_and_a_toolkit_check()
     assert 'set(TMAGEN_CUDA_RUNTIME "Shared" CACHE STRING' in cmake
     assert "CUDA_RUNTIME_LIBRARY ${TMAGEN_CUDA_RUNTIME}" in cmake
     assert "if(CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 12.5)" in cmake and "FATAL_ERROR" in cmake
+
+
+def test_macros_indent_code_but_keep_pragmas_in_the_first_column() -> None:
+    """The templates' `indent_code` filter: a macro's C++ moves right, `#pragma` lines stay at column
+    0 as hand-written CUDA has them, blank lines stay blank."""
+    from tmagen.render import indent_code
+
+    text = "#pragma unroll\nfor (;;) {\n\n  x();\n}\n"
+    assert indent_code(text, 4) == "#pragma unroll\n    for (;;) {\n\n      x();\n    }\n"
