@@ -272,11 +272,7 @@ def _torch_call(t: Any, a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any
     stream = _STREAM(recipe.device)
     seen = (a.data_ptr(), b.data_ptr(), out.data_ptr(), alpha, stream, None if lay[3] is None else c.data_ptr(),
             None if lay[3] is None else beta, None if lay[4] is None else bias.data_ptr())
-    run = recipe.runs.get(seen)
-    if run is not None and runtime.current_context() == run[0]:  # the launch made before, made again
-        failed = kernels.launch_function()(run[1], run[2], 1, 1, run[3], 1, 1, run[4], stream, run[5], None)
-        if failed:
-            runtime._raise_for(failed, f"launching {recipe.kernel.view.symbol}")
+    if _launch_again(recipe, seen, stream):
         return out
     d = recipe.dtypes
     av, bv, ov = _view(a, lay[0], d[0]), _view(b, lay[1], d[1]), _view(out, lay[2], d[2])
@@ -344,17 +340,25 @@ def _torch_fp8_call(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, alpha
     arrays = {"a": a, "b": b, "out": out, "scale_a": scale_a, "scale_b": scale_b, "bias": bias, "c": c}
     stream = _STREAM(recipe.device)
     seen = (stream, *(arrays[name].data_ptr() for name, _, _ in recipe.slots))
-    run = recipe.runs.get(seen)
-    if run is not None and runtime.current_context() == run[0]:  # the launch made before, made again
-        failed = kernels.launch_function()(run[1], run[2], 1, 1, run[3], 1, 1, run[4], stream, run[5], None)
-        if failed:
-            runtime._raise_for(failed, f"launching {recipe.kernel.view.symbol}")
+    if _launch_again(recipe, seen, stream):
         return out
     views = {name: _view(arrays[name], layout, d) for name, layout, d in recipe.slots}
     params = {**recipe.scalars, **{name: v for name, v in views.items() if name not in ("a", "b", "out")}}
     launch = recipe.kernel.launch([views["a"], views["b"]], views["out"], stream, params or None)
     _keep_run(recipe, seen, launch)
     return out
+
+
+def _launch_again(recipe: _Recipe | _Fp8Recipe, seen: tuple, stream: int) -> bool:
+    """Makes again the launch kept for ``seen`` (the call's pointers, scalars and stream), if there
+    is one in the current context; False where there is none."""
+    run = recipe.runs.get(seen)
+    if run is None or runtime.current_context() != run[0]:
+        return False
+    failed = kernels.launch_function()(run[1], run[2], 1, 1, run[3], 1, 1, run[4], stream, run[5], None)
+    if failed:
+        runtime._raise_for(failed, f"launching {recipe.kernel.view.symbol}")
+    return True
 
 
 def _keep_run(recipe: _Recipe | _Fp8Recipe, seen: tuple, launch: Launch) -> None:
