@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -190,3 +192,21 @@ def report() -> Any:
             path.write_text(json.dumps(figures, indent=1, default=str))
 
     return write
+
+
+def per_call_us(fn: Callable[[], Any], calls: int = 2000, repeats: int = 7) -> float:
+    """Median over ``repeats`` of the wall time per call of back-to-back calls on the GPU (nothing
+    waits): the host-time tests' clock."""
+    import torch
+
+    for _ in range(50):
+        fn()
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t0) / calls * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(times)

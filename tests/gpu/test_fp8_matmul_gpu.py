@@ -277,6 +277,15 @@ def test_a_repeated_call_launches_again_on_new_pointers_and_values(kind: str) ->
 
     g = torch.Generator(device="cuda").manual_seed(11)
     m, n, k = 200, 264, 384
+
+    def check(got, a, w, sa, sb, bias) -> None:
+        if bias is not None:
+            got = got.float() - bias.float()
+        if kind == "blocks":
+            _check(got, a, w, sa, sb, "bfloat16", 128, blocks=True)
+        else:
+            _check(got, a, w, sa.expand(m, 1).reshape(m), sb.expand(1, n).reshape(n), "bfloat16", 128)
+
     for round_ in range(4):
         a, w = _fp8((m, k), "float8_e4m3", g), _fp8((n, k), "float8_e4m3", g)
         if kind == "blocks":
@@ -290,48 +299,23 @@ def test_a_repeated_call_launches_again_on_new_pointers_and_values(kind: str) ->
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16) if round_ % 2 else None
         got = ops.matmul(a, w.t(), scale_a=sa, scale_b=sb, bias=bias, out=out)
         assert out is None or got is out
-        if bias is not None:
-            got = got.float() - bias.float()
-        if kind == "blocks":
-            _check(got, a, w, sa, sb, "bfloat16", 128, blocks=True)
-        else:
-            _check(got, a, w, sa.expand(m, 1).reshape(m), sb.expand(1, n).reshape(n), "bfloat16", 128)
+        check(got, a, w, sa, sb, bias)
         sa.mul_(2.0)  # the same scale tensors, new values: the launch reads them on the device
-        again = ops.matmul(a, w.t(), scale_a=sa, scale_b=sb, bias=bias)
-        if bias is not None:
-            again = again.float() - bias.float()
-        if kind == "blocks":
-            _check(again, a, w, sa, sb, "bfloat16", 128, blocks=True)
-        else:
-            _check(again, a, w, sa.expand(m, 1).reshape(m), sb.expand(1, n).reshape(n), "bfloat16", 128)
+        check(ops.matmul(a, w.t(), scale_a=sa, scale_b=sb, bias=bias), a, w, sa, sb, bias)
 
 
 def test_host_time_beside_torch_scaled_mm(report) -> None:
     """A call of layouts seen before costs no more host time than torch._scaled_mm's, give or take
     3 us (the bf16 product's target, issue 18)."""
-    import statistics
-    import time
-
     from tmagen import ops
+
+    from conftest import per_call_us
 
     g = torch.Generator(device="cuda").manual_seed(5)
     a, w = _fp8((64, 64), "float8_e4m3", g), _fp8((64, 64), "float8_e4m3", g)
     one = torch.tensor(1.0, device="cuda")
     rows, cols = torch.ones(64, 1, device="cuda"), torch.ones(1, 64, device="cuda")
     out = torch.empty(64, 64, device="cuda", dtype=torch.bfloat16)
-
-    def per_call_us(fn, calls: int = 2000, repeats: int = 7) -> float:
-        for _ in range(50):
-            fn()
-        times = []
-        for _ in range(repeats):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            times.append((time.perf_counter() - t0) / calls * 1e6)
-            torch.cuda.synchronize()
-        return statistics.median(times)
 
     figures = {
         "torch._scaled_mm per tensor": per_call_us(lambda: torch._scaled_mm(

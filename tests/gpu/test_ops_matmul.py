@@ -15,10 +15,7 @@
 
 from __future__ import annotations
 
-import statistics
-import time
 import zlib
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,6 +25,8 @@ import tmagen
 import tmagen.ops
 from tmagen import ops_matmul
 from tmagen.verify import UNIT_ROUNDOFF
+
+from conftest import per_call_us
 
 pytestmark = pytest.mark.gpu
 
@@ -230,21 +229,6 @@ def test_cupy(gen: Any) -> None:
             ta, tb = (torch.as_tensor(cp.asnumpy(x), device="cuda") for x in (a, b))
             assert outside(torch.as_tensor(cp.asnumpy(got), device="cuda"), ta, tb,
                            bias=torch.as_tensor(cp.asnumpy(bias), device="cuda")) == 0
-
-
-def per_call_us(fn: Callable[[], Any], calls: int = 2000, repeats: int = 7) -> float:
-    """Median over ``repeats`` of the wall time per call of back-to-back calls (nothing waits)."""
-    for _ in range(50):
-        fn()
-    times = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - t0) / calls * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(times)
 
 
 def test_host_time_beside_torch_matmul(gen: Any, report: Any) -> None:
