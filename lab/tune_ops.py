@@ -34,13 +34,14 @@ CASES: dict[str, list[tuple[str, tuple[int, ...], Any, tuple[int, ...]]]] = {
 EVERY = 1 << 62  # gather_max_bytes: every move of the class to the gather kernel
 SIZES = (0, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, EVERY)
 GRID = {"gather_max_bytes": SIZES, "gather_max_bytes_transposed": SIZES, "tma_min_row_bytes": (64, 128, 256, 512),
-        "tma_min_plane": (8, 16, 32, 64), "strided_blocks_per_sm": (8, 16, 32)}
+        "tma_min_plane": (8, 16, 32, 64), "strided_blocks_per_sm": (8, 16, 32), "tma_tiles_per_sm": (1, 2, 4, 8, 16)}
 # where each class starts, and what a knob keeps unless another value is NOISE faster over the class
 SEED = {"gather_max_bytes": 0, "gather_max_bytes_transposed": 0, "tma_min_row_bytes": 128, "tma_min_plane": 16,
-        "strided_blocks_per_sm": 16}
+        "strided_blocks_per_sm": 16, "tma_tiles_per_sm": 4}
 NOISE = 0.01
 QUICK = {"gather_max_bytes": (0, 1 << 20), "gather_max_bytes_transposed": (0, 1 << 16),
-         "tma_min_row_bytes": (128, 512), "tma_min_plane": (16, 64), "strided_blocks_per_sm": (8, 16)}
+         "tma_min_row_bytes": (128, 512), "tma_min_plane": (16, 64), "strided_blocks_per_sm": (8, 16),
+         "tma_tiles_per_sm": (1, 4)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,11 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--classes", nargs="+", choices=list(CASES), default=list(CASES),
+                   help="tune these classes only (the others keep the table's entries)")
     args = p.parse_args(argv)
     grid = QUICK if args.quick else GRID
     base = json.loads(ops.TABLE.read_text())
     results: dict[str, Any] = {}
     for cls, cases in CASES.items():
+        if cls not in args.classes:
+            continue
         moves = []
         for op, shape, dtype, dims in cases:
             x = torch.randint(0, 255, shape, device="cuda", dtype=torch.uint8) if dtype == "uint8" else \
@@ -103,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         base["classes"][cls] = config
         results[cls] = {"best": config, "history": history}
     base["measured_on"] = torch.cuda.get_device_name()
-    base["tuning"] = results
+    base["tuning"] = {**base.get("tuning", {}), **results}
     args.out.write_text(json.dumps(base, indent=2) + "\n")
     return 0
 

@@ -82,8 +82,8 @@ def _view(ptr: int, shape: Sequence[int], strides: Sequence[int], es: int) -> np
 
 
 # ----------------------------------------------------------------------------- the kernels
-def launch_kernel(kind: str, carrier: str, rank: int, src: Any, dst: Any) -> None:
-    k = ops.kernel(kind, carrier, rank)
+def launch_kernel(kind: str, carrier: str, rank: int, src: Any, dst: Any, tile: tuple[int, int] | None = None) -> None:
+    k = ops.kernel(kind, carrier, rank, tile)
     k._check([src], dst)  # every rule of the kernel's maps on the real layout: raises ArgumentError
     problems = k.launcher.problems(k.plan, [src], dst)
     if problems:

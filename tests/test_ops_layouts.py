@@ -303,7 +303,7 @@ def test_the_plane_kernel_source_has_a_packed_variant_for_small_elements() -> No
 def test_the_table_names_every_knob_for_every_class() -> None:
     table = ops.table()
     keys = {"tma_min_row_bytes", "tma_min_plane", "strided_blocks_per_sm", "gather_max_bytes",
-            "gather_max_bytes_transposed"}
+            "gather_max_bytes_transposed", "tma_tiles_per_sm"}
     assert set(table["classes"]) == set(ops.CLASSES)
     assert all(set(config) == keys for config in table["classes"].values()), table["classes"]
 
@@ -356,3 +356,35 @@ def test_every_plane_tile_shape_fits_its_shared_planes_and_spreads_the_load_phas
             allowed = 2 if word == 8 else 4 if word == 16 else 2 if (word < 4 and cw >= 32 and rw < 8) else 1
             assert worst <= allowed, (k, cw, worst)
             cw *= 2
+
+
+def test_a_move_too_small_for_the_tuned_tiles_takes_smaller_ones() -> None:
+    """The tuned tile where it gives each multiprocessor tma_tiles_per_sm tiles, else the first
+    smaller one that does, else the smallest; every tile's spec passes the kernel's rules."""
+    sms = 132
+    # float32 transpose: tuned 128 x 64, then 64 x 32 and 32 x 32 elements
+    assert ops.tile_for("transpose", (16384, 16384), 4, sms, 4) is None
+    assert ops.tile_for("transpose", (2048, 2048), 4, sms, 4) == (64, 128)  # 512 tuned tiles < 528
+    assert ops.tile_for("transpose", (1024, 1024), 4, sms, 4) == (32, 128)  # 512 of 64 x 32 < 528
+    assert ops.tile_for("transpose", (64, 64), 4, sms, 4) == (32, 128)  # the smallest, whatever the count
+    assert ops.tile_for("transpose", (8, 4096, 4096), 2, sms, 4) is None  # a batch counts its tiles
+    assert ops.tile_for("transpose", (2048, 2048), 4, sms, 1) is None  # fewer tiles asked for
+    assert ops.tile_for("copy", (256, 16384), 4, sms, 4) == (16, 1024)  # 256 tuned 64 x 256 tiles < 528
+    assert ops.tile_for("copy", (4096, 4096), 4, sms, 4) is None  # 1024 tuned tiles
+    assert ops.tile_for("copy", (100,), 4, sms, 4) is None  # rank 1: the tuned spec
+    for kind, tiles in ops.SMALL_TILES.items():
+        for size, dtype in ((1, "uint8"), (2, "bfloat16"), (4, "float32"), (8, "float64")):
+            for rank in (2, 3, 5):
+                for tile in tiles:
+                    kern = ops.kernel(kind, dtype, rank, tile)
+                    assert kern.spec.tensors[0].box[-2:] == list(ops.small_tile_box(tile, size))
+                    assert kern.spec.tensors[0].box[:-2] == [1] * (rank - 2)
+
+
+def test_plan_move_carries_the_tile_it_chose() -> None:
+    m = ops.plan_move((1024, 1024), (1, 1024), (1024, 1), 4, 0, 0)
+    assert (m.how, m.tile) == ("transpose", (32, 128))
+    m = ops.plan_move((16384, 16384), (1, 16384), (16384, 1), 4, 0, 0)
+    assert (m.how, m.tile) == ("transpose", None)
+    m = ops.plan_move((1 << 22,), (1,), (1,), 4, 0, 0)  # 16 MiB, one run: the flat copy's own layout
+    assert (m.how, m.tile) == ("flat", ops.tile_for("copy", ops.contiguous_layout(1 << 22, 4), 4, 132, 4))

@@ -58,21 +58,54 @@ def _facts(raw: dict) -> tuple[str, str, int, int]:
     return raw["kernel"]["kind"], t["dtype"], DTYPES[t["dtype"]].nbytes, len(t["shape"])
 
 
-def spec_for(kind: str, dtype: str, rank: int) -> Spec:
+# Smaller tiles of the TMA kernels, as (rows, bytes per row), largest first: a move too small to
+# give each multiprocessor the table's tma_tiles_per_sm tiles of the tuned spec takes the first of
+# these that does, else the last. Measured on an H200 (per launch, 1 MiB float32 transpose): tuned
+# 128 x 256-byte tiles 4.16 us, 64 x 128 3.74, 32 x 128 3.67; a 4 MiB copy: tuned 64 x 1 KiB tiles
+# 5.20 us, 8 x 1 KiB 3.30. A transpose tile's thread owns 16 bytes of each of 16 / unit rows.
+SMALL_TILES = {"transpose": ((64, 128), (32, 128)), "copy": ((16, 1024), (8, 1024))}
+BOX_ELEMENTS = 256  # a TMA box's limit per dimension
+
+
+def small_tile_box(tile: tuple[int, int], itemsize: int) -> tuple[int, int]:
+    """The box (rows, elements per row) of one of SMALL_TILES for elements of ``itemsize`` bytes."""
+    rows, row_bytes = tile
+    return rows, min(BOX_ELEMENTS, row_bytes // itemsize)
+
+
+def spec_for(kind: str, dtype: str, rank: int, tile: tuple[int, int] | None = None) -> Spec:
     """The spec whose kernel ``copy``/``transpose`` runs for elements carried as ``dtype`` in
     ``rank`` dimensions: a tuned one of that dtype, else of that size, else one derived from the
-    rank-2 (or rank-1) tuned spec of that size by leading dimensions of extent 1 in the box."""
-    return _spec_for(kind, dtype, rank)
+    rank-2 (or rank-1) tuned spec of that size by leading dimensions of extent 1 in the box. With
+    ``tile`` (one of SMALL_TILES), that spec with the tile's box and one tile per block."""
+    return _spec_for(kind, dtype, rank, tile)
 
 
 @cache
-def _spec_for(kind: str, dtype: str, rank: int) -> Spec:
+def _spec_for(kind: str, dtype: str, rank: int, tile: tuple[int, int] | None) -> Spec:
+    raw, source = _raw_for(kind, dtype, rank)
+    if tile is None:
+        return parse_spec(raw, source)
+    raw = json.loads(json.dumps(raw))
+    t = raw["tensors"][0]
+    rows, cols = small_tile_box(tile, DTYPES[t["dtype"]].nbytes)
+    t["box"] = [1] * (rank - 2) + [rows, cols]
+    # one tile a block, many blocks a multiprocessor: the block scheduler spreads a small move over all
+    raw["kernel"].update({"transpose": {"stages": 1, "tiles_per_stage": 1, "tiles_per_block": 1, "blocks_per_sm": 8},
+                          "copy": {"stages": 2, "tiles_per_block": 1}}[kind])
+    raw["name"] = f"{raw['name']}_t{tile[0]}x{tile[1]}"
+    raw["description"] = f"{raw['description']} Tiles of {rows} x {cols} for small moves."
+    return parse_spec(raw, f"{source}, tiles of {rows} x {cols}")
+
+
+@cache
+def _raw_for(kind: str, dtype: str, rank: int) -> tuple[dict, str]:
     size = DTYPES[dtype].nbytes
     tuned = {name: _facts(raw) for name, raw in tuned_specs().items()}
     for exact in (True, False):
         for name, (k, d, es, r) in tuned.items():
             if k == kind and r == rank and es == size and (d == dtype or not exact):
-                return parse_spec(tuned_specs()[name], f"tmagen/ops_specs/{name}.json")
+                return tuned_specs()[name], f"tmagen/ops_specs/{name}.json"
     base_rank = 1 if rank == 1 else 2
     bases = [(abs(es - size), d != dtype, name) for name, (k, d, es, r) in tuned.items()
              if k == kind and r == base_rank]
@@ -89,17 +122,17 @@ def _spec_for(kind: str, dtype: str, rank: int) -> Spec:
     t["shape"], t["box"] = [1] * lead + t["shape"], [1] * lead + t["box"]
     raw["name"] = f"ops_{kind}_{t['dtype']}_r{rank}"
     raw["description"] = f"Derived by tmagen.ops from {base_name}: {kind} of {rank}-D {t['dtype']}."
-    return parse_spec(raw, f"derived from tmagen/ops_specs/{base_name}.json")
+    return raw, f"derived from tmagen/ops_specs/{base_name}.json"
 
 
 _KERNELS: dict[str, Kernel] = {}
 
 
 @cache
-def kernel(kind: str, dtype: str, rank: int) -> Kernel:
+def kernel(kind: str, dtype: str, rank: int, tile: tuple[int, int] | None = None) -> Kernel:
     """The kernel of `spec_for`, one per spec (types of one size share it), compiled at its first
     call and loaded once per process."""
-    spec = spec_for(kind, dtype, rank)
+    spec = spec_for(kind, dtype, rank, tile)
     if spec.name not in _KERNELS:
         _KERNELS[spec.name] = Kernel(spec, same_size_types=True, caller=f"tmagen.ops.{kind}")
     return _KERNELS[spec.name]
@@ -233,7 +266,8 @@ class Move:
     the output [*batch, C, R]), "gather" or "plane" (the strided kernels, `StridedCall` in
     ``strided``), "split" (more than 5 dimensions that do not merge: one move per index of the
     outermost). ``itemsize`` is the element size the kernel moves (16-byte elements contiguous in
-    both are moved as pairs of 8)."""
+    both are moved as pairs of 8). ``tile``: the TMA kernels' tile (one of SMALL_TILES), None for
+    the tuned spec's."""
 
     how: str
     itemsize: int
@@ -242,6 +276,7 @@ class Move:
     dst_shape: tuple[int, ...] = ()
     dst: tuple[int, ...] = ()
     strided: StridedCall | None = None
+    tile: tuple[int, int] | None = None
 
 
 TABLE = Path(__file__).resolve().parent / "ops_table.json"
@@ -270,6 +305,25 @@ def shape_class(shape: Sequence[int], itemsize: int) -> str:
     return "large"
 
 
+def tile_for(kind: str, shape: Sequence[int], itemsize: int, multiprocessors: int,
+             tiles_per_sm: int) -> tuple[int, int] | None:
+    """The tile of the TMA ``kind`` kernel over ``shape`` (the source's, rows and columns last): the
+    tuned spec's (None) where it gives every multiprocessor ``tiles_per_sm`` tiles, else the first
+    of SMALL_TILES that does, else the smallest. A few large tiles leave most multiprocessors idle
+    and each one's tile a long chain of load, move and store; a small move wants many short ones."""
+    if len(shape) < 2:
+        return None
+    want = tiles_per_sm * multiprocessors
+    tuned = spec_for(kind, _BY_SIZE[itemsize], len(shape)).tensors[0].box[-2:]
+    boxes: list[tuple[tuple[int, int] | None, Sequence[int]]] = [(None, tuned)]
+    boxes += [(tile, small_tile_box(tile, itemsize)) for tile in SMALL_TILES[kind]]
+    outer = math.prod(shape[:-2])
+    for tile, (rows, cols) in boxes:
+        if outer * -(-shape[-2] // rows) * -(-shape[-1] // cols) >= want:
+            return tile
+    return boxes[-1][0]
+
+
 def _whole_16(strides: Sequence[int], itemsize: int) -> bool:
     """Strides TMA takes: positive whole 16 bytes, the innermost 1."""
     return all(s > 0 and s * itemsize % 16 == 0 for s in strides[:-1]) and strides[-1] == 1
@@ -291,6 +345,7 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
         return Move("split", itemsize, tuple(merged), tuple(ms), tuple(merged), tuple(md))
     config = table()["classes"][shape_class(merged, itemsize)]
     min_row, min_plane, per_sm = config["tma_min_row_bytes"], config["tma_min_plane"], config["strided_blocks_per_sm"]
+    tiles_per_sm = config["tma_tiles_per_sm"]
     aligned = src_align == 0 and dst_align == 0 and itemsize in ELEMENT_SIZES
     m, s_, d_ = tuple(merged), tuple(ms), tuple(md)
     transposed = not (ms[-1] == 1 and md[-1] == 1)
@@ -302,10 +357,13 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
     if ms[-1] == 1 and md[-1] == 1:
         if len(merged) == 1:
             if aligned and merged[0] * itemsize >= 16:
-                return Move("flat", itemsize, m, s_, m, d_)
+                layout = contiguous_layout(merged[0] * itemsize // 16 * 4, 4)  # whole chunks, as 4-byte words
+                return Move("flat", itemsize, m, s_, m, d_,
+                            tile=tile_for("copy", layout, 4, multiprocessors, tiles_per_sm))
         elif aligned and merged[-1] * itemsize >= min_row and _whole_16(ms, itemsize) \
                 and _whole_16(md, itemsize):
-            return Move("copy", itemsize, m, s_, m, d_)
+            return Move("copy", itemsize, m, s_, m, d_, tile=tile_for("copy", m, itemsize, multiprocessors,
+                                                                        tiles_per_sm))
         return Move("gather", itemsize, m, s_, m, d_, sp.gather(merged, ms, md, itemsize, multiprocessors, per_sm))
     inner = [p for p in range(len(merged) - 1) if ms[p] == 1]
     if md[-1] == 1 and inner:
@@ -317,7 +375,8 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
         dst_t = (*(md[i] for i in batch), md[p], 1)
         if aligned and min(rows, cols) >= min_plane and _whole_16(src_t, itemsize) and \
                 _whole_16(dst_t, itemsize):
-            return Move("transpose", itemsize, shape_t, src_t, (*shape_t[:-2], cols, rows), dst_t)
+            return Move("transpose", itemsize, shape_t, src_t, (*shape_t[:-2], cols, rows), dst_t,
+                        tile=tile_for("transpose", shape_t, itemsize, multiprocessors, tiles_per_sm))
         # the plane kernel's layout: [*batch, R, C] with the output's strides of R (1) and C
         dst_plane = (*(md[i] for i in batch), 1, md[p])
         return Move("plane", itemsize, shape_t, src_t, shape_t, dst_plane,
@@ -373,7 +432,7 @@ def _run_tma(call: str, m: Move, src: ArrayView, dst: ArrayView) -> None:
     carrier = _carrier(m.itemsize, src.carrier if src.itemsize == m.itemsize else None)
     s, d = _as(src, m.shape, m.src, m.itemsize), _as(dst, m.dst_shape, m.dst, m.itemsize)
     try:
-        launch_kernel(m.how, carrier, len(m.shape), s, d)
+        launch_kernel(m.how, carrier, len(m.shape), s, d, m.tile)
     except ArgumentError:  # a layout past the TMA kernel's limits (extents, the tile walk): the strided kernels
         fallback = _pointer_move(m, src)
         _MOVES[(src.shape, src.strides, dst.strides, src.itemsize, src.ptr & 15, dst.ptr & 15)] = fallback
@@ -400,7 +459,8 @@ def _run_flat(call: str, m: Move, src: ArrayView, dst: ArrayView) -> None:
         copy_bytes(dst.ptr + whole, src.ptr + whole, nbytes - whole, current_stream(src), _device(src))
     layout = contiguous_layout(whole // 4, 4)
     strides = _contiguous(layout)
-    launch_kernel("copy", "float32", len(layout), _as(src, layout, strides, 4), _as(dst, layout, strides, 4))
+    launch_kernel("copy", "float32", len(layout), _as(src, layout, strides, 4), _as(dst, layout, strides, 4),
+                  m.tile)
 
 
 def _run_strided(call: str, m: Move, src: ArrayView, dst: ArrayView) -> None:
@@ -432,9 +492,10 @@ _RUN = {"none": _run_none, "flat": _run_flat, "copy": _run_tma, "transpose": _ru
 
 
 # The edges of a move, one function each (the CPU tests put a numpy GPU in their place).
-def launch_kernel(kind: str, carrier: str, rank: int, src: ArrayView, dst: ArrayView) -> None:
-    """The tuned TMA kernel of ``kind`` on ``src`` into ``dst``."""
-    k = kernel(kind, carrier, rank)
+def launch_kernel(kind: str, carrier: str, rank: int, src: ArrayView, dst: ArrayView,
+                  tile: tuple[int, int] | None = None) -> None:
+    """The TMA kernel of ``kind`` (the tuned spec's, or with ``tile``) on ``src`` into ``dst``."""
+    k = kernel(kind, carrier, rank, tile)
     k.last_launch = None
     k.launch([src], dst)
     recording = getattr(_LOCAL, "recording", None)

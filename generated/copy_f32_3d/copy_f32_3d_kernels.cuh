@@ -40,6 +40,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) copy_f32_3d_copy(
   if (threadIdx.x != 0) return;  // the copy engine moves every byte; one thread issues
   uint8_t* buffers = copy_f32_3d::align_to_pattern(smem_raw) + box::smem_offset;
 
+  tma::prefetch_tensormap(&src);  // a small launch waits on the descriptors' first fetch: both start now
+  tma::prefetch_tensormap(&dst);
   for (uint32_t s = 0; s < stages; ++s) tma::mbarrier_init(&full[s], 1);
   tma::fence_mbarrier_init();
 

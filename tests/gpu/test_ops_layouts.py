@@ -169,6 +169,40 @@ def test_the_plane_kernel_in_every_tile_shape_packed_and_not(dtype: Any, gen: An
     assert size >= 4 or any(packed for packed, _ in seen)
 
 
+# Shapes around the small tiles' boxes (32 and 64 rows, 128 and 1024 bytes), batched too: the route the
+# table picks on each, and each tile forced.
+SMALL = [(64, 64), (100, 36), (3, 72, 200), (1, 33, 130), (257, 48), (2, 64, 256)]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.float64, torch.complex128],
+                         ids=str)
+def test_every_small_tile_of_the_tma_kernels(dtype: Any, gen: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TMA transpose and copy in each tile of ops.SMALL_TILES (and the tuned one), forced on
+    every move, against PyTorch bit for bit on poisoned outputs, ragged extents and batches."""
+    base = ops.table()
+    by_layout = {cls: {**c, "gather_max_bytes": 0, "gather_max_bytes_transposed": 0, "tma_min_plane": 1,
+                       "tma_min_row_bytes": 16} for cls, c in base["classes"].items()}
+    monkeypatch.setattr(ops, "table", lambda: {**base, "classes": by_layout})
+    tiles = {kind: [None, *ops.SMALL_TILES[kind]] for kind in ops.SMALL_TILES}
+    taken = set()
+    for kind in ("transpose", "copy"):
+        for tile in tiles[kind]:
+            # rank 1 (a flat copy's single row) has the tuned tile only
+            monkeypatch.setattr(ops, "tile_for", lambda kind, shape, *a, tile=tile: tile if len(shape) >= 2 else None)
+            ops._MOVES.clear()
+            ops._REPLAYS.clear()
+            rows = random((2, 70, 320), dtype, gen)[:, 3:, 32:288]  # rows of whole 16 bytes, strided: the TMA copy
+            for x in [random(shape, dtype, gen) for shape in SMALL] + [rows]:
+                want = x.transpose(-2, -1).contiguous() if kind == "transpose" else x.clone()
+                out = poisoned(tuple(want.shape), dtype)
+                getattr(tmagen.ops, kind)(x, out=out)
+                _check(out, want, f"{kind} {tuple(x.shape)} {x.stride()} in tiles {tile}")
+                taken |= {(m.how, m.tile) for m in ops._MOVES.values()}
+    if x.element_size() <= 8:  # 16-byte elements transpose by the plane kernel
+        assert {("transpose", t) for t in tiles["transpose"]} <= taken, taken
+    assert {("copy", t) for t in tiles["copy"]} <= taken, taken
+
+
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.float64, torch.complex128],
                          ids=str)
 def test_the_gather_kernel_on_two_contiguous_runs(dtype: Any, gen: Any) -> None:
