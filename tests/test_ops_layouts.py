@@ -273,19 +273,19 @@ def test_the_plane_shapes_its_tile_to_the_plane(rows: int, cols: int, elem: int,
     assert call.symbol == f"tmagen_strided_plane_e{elem}{'_w4' if packed else ''}_u32"
 
 
-def test_packed_words_need_every_address_whole_4_bytes() -> None:
+def test_planes_of_1_and_2_byte_elements_move_words_whatever_their_alignment() -> None:
+    """Each unit row tests its own address in the kernel, so the plan packs every plane of 1- and
+    2-byte elements (rows of odd bytes and pointers off a word included) and none of wider ones."""
     from tmagen.kinds.strided import plan as sp
 
-    def packed(src: tuple, dst: tuple, src_align: int = 0, dst_align: int = 0, elem: int = 1) -> bool:
-        return sp.plane((2,), 64, 64, src, dst, elem, 132, src_align=src_align, dst_align=dst_align).packed
-
-    assert packed((64 * 64, 64, 1), (64 * 64, 1, 64))
-    assert not packed((64 * 64, 64, 1), (64 * 64, 1, 64), src_align=2)  # a pointer off 4 bytes
-    assert not packed((64 * 64, 64, 1), (64 * 64, 1, 64), src_align=2, elem=2)  # one half off
-    assert packed((64 * 64, 64, 1), (64 * 64, 1, 64), src_align=4, dst_align=12, elem=2)  # two halves off: a word
-    assert not packed((64 * 66, 66, 1), (64 * 64, 1, 65))  # the output's rows 65 bytes apart
-    assert not packed((64 * 65 + 1, 65, 1), (64 * 64, 1, 64))  # the source's rows 65 bytes apart
-    assert not packed((64 * 64, 64, 1), (64 * 64, 1, 64), elem=4)  # 4-byte elements: nothing to pack
+    for elem in (1, 2, 4, 8, 16):
+        for src, dst in [((64 * 64, 64, 1), (64 * 64, 1, 64)), ((64 * 65, 65, 1), (64 * 67, 1, 67))]:
+            call = sp.plane((2,), 64, 64, src, dst, elem, 132)
+            assert call.packed == (elem < 4) and call.unit == (4 // elem if elem < 4 else 1)
+            # the loads skip the test where every source row starts on a word
+            assert call.src_words == (elem < 4 and src[1] * elem % 4 == 0)
+    assert not sp.plane((2,), 64, 64, (64 * 64, 64, 1), (64 * 64, 1, 64), 1, 132, src_align=2).src_words
+    assert sp.plane((2,), 64, 64, (64 * 64, 64, 1), (64 * 64, 1, 64), 2, 132, src_align=4).src_words
     with pytest.raises(ValueError, match="plane"):
         sp.plane((2,), 64, 64, (64 * 64, 1, 64), (64 * 64, 1, 64), 1, 132)  # the source not contiguous along C
 

@@ -381,7 +381,7 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
         dst_plane = (*(md[i] for i in batch), 1, md[p])
         return Move("plane", itemsize, shape_t, src_t, shape_t, dst_plane,
                     sp.plane(shape_t[:-2], rows, cols, src_t, dst_plane, itemsize, multiprocessors, per_sm,
-                             src_align, dst_align))
+                             src_align))
     return Move("gather", itemsize, m, s_, m, d_, sp.gather(merged, ms, md, itemsize, multiprocessors, per_sm))
 
 

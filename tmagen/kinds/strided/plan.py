@@ -15,9 +15,10 @@ loads and launches them).
   units of ``P x P`` elements (at least 8 KiB), ``tile_cw`` units along C by the rest along R: 32
   along C where both extents allow, long and narrow where one is small (a plane of 8 one-byte
   channels moves 8 x 2048 elements per tile, not 8 x 32). Elements of 1 and 2 bytes are moved
-  ``P`` = 4 or 2 to a 4-byte word (``packed``: loaded as words along C, transposed in registers by
-  byte permutes, stored as words along R) where every stride and both pointers are whole 4 bytes;
-  otherwise one element per unit.
+  ``P`` = 4 or 2 to a 4-byte word (``packed``: a unit's rows read along C, transposed in registers
+  by byte permutes, written along R): each unit row is loaded and stored as one word where its
+  address is whole 4 bytes and element by element where not (rows of odd bytes, pointers off a
+  word), so that every layout moves words through shared memory and whole words where it can.
 
 Shapes and strides are outermost first, strides in elements.
 """
@@ -59,6 +60,7 @@ class StridedCall:
     pitch: int = 0  # plane: unit rows between the rows of a shared plane
     packed: bool = False  # plane: P elements of 1 or 2 bytes per 4-byte word
     src_linear: bool = False  # gather: src is contiguous in the order of extent
+    src_words: bool = False  # plane: every unit row of the source starts on a whole word (none is tested)
     dst_linear: bool = False
     wide: bool = False  # an index needs 64 bits
     grid: int = 1
@@ -101,7 +103,7 @@ def _contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
 
 
 def gather(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], elem_bytes: int,
-           multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM) -> StridedCall:
+           multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM, src_align: int = 0) -> StridedCall:
     """``dst = src`` elementwise over ``shape`` (at most 5 dimensions, none empty)."""
     count = math.prod(shape)
     per = max(1, VECTOR_BYTES // elem_bytes)
@@ -158,21 +160,21 @@ def plane_tile_cw(rows: int, cols: int, unit: int, units: int) -> int:
 
 
 def plane(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: Sequence[int], elem_bytes: int,
-          multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM, src_align: int = 0,
-          dst_align: int = 0) -> StridedCall:
+          multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM, src_align: int = 0) -> StridedCall:
     """``dst = src`` over ``[*batch, rows, cols]`` (batch of at most 3 dimensions) where the output's
     innermost dimension is ``rows`` (its stride ``dst[-2]`` is 1) and the source's is ``cols``
     (``src[-1]`` is 1): tiled through shared memory. ``src`` and ``dst`` are strides of that shape;
-    the pointers are ``src_align`` and ``dst_align`` bytes past a 16-byte boundary."""
+    the source's pointer is ``src_align`` bytes past a 16-byte boundary."""
     if src[-1] != 1 or dst[-2] != 1:
         raise ValueError(f"a plane reads along its source's last dimension and writes along its rows: strides "
                          f"{tuple(src)} and {tuple(dst)}")
     shape = [*batch, rows, cols]
-    # words of 4 bytes need every address a unit starts at whole 4 bytes: both pointers, and every
-    # stride but the two unit strides (1), counted in bytes
-    strides = [*src[:-1], *dst[:-2], dst[-1]]
-    packed = elem_bytes < WORD_BYTES and (src_align | dst_align) % WORD_BYTES == 0 and \
-        all(s * elem_bytes % WORD_BYTES == 0 for s in strides)
+    # each unit row's load and store tests its own address: whole words where it can, elements where not
+    # (on an H200, 4099 x 4101 uint8: 35 us a launch one element at a time, 19 in words); the loads test
+    # nothing where the pointer and every stride but C's (1) are whole words (a uint8 NHWC -> NCHW
+    # permute of 64 x 512 x 512 x 8: 106 us with the test, 92 without)
+    packed = elem_bytes < WORD_BYTES
+    src_words = packed and src_align % WORD_BYTES == 0 and all(s * elem_bytes % WORD_BYTES == 0 for s in src[:-1])
     unit = WORD_BYTES // elem_bytes if packed else 1
     units = plane_units(elem_bytes, packed)
     tile_cw = plane_tile_cw(rows, cols, unit, units)
@@ -182,7 +184,8 @@ def plane(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: S
     wide = max(count, _span(shape, src), _span(shape, dst), rows + tile_r, cols + tile_c) >= U32_LIMIT
     grid = max(1, min(count, multiprocessors * blocks_per_sm))
     return StridedCall("plane", elem_bytes, _pad(shape, 1), _pad(src, 0), _pad(dst, 0), count, tiles_c, tiles_r,
-                       tile_cw, plane_pitch(tile_cw, units, _bank_words(elem_bytes, packed)), packed, wide=wide,
+                       tile_cw, plane_pitch(tile_cw, units, _bank_words(elem_bytes, packed)), packed,
+                       src_words=src_words, wide=wide,
                        grid=grid, block=PLANE_THREADS)
 
 
