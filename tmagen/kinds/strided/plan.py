@@ -103,7 +103,7 @@ def _contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
 
 
 def gather(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], elem_bytes: int,
-           multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM, src_align: int = 0) -> StridedCall:
+           multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM) -> StridedCall:
     """``dst = src`` elementwise over ``shape`` (at most 5 dimensions, none empty)."""
     count = math.prod(shape)
     per = max(1, VECTOR_BYTES // elem_bytes)
