@@ -381,10 +381,13 @@ def test_a_move_too_small_for_the_tuned_tiles_takes_smaller_ones() -> None:
                     assert kern.spec.tensors[0].box[:-2] == [1] * (rank - 2)
 
 
+@pytest.mark.usefixtures("by_layout")
 def test_plan_move_carries_the_tile_it_chose() -> None:
     m = ops.plan_move((1024, 1024), (1, 1024), (1024, 1), 4, 0, 0)
     assert (m.how, m.tile) == ("transpose", (32, 128))
     m = ops.plan_move((16384, 16384), (1, 16384), (16384, 1), 4, 0, 0)
     assert (m.how, m.tile) == ("transpose", None)
-    m = ops.plan_move((1 << 22,), (1,), (1,), 4, 0, 0)  # 16 MiB, one run: the flat copy's own layout
-    assert (m.how, m.tile) == ("flat", ops.tile_for("copy", ops.contiguous_layout(1 << 22, 4), 4, 132, 4))
+    # 16 MiB in one run: the flat copy's rows of 16384 words, 256 of them, 256 tuned tiles of 64 x 256
+    m = ops.plan_move((1 << 22,), (1,), (1,), 4, 0, 0)
+    assert ops.contiguous_layout(1 << 22, 4) == [256, 16384]
+    assert (m.how, m.tile) == ("flat", (16, 1024))
