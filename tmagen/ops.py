@@ -29,7 +29,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from tmagen import runtime
+from tmagen import limits, runtime
 from tmagen.arrays import ArrayView, current_stream, describe, empty_view, merge_dims
 from tmagen.dtypes import DTYPES
 from tmagen.errors import ArgumentError
@@ -64,13 +64,12 @@ def _facts(raw: dict) -> tuple[str, str, int, int]:
 # (1024 x 1024) in the tuned 128 x 256-byte tiles 4.16 us, in 64 x 128 3.74, in 32 x 128 3.67; the
 # same tensor's copy in the tuned 64 x 1 KiB tiles 5.20 us, in 8 x 1 KiB 3.30.
 SMALL_TILES = {"transpose": ((64, 128), (32, 128)), "copy": ((16, 1024), (8, 1024))}
-BOX_ELEMENTS = 256  # a TMA box's limit per dimension
 
 
 def small_tile_box(tile: tuple[int, int], itemsize: int) -> tuple[int, int]:
     """The box (rows, elements per row) of one of SMALL_TILES for elements of ``itemsize`` bytes."""
     rows, row_bytes = tile
-    return rows, min(BOX_ELEMENTS, row_bytes // itemsize)
+    return rows, min(limits.MAX_BOX_DIM, row_bytes // itemsize)
 
 
 def spec_for(kind: str, dtype: str, rank: int, tile: tuple[int, int] | None = None) -> Spec:
@@ -116,7 +115,7 @@ def _raw_for(kind: str, dtype: str, rank: int) -> tuple[dict, str]:
     t = raw["tensors"][0]
     base_size = DTYPES[t["dtype"]].nbytes
     if base_size != size:  # the same bytes per box row and column, within TMA's 256 elements
-        t["box"] = [min(256, max(1, b * base_size // size)) for b in t["box"]]
+        t["box"] = [min(limits.MAX_BOX_DIM, max(1, b * base_size // size)) for b in t["box"]]
         t["dtype"] = _BY_SIZE[size]
     lead = rank - len(t["shape"])
     t["shape"], t["box"] = [1] * lead + t["shape"], [1] * lead + t["box"]
@@ -357,9 +356,8 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
     if ms[-1] == 1 and md[-1] == 1:
         if len(merged) == 1:
             if aligned and merged[0] * itemsize >= 16:
-                layout = contiguous_layout(merged[0] * itemsize // 16 * 4, 4)  # whole chunks, as 4-byte words
                 return Move("flat", itemsize, m, s_, m, d_,
-                            tile=tile_for("copy", layout, 4, multiprocessors, tiles_per_sm))
+                            tile=tile_for("copy", flat_layout(merged[0] * itemsize), 4, multiprocessors, tiles_per_sm))
         elif aligned and merged[-1] * itemsize >= min_row and _whole_16(ms, itemsize) \
                 and _whole_16(md, itemsize):
             return Move("copy", itemsize, m, s_, m, d_, tile=tile_for("copy", m, itemsize, multiprocessors,
@@ -457,7 +455,7 @@ def _run_flat(call: str, m: Move, src: ArrayView, dst: ArrayView) -> None:
     whole = nbytes // 16 * 16
     if whole < nbytes:
         copy_bytes(dst.ptr + whole, src.ptr + whole, nbytes - whole, current_stream(src), _device(src))
-    layout = contiguous_layout(whole // 4, 4)
+    layout = flat_layout(nbytes)
     strides = _contiguous(layout)
     launch_kernel("copy", "float32", len(layout), _as(src, layout, strides, 4), _as(dst, layout, strides, 4),
                   m.tile)
@@ -636,6 +634,13 @@ def _out_shape(op: str, shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[
     return shape  # copy, and calls the eager path refuses with its message
 
 
+@lru_cache(maxsize=1024)
+def flat_layout(nbytes: int) -> tuple[int, ...]:
+    """How a flat copy of ``nbytes`` views its whole 16-byte chunks (the last bytes go apart): as
+    4-byte words in `contiguous_layout`'s rows. Decided once per size, for the plan and the launch."""
+    return tuple(contiguous_layout(nbytes // 16 * 4, 4))
+
+
 def contiguous_layout(count: int, itemsize: int) -> list[int]:
     """How `copy` views ``count`` contiguous elements: rows of the largest power of two up to 64 KiB
     that divides the count, when that is at least the 2-D tuned box's row; else one dimension."""
@@ -646,7 +651,7 @@ def contiguous_layout(count: int, itemsize: int) -> list[int]:
     return [count // cols, cols] if cols >= row and count // cols > 1 else [count]
 
 
-def _contiguous(shape: list[int]) -> list[int]:
+def _contiguous(shape: Sequence[int]) -> list[int]:
     return [shape[1], 1] if len(shape) == 2 else [1]
 
 
