@@ -242,5 +242,5 @@ def install_torch(monkeypatch: Any) -> FakeTorch:
     monkeypatch.setattr(ops, "_IS_COMPILING", torch.compiler.is_compiling)
     monkeypatch.setattr(runtime, "current_context", lambda: 1)
     monkeypatch.setattr(runtime, "primary_context", lambda device: 1)
-    ops._REPLAYS.clear()
+    ops._forget_replays()
     return torch

@@ -196,8 +196,9 @@ def _output(call: str, src: ArrayView, shape: tuple[int, ...], out: Any, what: s
 def transpose(x: Any, out: Any = None) -> Any:
     """``x`` with its last two dimensions exchanged, as a new contiguous tensor (or into ``out``):
     ``x.transpose(-2, -1).contiguous()``, for any shape and view of 2 or more dimensions."""
-    if out is None and type(x) is _TENSOR:
-        return _replay("transpose", x, (), transpose_eager)
+    if type(x) is _TENSOR:
+        return (_replay("transpose", x, (), transpose_eager) if out is None
+                else _replay_into("transpose", x, (), out, transpose_eager))
     return transpose_eager(x, out)
 
 
@@ -219,8 +220,9 @@ def transpose_eager(x: Any, out: Any = None) -> Any:
 def copy(x: Any, out: Any = None) -> Any:
     """A copy of ``x`` as a new contiguous tensor (or into ``out``), like ``x.clone()``: any shape
     and any view."""
-    if out is None and type(x) is _TENSOR:
-        return _replay("copy", x, (), copy_eager)
+    if type(x) is _TENSOR:
+        return (_replay("copy", x, (), copy_eager) if out is None
+                else _replay_into("copy", x, (), out, copy_eager))
     return copy_eager(x, out)
 
 
@@ -236,8 +238,9 @@ def copy_eager(x: Any, out: Any = None) -> Any:
 def permute(x: Any, dims: Sequence[int], out: Any = None) -> Any:
     """``x.permute(dims).contiguous()`` as a new tensor (or into ``out``): NCHW <-> NHWC,
     [B, S, H, D] <-> [B, H, S, D], any permutation of any rank."""
-    if out is None and type(x) is _TENSOR:
-        return _replay("permute", x, tuple(dims), permute_eager)
+    if type(x) is _TENSOR:
+        return (_replay("permute", x, tuple(dims), permute_eager) if out is None
+                else _replay_into("permute", x, tuple(dims), out, permute_eager))
     return permute_eager(x, dims, out)
 
 
@@ -574,32 +577,14 @@ def _replay(op: str, x: Any, dims: tuple[int, ...], eager: Any) -> Any:
     if seen is not None:
         out = _EMPTY_STRIDED(seen.shape, seen.strides, dtype=seen.dtype, device=seen.device)
         runs = seen.launches.get(out.data_ptr())
-        if runs is not None and _TORCH_DEVICE() == ordinal:
-            stream = _TORCH_STREAM(ordinal)
-            sv = _STREAM_ARGS.get(stream)
-            if sv is None:
-                if len(_STREAM_ARGS) >= _STREAMS_LIMIT:
-                    _STREAM_ARGS.clear()
-                sv = _STREAM_ARGS[stream] = ctypes.c_void_p(stream or None)
-            launch = _RAW_LAUNCH or _raw_launch()
-            for head, params, _ in runs:
-                if launch(*head, sv, params, None):
-                    break  # refused (another context current on this thread, say): the eager path decides
-            else:
-                return out
+        if runs is not None and _TORCH_DEVICE() == ordinal and _launch_again(runs, ordinal):
+            return out
     elif ordinal < 0:  # off the GPU: refused by the eager path, before anything is allocated
         return eager(*((x, dims) if op == "permute" else (x,)))
     else:
         out = _TORCH_MODULE.empty(_out_shape(op, tuple(x.shape), dims), dtype=x.dtype, device=x.device)
-    recorded: list[Any] = []
-    _LOCAL.recording = recorded
-    try:
-        result = eager(*((x, dims) if op == "permute" else (x,)), out=out)
-    finally:
-        _LOCAL.recording = None
-    if not all(r is not None for r in recorded):
-        return result
-    if runtime.current_context() != runtime.primary_context(ordinal):  # under a pushed context: not replayed here
+    result, recorded = _recorded(op, x, dims, out, eager, ordinal)
+    if recorded is None:
         return result
     if seen is None:
         if len(_REPLAYS) >= _REPLAYS_LIMIT:
@@ -607,8 +592,69 @@ def _replay(op: str, x: Any, dims: tuple[int, ...], eager: Any) -> Any:
         seen = _REPLAYS[key] = _Replay(tuple(result.shape), tuple(result.stride()), result.dtype, result.device, {})
     if len(seen.launches) >= _OUTPUTS_LIMIT:
         seen.launches.clear()
-    seen.launches[result.data_ptr()] = tuple(_prebuilt(*r[1:]) for r in recorded)
+    seen.launches[result.data_ptr()] = recorded
     return result
+
+
+# Calls with ``out``: the same, keyed by the output's pointer, shape, strides and dtype too. A call
+# that passes out= to spare an allocation must not take the slow path every time.
+_REPLAYS_INTO: dict[tuple, tuple[_Launch, ...]] = {}
+
+
+def _replay_into(op: str, x: Any, dims: tuple[int, ...], out: Any, eager: Any) -> Any:
+    if (type(out) is not _TENSOR or ((x.requires_grad or out.requires_grad) and _GRAD_ENABLED())
+            or _IS_COMPILING()):
+        return eager(*((x, dims) if op == "permute" else (x,)), out=out)
+    ordinal = x.get_device()
+    key = (op, x.data_ptr(), x.shape, x.stride(), x.dtype, ordinal, dims, out.data_ptr(), out.shape, out.stride(),
+           out.dtype, out.get_device())
+    runs = _REPLAYS_INTO.get(key)
+    if runs is not None and _TORCH_DEVICE() == ordinal and _launch_again(runs, ordinal):
+        return out
+    if ordinal < 0:  # off the GPU: the eager path refuses it
+        return eager(*((x, dims) if op == "permute" else (x,)), out=out)
+    result, recorded = _recorded(op, x, dims, out, eager, ordinal)
+    if recorded is not None:
+        if len(_REPLAYS_INTO) >= _REPLAYS_LIMIT:
+            _REPLAYS_INTO.clear()
+        _REPLAYS_INTO[key] = recorded
+    return result
+
+
+def _forget_replays() -> None:
+    """Forgets every call's launches (tests that change the table or the tiles between calls)."""
+    _REPLAYS.clear()
+    _REPLAYS_INTO.clear()
+
+
+def _recorded(op: str, x: Any, dims: tuple[int, ...], out: Any, eager: Any,
+              ordinal: int) -> tuple[Any, tuple[_Launch, ...] | None]:
+    """The eager call's result, and its launches ready to replay, or None where they cannot be (a
+    launch that is not replayed, or another context than the device's primary one current)."""
+    recorded: list[Any] = []
+    _LOCAL.recording = recorded
+    try:
+        result = eager(*((x, dims) if op == "permute" else (x,)), out=out)
+    finally:
+        _LOCAL.recording = None
+    if not all(r is not None for r in recorded):
+        return result, None
+    if runtime.current_context() != runtime.primary_context(ordinal):  # under a pushed context: not replayed here
+        return result, None
+    return result, tuple(_prebuilt(*r[1:]) for r in recorded)
+
+
+def _launch_again(runs: tuple[_Launch, ...], ordinal: int) -> bool:
+    """The recorded launches on the current stream; False where the driver refused one (another
+    context current on this thread, say): the eager path then decides."""
+    stream = _TORCH_STREAM(ordinal)
+    sv = _STREAM_ARGS.get(stream)
+    if sv is None:
+        if len(_STREAM_ARGS) >= _STREAMS_LIMIT:
+            _STREAM_ARGS.clear()
+        sv = _STREAM_ARGS[stream] = ctypes.c_void_p(stream or None)
+    launch = _RAW_LAUNCH or _raw_launch()
+    return not any(launch(*head, sv, params, None) for head, params, _ in runs)
 
 
 def _prebuilt(function: int, grid: int, block: int, smem: int, params: Any) -> _Launch:

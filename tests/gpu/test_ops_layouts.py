@@ -192,7 +192,7 @@ def test_every_small_tile_of_the_tma_kernels(dtype: Any, gen: Any, monkeypatch: 
             # rank 1 (a flat copy's single row) has the tuned tile only
             monkeypatch.setattr(ops, "tile_for", lambda kind, shape, *a, tile=tile: tile if len(shape) >= 2 else None)
             ops._MOVES.clear()
-            ops._REPLAYS.clear()
+            ops._forget_replays()
             rows = random((2, 70, 320), dtype, gen)[:, 3:, 32:288]  # rows of whole 16 bytes, strided: the TMA copy
             for x in [random(shape, dtype, gen) for shape in SMALL] + [rows]:
                 want = x.transpose(-2, -1).contiguous() if kind == "transpose" else x.clone()
