@@ -73,6 +73,7 @@ def context(plan: Plan, spec_file: str) -> dict[str, object]:
         "plan": plan, "name": plan.name, "guard": f"TMAGEN_{plan.name.upper()}",
         "kind": plan.kind_name, "has_kernel": plan.has_kernel,
         "grid_launch": plan.kind is not None and plan.kind.grid_launch,
+        "driver_launch": plan.kind is not None and plan.kind.driver_launch,
         "kernel": plan.kernels[0] if len(plan.kernels) == 1 else None,
         "kind_templates": plan.kind.templates if plan.kind is not None else {},
         "maps": plan.maps, "map": {m.name: m for m in plan.maps}, "cuda_headers": plan.cuda_headers,

@@ -127,16 +127,6 @@ matmul_bf16_tn_status check_tensor(const char* map, const void* ptr, uint64_t al
   return matmul_bf16_tn_ok;
 }
 
-// The launch's own result: a launch that fails sets the last error, one that succeeds leaves it as
-// it was. Peeked, not taken (cudaGetLastError would clear an earlier error the caller has yet to see).
-matmul_bf16_tn_status launch_status(const char* kernel, cudaError_t before) {
-  const cudaError_t err = cudaPeekAtLastError();
-  if (err != cudaSuccess && err != before) {
-    return fail(matmul_bf16_tn_launch_failed, "%s: launch failed: %s", kernel, cudaGetErrorString(err));
-  }
-  return ok();
-}
-
 matmul_bf16_tn_status allow_smem(const void* kernel, uint32_t bytes, const char* kernel_name) {
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (err != cudaSuccess) {
@@ -146,15 +136,58 @@ matmul_bf16_tn_status allow_smem(const void* kernel, uint32_t bytes, const char*
   return matmul_bf16_tn_ok;
 }
 
-// Blocks of the grid over `units` stages of tiles: one per `units_per_block` of them, or, for a
-// persistent grid (units_per_block 0), as many as are resident, at most one per unit.
-uint32_t grid_for(uint32_t units, uint32_t blocks_per_sm, uint32_t units_per_block = 0) {
-  if (units_per_block != 0) return (units + units_per_block - 1) / units_per_block;
-  int device = 0, sms = 1;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const uint64_t resident = static_cast<uint64_t>(sms) * blocks_per_sm;
-  return static_cast<uint32_t>(units < resident ? units : resident);
+// A kernel launched through the driver's cuLaunchKernel, as tmagen's Python path launches: on an
+// H200 machine an empty kernel took 2.39 to 2.93 us per launch this way against 3.10 to 3.36 through
+// <<<>>> (lab/capi_host_time.cu). Kernels with __cluster_dims__ launch the same way.
+// A module is loaded per context, so each thread keeps the kernel's function with the context it
+// is of, and looks it up again (allowing its shared memory there) where another context is current.
+struct launchable {
+  CUcontext context = nullptr;
+  CUfunction function = nullptr;
+};
+
+template <typename Fn>
+matmul_bf16_tn_status cached_entry(const char* symbol, std::atomic<Fn>* cache, Fn* fn) {
+  *fn = cache->load(std::memory_order_acquire);
+  if (*fn != nullptr) return matmul_bf16_tn_ok;
+  const matmul_bf16_tn_status status = driver_entry(symbol, fn);
+  if (status == matmul_bf16_tn_ok) cache->store(*fn, std::memory_order_release);
+  return status;
+}
+
+matmul_bf16_tn_status driver_launch(const void* kernel, launchable* cached, const char* kernel_name, uint32_t grid,
+                              uint32_t block, uint32_t smem, void* stream, void** args) {
+  static std::atomic<PFN_cuLaunchKernel_v4000> launch_entry{nullptr};
+  static std::atomic<PFN_cuCtxGetCurrent_v4000> current_entry{nullptr};
+  PFN_cuLaunchKernel_v4000 launch = nullptr;
+  PFN_cuCtxGetCurrent_v4000 current = nullptr;
+  matmul_bf16_tn_status status = cached_entry("cuLaunchKernel", &launch_entry, &launch);
+  if (status != matmul_bf16_tn_ok) return status;
+  status = cached_entry("cuCtxGetCurrent", &current_entry, &current);
+  if (status != matmul_bf16_tn_ok) return status;
+  CUcontext context = nullptr;
+  current(&context);
+  if (cached->function == nullptr || cached->context != context) {
+    status = allow_smem(kernel, smem, kernel_name);
+    if (status != matmul_bf16_tn_ok) return status;
+    cudaFunction_t function = nullptr;
+    const cudaError_t err = cudaGetFuncBySymbol(&function, kernel);
+    if (err != cudaSuccess) {
+      return fail(matmul_bf16_tn_launch_failed, "%s: no function in the current context: %s", kernel_name,
+                  cudaGetErrorString(err));
+    }
+    cached->context = context;
+    cached->function = reinterpret_cast<CUfunction>(function);
+  }
+#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
+  if (stream == nullptr) stream = reinterpret_cast<void*>(CU_STREAM_PER_THREAD);  // the stream <<<>>> takes for 0
+#endif
+  const CUresult result = launch(cached->function, grid, 1, 1, block, 1, 1, smem, static_cast<CUstream>(stream), args,
+                                 nullptr);
+  if (result != CUDA_SUCCESS) {
+    return fail(matmul_bf16_tn_launch_failed, "%s: launch failed: %s", kernel_name, driver_error_name(result));
+  }
+  return ok();
 }
 
 }  // namespace
@@ -527,76 +560,39 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_scaled(
   const uint64_t units = splits == 1 ? groups : split_from + (groups - split_from) * splits;
   const uint64_t slots = matmul_slots(matmul_costs[variant], sms);
   const uint32_t grid = static_cast<uint32_t>((units < slots ? units : slots) * matmul_costs[variant].cluster);
-  const CUtensorMap* maps[3] = {reinterpret_cast<const CUtensorMap*>(&a_cache.map), reinterpret_cast<const CUtensorMap*>(&b_cache.map),
-                                reinterpret_cast<const CUtensorMap*>(&c_cache.map)};
-  const uint32_t m32 = static_cast<uint32_t>(M), n32 = static_cast<uint32_t>(N), k32 = static_cast<uint32_t>(K);
-  const cudaError_t before = cudaPeekAtLastError();
+  uint32_t m32 = static_cast<uint32_t>(M), n32 = static_cast<uint32_t>(N), k32 = static_cast<uint32_t>(K);
+  // The kernel's parameters in order, each by its address (cuLaunchKernel copies them, the maps' 128 bytes too).
+  void* args[8] = {&a_cache.map, &b_cache.map, &c_cache.map, &m32, &n32, &k32, &epilogue, &split};
   switch (variant) {
     case 0: {
-      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device].load(std::memory_order_acquire)) {
-        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul), matmul_bf16_tn_matmul_smem_bytes, "matmul_bf16_tn_matmul");
-        if (status != matmul_bf16_tn_ok) return status;
-        allowed[device].store(true, std::memory_order_release);
-      }
-      matmul_bf16_tn_matmul<<<grid, matmul_bf16_tn_matmul_threads, matmul_bf16_tn_matmul_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
-          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
-      return launch_status("matmul_bf16_tn_matmul", before);
+      thread_local launchable kernel;
+      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul), &kernel, "matmul_bf16_tn_matmul", grid,
+                           matmul_bf16_tn_matmul_threads, matmul_bf16_tn_matmul_smem_bytes, stream, args);
     }
     case 1: {
-      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device].load(std::memory_order_acquire)) {
-        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_128x192), matmul_bf16_tn_matmul_128x192_smem_bytes, "matmul_bf16_tn_matmul_128x192");
-        if (status != matmul_bf16_tn_ok) return status;
-        allowed[device].store(true, std::memory_order_release);
-      }
-      matmul_bf16_tn_matmul_128x192<<<grid, matmul_bf16_tn_matmul_128x192_threads, matmul_bf16_tn_matmul_128x192_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
-          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
-      return launch_status("matmul_bf16_tn_matmul_128x192", before);
+      thread_local launchable kernel;
+      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_128x192), &kernel, "matmul_bf16_tn_matmul_128x192", grid,
+                           matmul_bf16_tn_matmul_128x192_threads, matmul_bf16_tn_matmul_128x192_smem_bytes, stream, args);
     }
     case 2: {
-      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device].load(std::memory_order_acquire)) {
-        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_128x128), matmul_bf16_tn_matmul_128x128_smem_bytes, "matmul_bf16_tn_matmul_128x128");
-        if (status != matmul_bf16_tn_ok) return status;
-        allowed[device].store(true, std::memory_order_release);
-      }
-      matmul_bf16_tn_matmul_128x128<<<grid, matmul_bf16_tn_matmul_128x128_threads, matmul_bf16_tn_matmul_128x128_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
-          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
-      return launch_status("matmul_bf16_tn_matmul_128x128", before);
+      thread_local launchable kernel;
+      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_128x128), &kernel, "matmul_bf16_tn_matmul_128x128", grid,
+                           matmul_bf16_tn_matmul_128x128_threads, matmul_bf16_tn_matmul_128x128_smem_bytes, stream, args);
     }
     case 3: {
-      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device].load(std::memory_order_acquire)) {
-        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x256), matmul_bf16_tn_matmul_64x256_smem_bytes, "matmul_bf16_tn_matmul_64x256");
-        if (status != matmul_bf16_tn_ok) return status;
-        allowed[device].store(true, std::memory_order_release);
-      }
-      matmul_bf16_tn_matmul_64x256<<<grid, matmul_bf16_tn_matmul_64x256_threads, matmul_bf16_tn_matmul_64x256_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
-          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
-      return launch_status("matmul_bf16_tn_matmul_64x256", before);
+      thread_local launchable kernel;
+      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x256), &kernel, "matmul_bf16_tn_matmul_64x256", grid,
+                           matmul_bf16_tn_matmul_64x256_threads, matmul_bf16_tn_matmul_64x256_smem_bytes, stream, args);
     }
     case 4: {
-      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device].load(std::memory_order_acquire)) {
-        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x128), matmul_bf16_tn_matmul_64x128_smem_bytes, "matmul_bf16_tn_matmul_64x128");
-        if (status != matmul_bf16_tn_ok) return status;
-        allowed[device].store(true, std::memory_order_release);
-      }
-      matmul_bf16_tn_matmul_64x128<<<grid, matmul_bf16_tn_matmul_64x128_threads, matmul_bf16_tn_matmul_64x128_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
-          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
-      return launch_status("matmul_bf16_tn_matmul_64x128", before);
+      thread_local launchable kernel;
+      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x128), &kernel, "matmul_bf16_tn_matmul_64x128", grid,
+                           matmul_bf16_tn_matmul_64x128_threads, matmul_bf16_tn_matmul_64x128_smem_bytes, stream, args);
     }
     case 5: {
-      static std::atomic<bool> allowed[64] = {};  // the attribute is the device's: set once on each
-      if (!allowed[device].load(std::memory_order_acquire)) {
-        status = allow_smem(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x64), matmul_bf16_tn_matmul_64x64_smem_bytes, "matmul_bf16_tn_matmul_64x64");
-        if (status != matmul_bf16_tn_ok) return status;
-        allowed[device].store(true, std::memory_order_release);
-      }
-      matmul_bf16_tn_matmul_64x64<<<grid, matmul_bf16_tn_matmul_64x64_threads, matmul_bf16_tn_matmul_64x64_smem_bytes, static_cast<cudaStream_t>(stream)>>>(
-          *maps[0], *maps[1], *maps[2], m32, n32, k32, epilogue, split);
-      return launch_status("matmul_bf16_tn_matmul_64x64", before);
+      thread_local launchable kernel;
+      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_tn_matmul_64x64), &kernel, "matmul_bf16_tn_matmul_64x64", grid,
+                           matmul_bf16_tn_matmul_64x64_threads, matmul_bf16_tn_matmul_64x64_smem_bytes, stream, args);
     }
   }
   return fail(matmul_bf16_tn_bad_argument, "matmul: no kernel %u", variant);

@@ -157,6 +157,7 @@ class Kind:
     launcher: Launcher | None
     sass: tuple[str, ...]
     grid_launch: bool = True  # its C launcher sizes a grid (the host file then has grid_for)
+    driver_launch: bool = False  # its C launcher launches through cuLaunchKernel (the host file's driver_launch)
     l2_hints: bool = False  # its kernels pass each map's l2_hint to their copies (rule l2-hint-in-kernel)
     reduces: bool = False  # a tensor's reduce is honoured: its kernels reduce, or only load (rule reduce-in-kernel)
 

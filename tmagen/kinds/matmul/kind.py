@@ -4,4 +4,5 @@ from tmagen.kinds.base import Kind
 from tmagen.kinds.matmul import plan, rules
 from tmagen.kinds.matmul.launch import MatmulLauncher
 
-KIND = Kind("matmul", rules.RULES, plan.maps, plan.plan, MatmulLauncher(), sass=("UTMALDG", "UTMASTG", "HGMMA"))
+KIND = Kind("matmul", rules.RULES, plan.maps, plan.plan, MatmulLauncher(), sass=("UTMALDG", "UTMASTG", "HGMMA"),
+            grid_launch=False, driver_launch=True)
