@@ -250,6 +250,10 @@ def test_the_c_api_prints_a_negative_stride_as_negative_and_keeps_earlier_errors
         assert "= cudaGetLastError()" not in host and "cudaPeekAtLastError" in host
         negative = host.index("if (stride < 1)")
         assert negative < host.index("static_cast<uint64_t>(stride) * elem_bytes") and "positive strides" in host
+    # the matmul launches through the driver, whose result it reports: the runtime's last error is not touched
+    host = build.render_spec_file(REPO / "specs" / "matmul_bf16_tn.json").files["matmul_bf16_tn.cu"]
+    assert "cudaGetLastError" not in host and "cudaPeekAtLastError" not in host
+    assert "cached_entry(\"cuLaunchKernel\"" in host and ">>>(" not in host
 
 
 # ----------------------------------------------------------------------------- the command
