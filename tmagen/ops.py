@@ -36,7 +36,7 @@ from tmagen.errors import ArgumentError
 from tmagen.kernels import Kernel, raw_launch_function
 from tmagen.kinds.strided import plan as sp
 from tmagen.kinds.strided.plan import StridedCall
-from tmagen.ops_matmul import matmul
+from tmagen.ops_matmul import matmul, use_gpu_copy
 from tmagen.ops_quant import quantize_fp8
 from tmagen.rules import Violation
 from tmagen.spec import Spec, parse_spec
@@ -736,6 +736,7 @@ def _register_torch_ops() -> None:
 
 if importlib.util.find_spec("torch") is not None:
     _register_torch_ops()
+use_gpu_copy(lambda x, out: copy(x, out=out))  # ops_matmul's scratch copies: transposed views as TMA transposes
 
 __all__ = ["transpose", "copy", "permute", "matmul", "quantize_fp8", "spec_for", "kernel", "tuned_specs", "plan_move",
            "Move"]
