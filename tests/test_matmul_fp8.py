@@ -141,3 +141,36 @@ def test_the_register_rule_keeps_wgmma_accumulators_within_the_launch_count() ->
     why = register_shortfall(64, 256, 1, 2)  # one consumer: 128 + 128 promoted + 32 past its 240
     assert why is not None and "256 accumulators" in why and "240" in why
     assert register_shortfall(128, 256, 2, 1) is None  # the 16-bit default tile
+
+
+@pytest.mark.parametrize("spec_name", ["matmul_bf16_tn", "matmul_fp8_e4m3"])
+def test_each_epilogue_is_chosen_by_what_the_launch_adds(spec_name: str) -> None:
+    """The epilogue a launch runs (``matmul_epilogue.plain``): alpha alone (1), per-row scales (2,
+    fp8), a bias alone after alpha, its values loaded ahead (3: the general epilogue's loads cost a
+    quarter of a 4096^3 bf16 product), the general one (0) for C_in. With K = 0, only alpha alone
+    clears C without a launch: a bias must still be added."""
+    raw = json.loads((Path(__file__).resolve().parents[1] / "specs" / f"{spec_name}.json").read_text())
+    plan = resolve(parse_spec(raw))
+    fp8 = plan.kernel.detail.fp8
+    m, n = 300, 200
+    one, rows = Array.of(64, (1,)), Array.of(64, (m, 1))
+    bias, c = Array.of(1 << 22, (n,)), Array.of(1 << 23, (m, n))
+
+    def launch(k: int, **params: Any) -> Any:
+        a, b = Array.of(1 << 20, (m, k)), Array.of(1 << 21, (n, k))
+        scales = {"scale_a": one, "scale_b": one} if fp8 and k else {}  # with K = 0 scales are not asked for
+        return MatmulLauncher().bind(plan, [a, b], Array.of(1 << 24, (m, n)), 132, **{**scales, **params})
+
+    def mode(call: Any) -> int:
+        return next(p for p in call.extra if hasattr(p, "plain")).plain
+
+    assert mode(launch(256)) == 1
+    assert mode(launch(256, bias=bias, bias_along="n")) == 3
+    assert mode(launch(256, bias=Array.of(1 << 22, (m, 1)), bias_along="m")) == 3
+    assert mode(launch(256, c=c, beta=0.5)) == 0
+    assert mode(launch(256, c=c, beta=0.5, bias=bias, bias_along="n")) == 0
+    if fp8:
+        assert mode(launch(256, scale_a=rows)) == 2
+        assert mode(launch(256, scale_a=rows, bias=bias, bias_along="n")) == 0
+    assert launch(0).clear_output
+    assert not launch(0, bias=bias, bias_along="n").clear_output

@@ -505,10 +505,11 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
                                           bias_along ? static_cast<const __nv_bfloat16*>(bias) : nullptr, bias_along, 0,
                                           scale_a, scale_b, scale_a_ld, scale_b_ld, scale_a_kind, scale_b_kind};
   const bool per_row = (scale_a != nullptr && scale_a_kind == 1) || (scale_b != nullptr && scale_b_kind == 1);
-  // 1: the kernel multiplies by alpha alone; 2: by the scales of rows and columns too
-  epilogue.plain = epilogue.c_in != nullptr || epilogue.bias != nullptr ? 0 : !per_row ? 1 : 2;
+  // 1: the kernel multiplies by alpha alone; 2 (fp8): by the scales of rows and columns too; 3: alpha, then
+  // the bias; 0: the general epilogue (MatmulLauncher.bind decides the same)
+  epilogue.plain = epilogue.c_in != nullptr ? 0 : epilogue.bias != nullptr ? (per_row ? 0 : 3) : !per_row ? 1 : 2;
   const int64_t c_strides[2] = {ldc ? ldc : static_cast<int64_t>(N), 1};
-  if (K == 0 && epilogue.plain && alpha == 1.0f && scale_a == nullptr && scale_b == nullptr) {
+  if (K == 0 && epilogue.plain == 1 && alpha == 1.0f && scale_a == nullptr && scale_b == nullptr) {
     // an empty sum, unscaled: TMA cannot describe an extent of 0
     const size_t row_bytes = N * 2, pitch = static_cast<size_t>(c_strides[0]) * 2;
     const cudaError_t err = cudaMemset2DAsync(c, pitch, 0, row_bytes, M, static_cast<cudaStream_t>(stream));

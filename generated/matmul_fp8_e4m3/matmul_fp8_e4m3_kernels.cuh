@@ -43,7 +43,8 @@ struct matmul_epilogue {
   const __nv_bfloat16* bias;  // null, or N values added to each row (bias_along 1), or M values, one per row (2)
   uint32_t bias_along;
   uint32_t plain;  // 1: no C_in, no bias, no scales per row or column: the epilogue scales the accumulators alone;
-                   // 2 (fp8): scales per row or column, but no C_in or bias
+                   // 2 (fp8): scales per row or column, but no C_in or bias; 3: a bias, but no C_in and no
+                   // scales per row or column (its values loaded ahead, as scales are); 0: the general epilogue
   // Scales (fp32, null: 1). Kind 0: one value for the tensor; 1: one per row of A (sa, M values) or
   // per column of C (sb, N values); 2: blocks, scale_a [M, ceil(K / 128)] and scale_b
   // [ceil(N / 128), ceil(K / 128)], ld floats per row, applied as the sums are promoted (block_scales specs).
@@ -114,11 +115,14 @@ __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
-// beta * C_in and the bias at (row, col), inside C, added to `v`.
+// beta * C_in and the bias at (row, col), inside C, added to `v`. Read through the read-only path
+// (ld.global.nc): a plain load may alias the staging buffer the epilogue writes between them, so
+// the compiler issued each only after the last store, one memory latency per element. C_in may be C
+// itself: each element is read by the thread that writes it, before its tile's store, and by no one after.
 __device__ __forceinline__ float epilogue_terms(const matmul_epilogue& e, float v, uint32_t row, uint32_t col) {
-  if (e.c_in != nullptr) v += e.beta * to_float(e.c_in[static_cast<int64_t>(row) * e.ldc_in + col]);
-  if (e.bias_along == 1) v += to_float(e.bias[col]);
-  if (e.bias_along == 2) v += to_float(e.bias[row]);
+  if (e.c_in != nullptr) v += e.beta * to_float(__ldg(e.c_in + static_cast<int64_t>(row) * e.ldc_in + col));
+  if (e.bias_along == 1) v += to_float(__ldg(e.bias + col));
+  if (e.bias_along == 2) v += to_float(__ldg(e.bias + row));
   return v;
 }
 
@@ -533,6 +537,54 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
               const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
               float v0 = acc[mb][i], v1 = acc[mb][i + 1];
               v0 *= alpha, v1 *= alpha;  // alpha and the scales of the tensors (1 * x is x: exact)
+              *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
+            }
+          }
+          tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
+          warpgroup_barrier(1 + consumer);
+          if (thread == 0) {
+            tma::store_2d(c_map, buffer, static_cast<int32_t>(tile.n * BN + piece * c_cols),
+                          static_cast<int32_t>(tile.m * BM + consumer * rows_per_consumer + 64 * mb));
+            tma::commit_group();
+          }
+        }
+      }
+    } else if (epilogue.plain == 3) {  // a bias, nothing else
+      // A bias along M: this thread's rows' values, loaded once for the tile (0 for a bias along N).
+      float row_bias[m_blocks][2];
+#pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb)
+#pragma unroll
+        for (uint32_t half = 0; half < 2; ++half)
+          row_bias[mb][half] = epilogue.bias_along == 2 ? to_float(__ldg(epilogue.bias + min(row0 + 64 * mb + 8 * half, M - 1))) : 0.0f;
+      const bool along_n = epilogue.bias_along == 1;
+#pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb) {
+#pragma unroll
+        for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
+          uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          if constexpr (c_buffers < pieces) {
+            if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
+            warpgroup_barrier(1 + consumer);
+          }
+          const uint32_t base = tma::smem_address(buffer);
+          // A bias along N: the piece's column values, all in flight before the first is used.
+          float col_bias[c_cols / 4];
+#pragma unroll
+          for (uint32_t j = 0; j < c_cols / 4; ++j) {
+            const uint32_t n = tile.n * BN + piece * c_cols + 8 * (j / 2) + 2 * (lane % 4) + j % 2;
+            col_bias[j] = along_n ? to_float(__ldg(epilogue.bias + min(n, N - 1))) : 0.0f;
+          }
+#pragma unroll
+          for (uint32_t q = 0; q < c_cols / 8; ++q) {
+#pragma unroll
+            for (uint32_t half = 0; half < 2; ++half) {
+              const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
+              const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
+              float v0 = acc[mb][i], v1 = acc[mb][i + 1];
+              // what the general epilogue makes of it: alpha * acc (no other scale), then the bias
+              v0 = alpha * v0 + (along_n ? col_bias[2 * q] : row_bias[mb][half]);
+              v1 = alpha * v1 + (along_n ? col_bias[2 * q + 1] : row_bias[mb][half]);
               *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
             }
           }
