@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tmagen import ops
+from tmagen import kernels, ops
 from tmagen.kinds.strided.plan import StridedCall
 
 ARENA = np.zeros(1 << 26, np.uint8)
@@ -165,8 +165,7 @@ def copy_bytes(dst: int, src: int, nbytes: int, stream: int, device: int) -> Non
 def install(monkeypatch: Any) -> None:
     for name in ("launch_kernel", "prepare_strided", "run_strided", "copy_bytes"):
         monkeypatch.setattr(ops, name, globals()[name])
-    monkeypatch.setattr(ops, "raw_launch_function", raw_launch_function)
-    monkeypatch.setattr(ops, "_RAW_LAUNCH", None)
+    monkeypatch.setattr(kernels, "_RAW_LAUNCH", raw_launch_function())
     monkeypatch.setattr(ops, "_device", lambda view: 0)
     monkeypatch.setattr(ops, "_sms", lambda view: 132)
     ops._MOVES.clear()

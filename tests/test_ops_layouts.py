@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from tmagen import ops
+from tmagen import kernels, ops
 from tmagen.errors import ArgumentError
 
 import numpy_gpu as gpu
@@ -232,7 +232,7 @@ def test_a_refused_replayed_launch_or_another_current_device_takes_the_eager_pat
     _same(ops.transpose(x), x_host.T)
     assert len(planned) == 2
     monkeypatch.setattr(ops, "_TORCH_DEVICE", lambda: 0)
-    monkeypatch.setattr(ops, "_RAW_LAUNCH", lambda *args: 201)  # the driver refuses (CUDA_ERROR_INVALID_CONTEXT)
+    monkeypatch.setattr(kernels, "_RAW_LAUNCH", lambda *args: 201)  # the driver refuses (CUDA_ERROR_INVALID_CONTEXT)
     _same(ops.transpose(x), x_host.T)  # the eager path ran, and its result is right
     assert len(planned) == 3
 

@@ -521,6 +521,9 @@ def test_the_fast_path_launches_again_what_it_launched(monkeypatch: pytest.Monke
     monkeypatch.setattr(runtime, "current_context", lambda: 1)
     monkeypatch.setattr(kernels, "multiprocessors", lambda device: 132)
     monkeypatch.setattr(kernels, "launch_function", lambda: lambda *args: launched.append(args) or 0)
+    # a replay's launch: every argument a ctypes value of its C type (kernels.launch_again), read back as numbers
+    monkeypatch.setattr(kernels, "_RAW_LAUNCH", lambda *args: launched.append(tuple(
+        a if a is None else a.value for a in args)) or 0)
     monkeypatch.setattr(kernels, "current_stream", lambda view: 7)
     monkeypatch.setattr(ops_matmul, "_STREAM", lambda device: 7)
     monkeypatch.setattr(ops_matmul, "_RECIPES", {})
@@ -559,3 +562,6 @@ def test_the_fast_path_launches_again_what_it_launched(monkeypatch: pytest.Monke
     for _ in range(3):  # alpha other than 1: a recipe and a launch of its own
         ops.matmul(a, w.T, out=outs[2], alpha=0.5)
     assert len(through_kernel) == 6 and len(launched) == 9 and launched[8] == launched[7] != launched[5]
+    monkeypatch.setattr(kernels, "_RAW_LAUNCH", lambda *args: 201)  # refused (CUDA_ERROR_INVALID_CONTEXT)
+    ops.matmul(a, w.T, out=outs[0])
+    assert len(through_kernel) == 7, "a replay the driver refuses: the general path launches instead"

@@ -92,6 +92,36 @@ def raw_launch_function() -> Any:
     return _RAW_LAUNCH
 
 
+# A launch made again as it was made: cuLaunchKernel's first eight arguments (function, grid,
+# block, shared memory) and its parameter array's address as ctypes values, and the parameters
+# (kept alive). tmagen.ops and tmagen.ops.matmul replay their calls so: no argument is converted
+# per call, and no context is asked for (a launch in another context is refused, and the caller's
+# general path then decides).
+Replayed = tuple[tuple[Any, ...], Any, Any]
+_ONE = ctypes.c_uint(1)
+_STREAM_ARGS: dict[int, Any] = {}  # stream handle -> its c_void_p
+_STREAMS_LIMIT = 64
+
+
+def replayable(function: int, grid: int, block: int, smem: int, params: Any) -> Replayed:
+    """A launch's arguments built once, to make it again with `launch_again`."""
+    u = ctypes.c_uint
+    return ((ctypes.c_void_p(int(function)), u(grid), _ONE, _ONE, u(block), _ONE, _ONE, u(smem)),
+            ctypes.c_void_p(ctypes.addressof(params)), params)
+
+
+def launch_again(runs: Sequence[Replayed], stream: int) -> bool:
+    """``runs`` on ``stream``, in order; False where the driver refused one (another context current
+    on this thread, say): the caller's general path then decides."""
+    sv = _STREAM_ARGS.get(stream)
+    if sv is None:
+        if len(_STREAM_ARGS) >= _STREAMS_LIMIT:
+            _STREAM_ARGS.clear()
+        sv = _STREAM_ARGS[stream] = ctypes.c_void_p(stream or None)
+    launch = _RAW_LAUNCH or raw_launch_function()
+    return not any(launch(*head, sv, params, None) for head, params, _ in runs)
+
+
 def _memset_function() -> Any:
     global _MEMSET
     if _MEMSET is None:

@@ -18,7 +18,6 @@ need gradients, these functions go through them.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import json
 import math
@@ -33,7 +32,7 @@ from tmagen import limits, runtime
 from tmagen.arrays import ArrayView, current_stream, describe, empty_view, merge_dims
 from tmagen.dtypes import DTYPES
 from tmagen.errors import ArgumentError
-from tmagen.kernels import Kernel, raw_launch_function
+from tmagen.kernels import Kernel, Replayed, launch_again, replayable
 from tmagen.kinds.strided import plan as sp
 from tmagen.kinds.strided.plan import StridedCall
 from tmagen.ops_matmul import matmul, use_gpu_copy
@@ -544,12 +543,7 @@ _LOCAL = threading.local()  # .recording: the launches of the call this thread i
 _TENSOR: Any = None  # torch.Tensor, where PyTorch is installed
 _REPLAYS_LIMIT = 1024
 _OUTPUTS_LIMIT = 16  # output pointers remembered per input layout
-_STREAMS_LIMIT = 64
-_ONE = ctypes.c_uint(1)
-
-# One replayed launch: cuLaunchKernel's first eight arguments (function, grid, block, shared memory)
-# and its parameter array's address as ctypes values, and the parameters (kept alive).
-_Launch = tuple[tuple[Any, ...], Any, Any]
+_Launch = Replayed  # one replayed launch (kernels.replayable)
 
 
 @dataclass(slots=True)
@@ -565,7 +559,6 @@ class _Replay:
 
 
 _REPLAYS: dict[tuple, _Replay] = {}
-_STREAM_ARGS: dict[int, Any] = {}  # stream handle -> its c_void_p
 
 
 def _replay(op: str, x: Any, dims: tuple[int, ...], eager: Any) -> Any:
@@ -641,35 +634,13 @@ def _recorded(op: str, x: Any, dims: tuple[int, ...], out: Any, eager: Any,
         return result, None
     if runtime.current_context() != runtime.primary_context(ordinal):  # under a pushed context: not replayed here
         return result, None
-    return result, tuple(_prebuilt(*r[1:]) for r in recorded)
+    return result, tuple(replayable(*r[1:]) for r in recorded)
 
 
 def _launch_again(runs: tuple[_Launch, ...], ordinal: int) -> bool:
-    """The recorded launches on the current stream; False where the driver refused one (another
-    context current on this thread, say): the eager path then decides."""
-    stream = _TORCH_STREAM(ordinal)
-    sv = _STREAM_ARGS.get(stream)
-    if sv is None:
-        if len(_STREAM_ARGS) >= _STREAMS_LIMIT:
-            _STREAM_ARGS.clear()
-        sv = _STREAM_ARGS[stream] = ctypes.c_void_p(stream or None)
-    launch = _RAW_LAUNCH or _raw_launch()
-    return not any(launch(*head, sv, params, None) for head, params, _ in runs)
-
-
-def _prebuilt(function: int, grid: int, block: int, smem: int, params: Any) -> _Launch:
-    u = ctypes.c_uint
-    return ((ctypes.c_void_p(int(function)), u(grid), _ONE, _ONE, u(block), _ONE, _ONE, u(smem)),
-            ctypes.c_void_p(ctypes.addressof(params)), params)
-
-
-_RAW_LAUNCH: Any = None
-
-
-def _raw_launch() -> Any:
-    global _RAW_LAUNCH
-    _RAW_LAUNCH = raw_launch_function()
-    return _RAW_LAUNCH
+    """The recorded launches on the current stream; False where the driver refused one: the eager
+    path then decides."""
+    return launch_again(runs, _TORCH_STREAM(ordinal))
 
 
 def _out_shape(op: str, shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:

@@ -13,7 +13,6 @@ With PyTorch installed, `register_torch_op` (called by `tmagen.torch_ops`) regis
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import json
 import numbers
@@ -22,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tmagen import kernels, runtime
+from tmagen import kernels
 from tmagen.arrays import ArrayView, describe, empty_view, merge_dims
 from tmagen.dtypes import FRAMEWORK_FP8
 from tmagen.errors import ArgumentError
@@ -242,9 +241,8 @@ def matmul_eager(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: fl
 class _Recipe:
     """A PyTorch call whose arrays all go to the kernel in place, as one launch: what the call of the
     same dtypes, shapes, strides, 16-byte alignments and devices decided, to repeat without deciding;
-    and per pointers, scalars and stream the launch it made, to make again as it is (``runs``: its
-    context, function, grid, threads, shared memory, parameters' address, and the Launch that owns
-    them)."""
+    and per pointers, scalars and stream the launch it made, to make again as it is (``runs``:
+    `kernels.Replayed`, with the Launch that owns its parameters)."""
 
     __slots__ = ("kernel", "out_shape", "out_dtype", "layouts", "along", "dtypes", "device", "runs")
 
@@ -254,7 +252,7 @@ class _Recipe:
         self.kernel, self.out_shape, self.out_dtype, self.layouts = kern, out_shape, out_dtype, layouts
         self.along, self.dtypes = along, dtypes
         self.device = dtypes[0][2]
-        self.runs: dict[tuple, tuple[int, int, int, int, int, int, Launch]] = {}
+        self.runs: dict[tuple, kernels.Replayed] = {}
 
 
 _RECIPES: dict[tuple, _Recipe | None] = {}
@@ -324,7 +322,7 @@ class _Fp8Recipe:
         self.slots = tuple((name, (v.shape, v.strides), (v.dtype, v.carrier, v.device, v.itemsize))
                            for name, v in [("a", views[0]), ("b", views[1]), ("out", views[2]), *arrays])
         self.scalars = {name: v for name, v in params.items() if not isinstance(v, ArrayView)}
-        self.runs: dict[tuple, tuple[int, int, int, int, int, int, Launch]] = {}
+        self.runs: dict[tuple, kernels.Replayed] = {}
 
 
 _FP8_RECIPES: dict[tuple, _Fp8Recipe | None] = {}
@@ -367,24 +365,20 @@ def _torch_fp8_call(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, alpha
 
 def _launch_again(recipe: _Recipe | _Fp8Recipe, seen: tuple, stream: int) -> bool:
     """Makes again the launch kept for ``seen`` (the call's pointers, scalars and stream), if there
-    is one in the current context; False where there is none."""
+    is one; False where there is none, or the driver refused it (another context current, say)."""
     run = recipe.runs.get(seen)
-    if run is None or runtime.current_context() != run[0]:
-        return False
-    failed = kernels.launch_function()(run[1], run[2], 1, 1, run[3], 1, 1, run[4], stream, run[5], None)
-    if failed:
-        runtime._raise_for(failed, f"launching {recipe.kernel.view.symbol}")
-    return True
+    return run is not None and kernels.launch_again((run,), stream)
 
 
 def _keep_run(recipe: _Recipe | _Fp8Recipe, seen: tuple, launch: Launch) -> None:
-    """Keeps the kernel launch just made for ``seen`` (the call's pointers, scalars and stream)."""
+    """Keeps the kernel launch just made for ``seen`` (the call's pointers, scalars and stream),
+    its arguments built once (`kernels.replayable`), with the Launch that owns its parameters."""
     last = recipe.kernel.last_launch
     if launch.context and last is not None and last[4] is launch.params:  # a kernel launch, this call's
         if len(recipe.runs) >= _RUNS_LIMIT:
             recipe.runs.clear()
-        recipe.runs[seen] = (launch.context, last[0], last[1], last[2], last[3], ctypes.addressof(launch.params),
-                             launch)
+        head, params, _ = kernels.replayable(*last)
+        recipe.runs[seen] = (head, params, launch)
 
 
 def _view(x: Any, layout: Any, d: tuple[str, str | None, int | None, int]) -> ArrayView:
