@@ -147,8 +147,9 @@ def test_the_register_rule_keeps_wgmma_accumulators_within_the_launch_count() ->
 def test_each_epilogue_is_chosen_by_what_the_launch_adds(spec_name: str) -> None:
     """The epilogue a launch runs (``matmul_epilogue.plain``): alpha alone (1), per-row scales (2,
     fp8), a bias alone after alpha, its values loaded ahead (3: the general epilogue's loads cost a
-    quarter of a 4096^3 bf16 product), the general one (0) for C_in. With K = 0, only alpha alone
-    clears C without a launch: a bias must still be added."""
+    quarter of a 4096^3 bf16 product), beta * C_in alone, read in pairs of columns where each pair is
+    one word (4), else the general one (0). With K = 0, only alpha alone clears C without a launch: a
+    bias must still be added."""
     raw = json.loads((Path(__file__).resolve().parents[1] / "specs" / f"{spec_name}.json").read_text())
     plan = resolve(parse_spec(raw))
     fp8 = plan.kernel.detail.fp8
@@ -167,7 +168,9 @@ def test_each_epilogue_is_chosen_by_what_the_launch_adds(spec_name: str) -> None
     assert mode(launch(256)) == 1
     assert mode(launch(256, bias=bias, bias_along="n")) == 3
     assert mode(launch(256, bias=Array.of(1 << 22, (m, 1)), bias_along="m")) == 3
-    assert mode(launch(256, c=c, beta=0.5)) == 0
+    assert mode(launch(256, c=c, beta=0.5)) == 4  # C_in read two columns at a time
+    assert mode(launch(256, c=Array.of(1 << 23, (m, n), (n + 1, 1)), beta=0.5)) == 0  # odd pitch: pairs straddle words
+    assert mode(launch(256, c=Array.of((1 << 23) + 2, (m, n)), beta=0.5)) == 0  # nor do they off a word
     assert mode(launch(256, c=c, beta=0.5, bias=bias, bias_along="n")) == 0
     if fp8:
         assert mode(launch(256, scale_a=rows)) == 2

@@ -46,7 +46,9 @@ struct matmul_epilogue {
   uint32_t bias_along;
   uint32_t plain;  // 1: no C_in, no bias, no scales per row or column: the epilogue scales the accumulators alone;
                    // 2 (fp8): scales per row or column, but no C_in or bias; 3: a bias, but no C_in and no
-                   // scales per row or column (its values loaded ahead, as scales are); 0: the general epilogue
+                   // scales per row or column (its values loaded ahead, as scales are); 4: C_in, but no bias
+                   // and no scales per row or column, its pairs of columns whole words (loaded ahead as pairs);
+                   // 0: the general epilogue
   // Scales (fp32, null: 1). Kind 0: one value for the tensor; 1: one per row of A (sa, M values) or
   // per column of C (sb, N values); 2: blocks, scale_a [M, ceil(K / 128)] and scale_b
   // [ceil(N / 128), ceil(K / 128)], ld floats per row, applied as the sums are promoted (block_scales specs).
@@ -426,6 +428,52 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
               // what the general epilogue makes of it: alpha * acc (no other scale), then the bias
               v0 = alpha * v0 + (along_n ? col_bias[2 * q] : row_bias[mb][half]);
               v1 = alpha * v1 + (along_n ? col_bias[2 * q + 1] : row_bias[mb][half]);
+              *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
+            }
+          }
+          tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
+          warpgroup_barrier(1 + consumer);
+          if (thread == 0) {
+            tma::store_2d(c_map, buffer, static_cast<int32_t>(tile.n * BN + piece * c_cols),
+                          static_cast<int32_t>(tile.m * BM + consumer * rows_per_consumer + 64 * mb));
+            tma::commit_group();
+          }
+        }
+      }
+    } else if (epilogue.plain == 4) {  // beta * C_in, nothing else
+#pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb) {
+#pragma unroll
+        for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
+          uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          if constexpr (c_buffers < pieces) {
+            if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
+            warpgroup_barrier(1 + consumer);
+          }
+          const uint32_t base = tma::smem_address(buffer);
+          // C_in's values under this thread's elements of the piece, two columns at a time, all in flight
+          // before the first is used (the launch checked that pairs are whole 4 bytes; rows and
+          // columns past C read its last ones, whose sums the store drops).
+          using pair = __nv_bfloat162;
+          pair c_pair[c_cols / 8][2];
+#pragma unroll
+          for (uint32_t q = 0; q < c_cols / 8; ++q)
+#pragma unroll
+            for (uint32_t half = 0; half < 2; ++half) {
+              const uint32_t m = min(row0 + 64 * mb + 8 * half, M - 1);
+              const uint32_t n = min(tile.n * BN + piece * c_cols + 8 * q + 2 * (lane % 4), N - 2);
+              c_pair[q][half] = __ldg(reinterpret_cast<const pair*>(epilogue.c_in + static_cast<int64_t>(m) * epilogue.ldc_in + n));
+            }
+#pragma unroll
+          for (uint32_t q = 0; q < c_cols / 8; ++q) {
+#pragma unroll
+            for (uint32_t half = 0; half < 2; ++half) {
+              const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
+              const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
+              float v0 = acc[mb][i], v1 = acc[mb][i + 1];
+              // what the general epilogue makes of it: alpha * acc (no other scale), then beta * C_in
+              v0 = alpha * v0 + epilogue.beta * to_float(c_pair[q][half].x);
+              v1 = alpha * v1 + epilogue.beta * to_float(c_pair[q][half].y);
               *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
             }
           }

@@ -506,8 +506,11 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
                                           scale_a, scale_b, scale_a_ld, scale_b_ld, scale_a_kind, scale_b_kind};
   const bool per_row = (scale_a != nullptr && scale_a_kind == 1) || (scale_b != nullptr && scale_b_kind == 1);
   // 1: the kernel multiplies by alpha alone; 2 (fp8): by the scales of rows and columns too; 3: alpha, then
-  // the bias; 0: the general epilogue (MatmulLauncher.bind decides the same)
-  epilogue.plain = epilogue.c_in != nullptr ? 0 : epilogue.bias != nullptr ? (per_row ? 0 : 3) : !per_row ? 1 : 2;
+  // the bias; 4: alpha, then beta * C_in, read a pair of columns at a time; 0: the general epilogue
+  // (epilogue_mode in tmagen/kinds/matmul/launch.py decides the same)
+  const bool c_in_pairs = epilogue.ldc_in % 2 == 0 && reinterpret_cast<uintptr_t>(epilogue.c_in) % 4 == 0;
+  epilogue.plain = epilogue.c_in != nullptr ? (epilogue.bias == nullptr && !per_row && c_in_pairs ? 4 : 0)
+                   : epilogue.bias != nullptr ? (per_row ? 0 : 3) : !per_row ? 1 : 2;
   const int64_t c_strides[2] = {ldc ? ldc : static_cast<int64_t>(N), 1};
   if (K == 0 && epilogue.plain == 1 && alpha == 1.0f && scale_a == nullptr && scale_b == nullptr) {
     // an empty sum, unscaled: TMA cannot describe an extent of 0

@@ -46,13 +46,14 @@ Workspace = Callable[[int, int], tuple[int, int]]
 
 
 
-def epilogue_mode(c_in: bool, bias: bool, per_row: bool, fp8: bool) -> int:
+def epilogue_mode(c_in: bool, bias: bool, per_row: bool, fp8: bool, c_in_pairs: bool = False) -> int:
     """The kernel's epilogue (``matmul_epilogue.plain``; the C API decides the same): 1 multiplies
-    by alpha alone, 2 (fp8) by the scales of rows and columns too, 3 adds a bias after alpha (its
-    values loaded ahead: the general epilogue's per-element loads cost 25% of a 4096^3 bf16 product
-    on an H200), 0 is the general one (C_in, or a bias with scales per row or column)."""
+    by alpha alone, 2 (fp8) by the scales of rows and columns too, 3 adds a bias after alpha and 4
+    beta * C_in (their values loaded ahead; C_in's two columns at a time, where ``c_in_pairs``: its
+    pointer and row pitch keep each pair in one word), 0 is the general one. The general epilogue's
+    loads, one element at a time, cost a quarter of a 4096^3 bf16 product on an H200."""
     if c_in:
-        return 0
+        return 4 if not bias and not per_row and c_in_pairs else 0
     if bias:
         return 0 if per_row else 3
     return 1 if not per_row else 2 if fp8 else 0
@@ -187,7 +188,8 @@ class MatmulLauncher:
                 setattr(epilogue, f"scale_{name}_kind", kind)
                 setattr(epilogue, f"scale_{name}_ld", scale.strides[0] if kind == 2 else 0)
         per_row = any(getattr(epilogue, f"scale_{x}_kind") == 1 for x in "ab")
-        epilogue.plain = epilogue_mode(c_in is not None, bias is not None, per_row, family.fp8)
+        pairs = c_in is not None and c_in.strides[0] % 2 == 0 and c_in.ptr % (2 * plan.map("c").elem_bytes) == 0
+        epilogue.plain = epilogue_mode(c_in is not None, bias is not None, per_row, family.fp8, pairs)
         out_map = MapBinding("c", out.ptr, (m, n), tuple(out.strides))
         if k == 0 and epilogue.plain == 1 and alpha == 1.0 and scale_a is None and scale_b is None:
             # an empty sum, unscaled: TMA cannot describe an extent of 0
