@@ -119,7 +119,10 @@ def launch_again(runs: Sequence[Replayed], stream: int) -> bool:
             _STREAM_ARGS.clear()
         sv = _STREAM_ARGS[stream] = ctypes.c_void_p(stream or None)
     launch = _RAW_LAUNCH or raw_launch_function()
-    return not any(launch(*head, sv, params, None) for head, params, _ in runs)
+    for head, params, _ in runs:  # a loop, not any() over a generator: 0.1 us less a call
+        if launch(*head, sv, params, None):
+            return False
+    return True
 
 
 def _memset_function() -> Any:

@@ -570,7 +570,7 @@ def _replay(op: str, x: Any, dims: tuple[int, ...], eager: Any) -> Any:
     if seen is not None:
         out = _EMPTY_STRIDED(seen.shape, seen.strides, dtype=seen.dtype, device=seen.device)
         runs = seen.launches.get(out.data_ptr())
-        if runs is not None and _TORCH_DEVICE() == ordinal and _launch_again(runs, ordinal):
+        if runs is not None and _TORCH_DEVICE() == ordinal and launch_again(runs, _TORCH_STREAM(ordinal)):
             return out
     elif ordinal < 0:  # off the GPU: refused by the eager path, before anything is allocated
         return eager(*((x, dims) if op == "permute" else (x,)))
@@ -602,7 +602,7 @@ def _replay_into(op: str, x: Any, dims: tuple[int, ...], out: Any, eager: Any) -
     key = (op, x.data_ptr(), x.shape, x.stride(), x.dtype, ordinal, dims, out.data_ptr(), out.shape, out.stride(),
            out.dtype, out.get_device())
     runs = _REPLAYS_INTO.get(key)
-    if runs is not None and _TORCH_DEVICE() == ordinal and _launch_again(runs, ordinal):
+    if runs is not None and _TORCH_DEVICE() == ordinal and launch_again(runs, _TORCH_STREAM(ordinal)):
         return out
     if ordinal < 0:  # off the GPU: the eager path refuses it
         return eager(*((x, dims) if op == "permute" else (x,)), out=out)
@@ -635,12 +635,6 @@ def _recorded(op: str, x: Any, dims: tuple[int, ...], out: Any, eager: Any,
     if runtime.current_context() != runtime.primary_context(ordinal):  # under a pushed context: not replayed here
         return result, None
     return result, tuple(replayable(*r[1:]) for r in recorded)
-
-
-def _launch_again(runs: tuple[_Launch, ...], ordinal: int) -> bool:
-    """The recorded launches on the current stream; False where the driver refused one: the eager
-    path then decides."""
-    return launch_again(runs, _TORCH_STREAM(ordinal))
 
 
 def _out_shape(op: str, shape: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
