@@ -35,6 +35,7 @@ from tmagen.plan import check
 from tmagen.plan import kernels as planned_kernels
 from tmagen.spec import parse_spec
 from tmagen.toolbox import REDUCE_OPS, reduce_ops_for
+from tmagen.verify import MATMUL_EPILOGUES
 
 Run = dict[str, Any]
 Draw = Callable[[random.Random, str], tuple[dict[str, Any], list[Run]]]
@@ -493,7 +494,11 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
     spec: dict[str, Any] = {"target": "sm_90a", "tensors": [a, b, c], "kernel": kernel}
     while kernel["stages"] > 2 and _matmul_smem(spec) > TARGETS["sm_90a"].smem_per_block_optin:
         kernel["stages"] -= 1
-    return spec, [{"call": "matmul", "args": {"mnk": list(s)}} for s in mnk]
+    # each run with an epilogue or none: alpha, a bias along N or M, beta C_in in pairs of columns,
+    # of an odd pitch, or everything (verify.MATMUL_EPILOGUES: each of the kernel's epilogues)
+    epilogues = [rng.choice([None, None, None, *MATMUL_EPILOGUES[1:]]) for _ in mnk]
+    return spec, [{"call": "matmul", "args": {"mnk": list(s), **({"epilogue": e} if e else {})}}
+                  for s, e in zip(mnk, epilogues)]
 
 
 def _matmul_sizes(rng: random.Random, bm: int, bn: int, bk: int) -> tuple[int, int, int]:

@@ -156,6 +156,13 @@ def _floats(view: np.ndarray, dtype: int) -> np.ndarray:
     return bits.view({"float16": np.float16, "float32": np.float32}[name]).astype(np.float64)
 
 
+def _decoded(raw: np.ndarray, name: str) -> np.ndarray:
+    """The bytes ``raw`` as float64 values of the 16- or 32-bit float type ``name``."""
+    if name == "bfloat16":
+        return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return raw.view({"float16": np.float16, "float32": np.float32}[name]).astype(np.float64)
+
+
 def _fp8_floats(view: np.ndarray, dtype: str) -> np.ndarray:
     return fp8.decode(np.ascontiguousarray(view)[..., 0], dtype).astype(np.float64)
 
@@ -192,6 +199,16 @@ def _matmul(a: TensorMap, b: TensorMap, c: TensorMap, b_major: str, types: tuple
     product = av @ (bv.T if b_major == "k" else bv)
     out = _view(c)
     name = BY_DRIVER[c.args["dtype"]].name
+    if epilogue is not None:  # alpha A B + beta C_in + bias, C_in and the bias in C's type
+        m, n = product.shape
+        product = epilogue.alpha * product
+        if epilogue.c_in:
+            c_in = _decoded(MEMORY[epilogue.c_in], name)
+            product = product + epilogue.beta * np.stack([c_in[r * epilogue.ldc_in: r * epilogue.ldc_in + n]
+                                                          for r in range(m)])
+        if epilogue.bias_along:
+            bias = _decoded(MEMORY[epilogue.bias], name)
+            product = product + (bias[None, :n] if epilogue.bias_along == 1 else bias[:m, None])
     if name == "bfloat16":
         bits32 = product.astype(np.float32).view(np.uint32)
         rounded = ((bits32 + 0x7FFF + ((bits32 >> 16) & 1)) >> 16).astype(np.uint16)

@@ -216,3 +216,12 @@ def test_drawn_ops_calls_are_exact_on_the_numpy_gpu(monkeypatch: pytest.MonkeyPa
         else:
             getattr(ops, c.op)(x, out=out)
         assert gpu.to_numpy(out, dtype).tobytes() == want.tobytes(), c
+
+
+def test_matmul_runs_draw_every_epilogue(drawn) -> None:
+    """The campaign reaches each of the matmul kernel's epilogues (verify.MATMUL_EPILOGUES: alpha, a
+    bias along N and M, beta C_in in pairs of columns and of an odd pitch, everything at once)."""
+    from tmagen.verify import MATMUL_EPILOGUES
+
+    seen = {r["args"].get("epilogue") for c in drawn if c.kind == "matmul" for r in c.runs}
+    assert seen == set(MATMUL_EPILOGUES), seen

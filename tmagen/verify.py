@@ -287,8 +287,11 @@ class Verifier:
         detail = f"every {what}" if bad == 0 else f"{bad} of {count} {what}s differ"
         return Outcome(view.symbol, tuple(shape), t.dtype, bad == 0, detail, ms)
 
-    def matmul(self, mnk: Sequence[int] | None = None, timed: bool = False) -> Outcome:
-        """C = A x B on random normal data against float64, each element within `matmul_tolerance`."""
+    def matmul(self, mnk: Sequence[int] | None = None, timed: bool = False, epilogue: str | None = None) -> Outcome:
+        """C = A x B on random normal data against float64, each element within `matmul_tolerance`;
+        with ``epilogue`` (one of MATMUL_EPILOGUES) C = alpha A B + beta C_in + bias, each kernel
+        epilogue that choice leads to: alpha alone, a bias along N or along M, beta C_in read in pairs
+        of columns, or (an odd row pitch, or everything at once) the general one."""
         b_major = self.plan.kernel.detail.b_major
         a_t, c_t = self.maps["a"].tensor, self.maps["c"].tensor
         m, n, kk = mnk or (a_t.shape[0], c_t.shape[1], a_t.shape[1])
@@ -306,15 +309,31 @@ class Verifier:
         sa = np.exp2(self.rng.integers(-3, 4, (m, k_blocks))).astype(np.float32)
         sb = np.exp2(self.rng.integers(-3, 4, (-(-n // 128), k_blocks))).astype(np.float32)
 
+        if epilogue not in MATMUL_EPILOGUES:
+            raise ValueError(f"epilogue {epilogue!r}: one of {MATMUL_EPILOGUES}")
+        alpha = 1.5 if epilogue in ("alpha", "all") else 1.0
+        beta = 0.5 if epilogue in ("residual", "residual_odd_pitch", "all") else 0.0
+        along = {"bias_n": "n", "bias_m": "m", "all": "n"}.get(epilogue or "")
+        c_pitch = n + 1 if epilogue == "residual_odd_pitch" else max(n, 1)
+        c_bits, c_in = to_outputs(self.rng.standard_normal((max(m, 1), c_pitch)).astype(np.float32), c_t.dtype)
+        bias_bits, bias = to_outputs(self.rng.standard_normal(max(n if along == "n" else m, 1)).astype(np.float32),
+                                     c_t.dtype)
         with runtime.Buffer.from_array(a_bits) as da, runtime.Buffer.from_array(b_global) as db, \
                 runtime.Buffer(m * n * out_bytes) as dc, runtime.Buffer.from_array(sa) as dsa, \
-                runtime.Buffer.from_array(sb) as dsb:
+                runtime.Buffer.from_array(sb) as dsb, runtime.Buffer.from_array(c_bits) as dcin, \
+                runtime.Buffer.from_array(bias_bits) as dbias:
             dc.fill(OUT_POISON)
-            scales = ({"scale_a": Array.of(dsa.ptr, sa.shape), "scale_b": Array.of(dsb.ptr, sb.shape)}
-                      if family.block_scales else {})
+            params_in: dict = ({"scale_a": Array.of(dsa.ptr, sa.shape), "scale_b": Array.of(dsb.ptr, sb.shape)}
+                               if family.block_scales else {})
+            if alpha != 1.0:
+                params_in["alpha"] = alpha
+            if beta != 0.0:
+                params_in.update(c=Array.of(dcin.ptr, (m, n), (c_pitch, 1)), beta=beta)
+            if along is not None:
+                params_in.update(bias=Array.of(dbias.ptr, (bias.size,)), bias_along=along)
             call, params = launch_parameters(self.plan, [Array.of(da.ptr, (m, kk)), Array.of(db.ptr, b_global.shape)],
                                              Array.of(dc.ptr, (m, n)), self.device.multiprocessors, workspace,
-                                             **scales)
+                                             **params_in)
             view = self.plan.kernel.family[call.kernel]
             kernel = self._kernel(view)
 
@@ -332,9 +351,18 @@ class Verifier:
         if family.block_scales:
             a = a * np.repeat(sa, 128, axis=1)[:, :kk]
             b = b * np.repeat(np.repeat(sb, 128, axis=0)[:n], 128, axis=1)[:, :kk]
-        reference = a.astype(np.float64) @ b.astype(np.float64).T
-        tolerance, rule = matmul_tolerance(np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64).T,
+        product = alpha * (a.astype(np.float64) @ b.astype(np.float64).T)
+        terms = np.zeros((m, n))
+        if beta != 0.0:
+            terms += beta * c_in[:m, :n].astype(np.float64)
+        if along is not None:
+            terms += bias[None, :n] if along == "n" else bias[:m, None]
+        reference = product + terms
+        tolerance, rule = matmul_tolerance(abs(alpha) * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64).T),
                                            reference, kk, c_t.dtype, family.promote_every if family.fp8 else None)
+        if epilogue is not None:  # fp32 roundings of alpha x, + beta C_in, + bias: one unit of fp32 each, at most
+            tolerance = tolerance + 3 * 2.0 ** -24 * (np.abs(product) + np.abs(terms))
+            rule += f", epilogue {epilogue} (alpha {alpha}, beta {beta}, bias along {along})"
         bad = int(np.count_nonzero(~(np.abs(got - reference) <= tolerance)))  # NaN counts as bad
         detail = f"every element within {rule}" if bad == 0 else f"{bad} of {m * n} elements outside {rule}"
         return Outcome(view.symbol, (m, n, kk), f"{a_t.dtype}->{c_t.dtype}", bad == 0, detail, ms)
@@ -345,6 +373,11 @@ class Verifier:
 
 
 UNIT_ROUNDOFF = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 2.0 ** -24}
+
+# What `Verifier.matmul` adds to the product (None: nothing), each leading to one of the kernel's
+# epilogues (`tmagen.kinds.matmul.launch.epilogue_mode`): alpha alone; a bias along N or M; beta C_in
+# read in pairs of columns; beta C_in of an odd row pitch, and everything at once (the general one).
+MATMUL_EPILOGUES = (None, "alpha", "bias_n", "bias_m", "residual", "residual_odd_pitch", "all")
 
 
 # Bits the fp8 tensor-core accumulator keeps below its leading one, at least (its sums are not
@@ -376,6 +409,15 @@ def to_inputs(values: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     if dtype in fp8.FORMATS:
         bits = fp8.encode(values, dtype)
         return bits, fp8.decode(bits, dtype)
+    return to_16bit(values, dtype)
+
+
+def to_outputs(values: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """(bit patterns, the values they hold as float32) of float32 ``values`` in a matmul's output
+    type (bfloat16, float16 or float32): what C_in and the bias hold."""
+    if dtype == "float32":
+        v = values.astype(np.float32)
+        return v, v
     return to_16bit(values, dtype)
 
 
