@@ -157,11 +157,17 @@ def test_refusals_name_the_field() -> None:
 
 
 # ----------------------------------------------------------------------------- the per-call path
-def test_a_repeated_call_replays_its_launches_and_a_new_pointer_plans_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    torch = gpu.install_torch(monkeypatch)
-    planned: list[int] = []  # calls that took the eager path (reading the arrays, finding the route)
+def _planned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one at each call that takes the eager path (reading the arrays, finding the route)."""
+    planned: list[int] = []
     move = ops.move
     monkeypatch.setattr(ops, "move", lambda *a, **k: planned.append(1) or move(*a, **k))
+    return planned
+
+
+def test_a_repeated_call_replays_its_launches_and_a_new_pointer_plans_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = gpu.install_torch(monkeypatch)
+    planned = _planned(monkeypatch)
     x_host = _data((64, 64), np.float32)
     x = gpu.tensor(x_host)
     for kind, want in (("transpose", x_host.T), ("copy", x_host)):
@@ -190,9 +196,7 @@ def test_a_repeated_call_into_the_same_output_replays_and_another_output_plans_a
     """out= takes the replayed path too (it was the slow path on every call: 13.3 us against 10.2
     without out= on an H200 machine), keyed by the output's layout and pointer as well."""
     gpu.install_torch(monkeypatch)
-    planned: list[int] = []
-    move = ops.move
-    monkeypatch.setattr(ops, "move", lambda *a, **k: planned.append(1) or move(*a, **k))
+    planned = _planned(monkeypatch)
     x_host = _data((64, 96), np.float32)
     x = gpu.tensor(x_host)
     out, other = gpu.tensor(np.zeros((96, 64), np.float32)), gpu.tensor(np.zeros((96, 64), np.float32))
@@ -220,9 +224,7 @@ def test_a_repeated_call_into_the_same_output_replays_and_another_output_plans_a
 def test_a_refused_replayed_launch_or_another_current_device_takes_the_eager_path(
         monkeypatch: pytest.MonkeyPatch) -> None:
     gpu.install_torch(monkeypatch)
-    planned: list[int] = []
-    move = ops.move
-    monkeypatch.setattr(ops, "move", lambda *a, **k: planned.append(1) or move(*a, **k))
+    planned = _planned(monkeypatch)
     x_host = _data((64, 64), np.float32)
     x = gpu.tensor(x_host)
     _same(ops.transpose(x), x_host.T)
