@@ -98,6 +98,8 @@ class Case:
             "box_bytes": per_tensor(_box_class),
             "tensors": [str(len(tensors))],
             "coords": [_coords_class(self.spec)] if self.kind == "inspect" else [],
+            "matmul_epilogue": ([str(r["args"].get("epilogue", "none")) for r in self.runs]
+                                if self.kind == "matmul" else []),
             "kernel": [f"{key}={value}" for key, value in sorted(k.items()) if key not in ("kind", "coords")],
         }
 

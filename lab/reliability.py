@@ -15,7 +15,7 @@ DIMENSIONS = [  # (key in the run's "by", heading)
     ("interleave", "interleave"), ("oob_fill", "out-of-bounds fill"), ("element_strides", "element strides"),
     ("strides", "global strides"), ("shape", "shape against the box"), ("box_bytes", "box bytes"),
     ("smem_offset", "smem_offset"), ("l2_promotion", "L2 promotion"), ("tensors", "tensors per spec"),
-    ("coords", "inspect start coordinates"),
+    ("coords", "inspect start coordinates"), ("matmul_epilogue", "matmul epilogue (verify.MATMUL_EPILOGUES)"),
 ]
 
 

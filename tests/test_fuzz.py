@@ -225,3 +225,6 @@ def test_matmul_runs_draw_every_epilogue(drawn) -> None:
 
     seen = {r["args"].get("epilogue") for c in drawn if c.kind == "matmul" for r in c.runs}
     assert seen == set(MATMUL_EPILOGUES), seen
+    # and the campaign's report tallies them (its "matmul epilogue" table)
+    tallied = {v for c in drawn if c.kind == "matmul" for v in c.features()["matmul_epilogue"]}
+    assert tallied == {e or "none" for e in MATMUL_EPILOGUES}, tallied
