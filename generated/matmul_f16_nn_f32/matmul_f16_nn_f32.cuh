@@ -1052,6 +1052,16 @@ __device__ __forceinline__ void mma_k16(float (&d)[32], uint64_t a, uint64_t b, 
   mma_m64n64k16<TransA, TransB>(d, a, b, accumulate);
 }
 
+// Stores four 8 x 8 matrices of 16-bit elements to shared memory in one instruction (stmatrix,
+// sm_90): thread t gives the address of row t % 8 of matrix t / 8 (16 contiguous bytes), and
+// register i holds its fragment of matrix i as an mma accumulator does: row t / 4, columns 2 (t % 4)
+// and 2 (t % 4) + 1, packed low then high. Four 4-byte stores of a wgmma's converted results in one.
+// No "memory" clobber, so that loads of other data may go ahead of it; being volatile, it stays in
+// order with the fences and barriers around it.
+__device__ __forceinline__ void store_matrix_x4(uint32_t address, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], { %1, %2, %3, %4 };"
+               :: "r"(address), "r"(r0), "r"(r1), "r"(r2), "r"(r3));
+}
 }  // namespace wgmma
 #endif  // __CUDACC__
 

@@ -68,32 +68,64 @@ struct matmul_split {
   uint32_t split_from;
 };
 
-// Work unit u of the persistent walk: its group of tiles (a cluster's: one tile per CTA, one above
-// the other), which split of K it is, and of how many.
-struct matmul_unit {
-  uint32_t tile, split, splits;
+// Division by a number fixed for the launch, as a multiply-high, an add and a shift (Granlund and
+// Montgomery, "Division by invariant integers using multiplication", PLDI 1994): exact for
+// n < 2^31. The walk's quotient per tile takes a few instructions so, instead of about twenty.
+struct fast_divider {
+  uint32_t divisor, multiplier, shift;
+  __device__ __forceinline__ explicit fast_divider(uint32_t d) : divisor(d) {
+    shift = 32 - __clz(d - 1);  // ceil(log2(d)), in the body: the host pass sees no __clz in an initializer
+    multiplier = static_cast<uint32_t>((uint64_t(1) << 32) * ((uint64_t(1) << shift) - d) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t quotient(uint32_t n) const { return (__umulhi(n, multiplier) + n) >> shift; }
 };
 
-__device__ __forceinline__ matmul_unit matmul_unit_at(uint32_t u, const matmul_split& split) {
-  if (u < split.split_from) return {u, 0, 1};
-  const uint32_t v = u - split.split_from;
-  return {split.split_from + v / split.splits, v % split.splits, split.splits};
-}
+// Work unit u of the persistent walk: its group of tiles (a cluster's: one tile per CTA, one above
+// the other), which split of K it is, of how many, and its K steps [kt_begin, kt_end).
+struct matmul_unit {
+  uint32_t tile, split, splits, kt_begin, kt_end;
+};
 
 struct matmul_tile {
   uint32_t m, n;  // tile coordinates, in tiles
 };
 
-// Tile t of the persistent order: groups of `group` tile rows walked column by column, so that
-// the blocks running at once share rows of A and columns of B in L2.
-template <uint32_t group>
-__device__ __forceinline__ matmul_tile matmul_tile_at(uint32_t t, uint32_t tiles_m, uint32_t tiles_n) {
-  const uint32_t per_group = group * tiles_n;
-  const uint32_t first_m = t / per_group * group;
-  const uint32_t rows = min(tiles_m - first_m, group);
-  const uint32_t in_group = t % per_group;
-  return {first_m + in_group % rows, in_group / rows};
-}
+// A launch's work units and where each is. Units are a cluster's: group g of a column of tiles is
+// tile rows Cluster * g + rank, one per CTA; the last group of an odd column holds a tile past M,
+// whose CTA loads its share of B for its partner and nothing else. Each warpgroup works this out
+// after its setmaxnreg: values worked out before it for both were live across it, and ptxas kept
+// some of them in local memory.
+template <uint32_t BM, uint32_t BN, uint32_t BK, uint32_t Cluster, uint32_t Raster>
+struct matmul_walk {
+  // A cluster's CTAs are consecutive blocks (clusters of Cluster x 1 x 1 on a 1-D grid): this CTA's
+  // rank in its cluster, its cluster's first unit, and the clusters of the grid.
+  uint32_t rank, first, stride;
+  uint32_t tiles_m, groups_m, k_tiles, count;
+  fast_divider per_group;  // the tiles of Raster tile rows (group rows: tiles of clusters)
+
+  __device__ __forceinline__ matmul_walk(uint32_t M, uint32_t N, uint32_t K, const matmul_split& split)
+      : rank(blockIdx.x % Cluster), first(blockIdx.x / Cluster), stride(gridDim.x / Cluster),
+        tiles_m((M + BM - 1) / BM), groups_m((tiles_m + Cluster - 1) / Cluster), k_tiles((K + BK - 1) / BK),
+        count(split.split_from + (groups_m * ((N + BN - 1) / BN) - split.split_from) * split.splits),
+        per_group(Raster * ((N + BN - 1) / BN)) {}
+
+  __device__ __forceinline__ matmul_unit at(uint32_t u, const matmul_split& split) const {
+    if (split.splits == 1 || u < split.split_from) return {u, 0, 1, 0, k_tiles};  // a whole tile: no division
+    const uint32_t v = u - split.split_from, s = v % split.splits;
+    return {split.split_from + v / split.splits, s, split.splits, static_cast<uint32_t>(uint64_t(s) * k_tiles / split.splits),
+            static_cast<uint32_t>(uint64_t(s + 1) * k_tiles / split.splits)};
+  }
+
+  // Group t of the persistent order: Raster rows of groups walked column by column, so that the
+  // blocks running at once share rows of A and columns of B in L2. Only the last rows, if fewer,
+  // divide by a number the compiler does not know.
+  __device__ __forceinline__ matmul_tile group(uint32_t t) const {
+    const uint32_t g = per_group.quotient(t), first_m = g * Raster, in_group = t - g * per_group.divisor;
+    if (groups_m - first_m >= Raster) return {first_m + in_group % Raster, in_group / Raster};
+    const uint32_t rows = groups_m - first_m;
+    return {first_m + in_group % rows, in_group / rows};
+  }
+};
 
 // A consumer warpgroup's release of a stage: one arrival on its empty barrier in every CTA of the
 // cluster, since each of them may be multicasting into this CTA's copy of the stage. The consumers
@@ -116,6 +148,12 @@ __device__ __forceinline__ void warpgroup_barrier(uint32_t id) {
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+// Two results rounded to __nv_bfloat16, packed low then high into one word (as stmatrix takes them).
+__device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
 
 // beta * C_in and the bias at (row, col), inside C, added to `v`. Read through the read-only path
 // (ld.global.nc): a plain load may alias the staging buffer the epilogue writes between them, so
@@ -162,16 +200,8 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   __shared__ uint32_t last_split[Consumers];
   uint8_t* pattern = align_to_pattern(smem_raw);
 
-  // Units are a cluster's: group g of a column of tiles is tile rows Cluster * g + rank, one per CTA; the
-  // last group of an odd column holds a tile past M, whose CTA loads its share of B for its partner and
-  // nothing else.
-  const uint32_t tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, groups_m = (tiles_m + Cluster - 1) / Cluster;
-  const uint32_t groups = groups_m * tiles_n, k_tiles = (K + BK - 1) / BK;
-  const uint32_t units = split.split_from + (groups - split.split_from) * split.splits;
-  // A cluster's CTAs are consecutive blocks (clusters of Cluster x 1 x 1 on a 1-D grid), so the rank is
-  // blockIdx.x % Cluster: indices the compiler can read again where a register is short.
-  const uint32_t rank = blockIdx.x % Cluster, first_unit = blockIdx.x / Cluster, unit_stride = gridDim.x / Cluster;
   constexpr uint32_t raster = 8 / Cluster > 0 ? 8 / Cluster : 1;
+  using walk = matmul_walk<BM, BN, BK, Cluster, raster>;
   const uint32_t warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     for (uint32_t s = 0; s < Stages; ++s) {
@@ -194,14 +224,14 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     if (threadIdx.x != 0) return;
     tma::prefetch_tensormap(a_map);  // the descriptors are in cache before the first copy needs them
     tma::prefetch_tensormap(b_map);
+    const walk units(M, N, K, split);
     uint32_t it = 0;
-    for (uint32_t u = first_unit; u < units; u += unit_stride) {
-      const matmul_unit unit = matmul_unit_at(u, split);
-      const matmul_tile group = matmul_tile_at<raster>(unit.tile, groups_m, tiles_n);
-      const matmul_tile tile = {group.m * Cluster + rank, group.n};
-      const bool inside = tile.m < tiles_m;  // else its CTA loads B for its partner alone
-      const uint32_t kt_end = static_cast<uint32_t>(uint64_t(unit.split + 1) * k_tiles / unit.splits);
-      for (uint32_t kt = static_cast<uint32_t>(uint64_t(unit.split) * k_tiles / unit.splits); kt < kt_end; ++kt, ++it) {
+    for (uint32_t u = units.first; u < units.count; u += units.stride) {
+      const matmul_unit unit = units.at(u, split);
+      const matmul_tile group = units.group(unit.tile);
+      const matmul_tile tile = {group.m * Cluster + units.rank, group.n};
+      const bool inside = tile.m < units.tiles_m;  // else its CTA loads B for its partner alone
+      for (uint32_t kt = unit.kt_begin; kt < unit.kt_end; ++kt, ++it) {
         const uint32_t stage = it % Stages;
         // Free in every CTA of the cluster: this one's B share lands in each. A fresh barrier passes parity 1 at once.
         tma::mbarrier_wait(&empty[stage], ((it / Stages) & 1u) ^ 1u);
@@ -221,7 +251,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             const int32_t c1 = static_cast<int32_t>(tile.n * BN + nb * B::wgmma::mn_per_box);
             if constexpr (Cluster == 1) {
               tma::load_2d(b_tile + box * B::wgmma::box_stride, b_map, &full[stage], c0, c1);
-            } else if (box % Cluster == rank) {  // this CTA's share, to the same offset and barrier in each
+            } else if (box % Cluster == units.rank) {  // this CTA's share, to the same offset and barrier in each
               tma::load_2d_multicast(b_tile + box * B::wgmma::box_stride, b_map, &full[stage],
                                      static_cast<uint16_t>((1u << Cluster) - 1), c0, c1);
             }
@@ -249,14 +279,13 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   if (epilogue.scale_a != nullptr && epilogue.scale_a_kind == 0) alpha *= __ldg(epilogue.scale_a);
   if (epilogue.scale_b != nullptr && epilogue.scale_b_kind == 0) alpha *= __ldg(epilogue.scale_b);
   uint32_t it = 0, stores = 0;
-  for (uint32_t u = first_unit; u < units; u += unit_stride) {
-    const matmul_unit unit = matmul_unit_at(u, split);
-    const uint32_t splits = unit.splits, s = unit.split;
-    const uint32_t t = (unit.tile - split.split_from) * Cluster + rank;  // t: among the split groups' tiles
-    const matmul_tile group = matmul_tile_at<raster>(unit.tile, groups_m, tiles_n);
-    const matmul_tile tile = {group.m * Cluster + rank, group.n};
-    const uint32_t kt_begin = static_cast<uint32_t>(uint64_t(s) * k_tiles / splits);
-    const uint32_t kt_end = static_cast<uint32_t>(uint64_t(s + 1) * k_tiles / splits);
+  const walk units(M, N, K, split);
+  for (uint32_t u = units.first; u < units.count; u += units.stride) {
+    const matmul_unit unit = units.at(u, split);
+    const uint32_t splits = unit.splits, s = unit.split, kt_begin = unit.kt_begin, kt_end = unit.kt_end;
+    const uint32_t t = (unit.tile - split.split_from) * Cluster + units.rank;  // t: among the split groups' tiles
+    const matmul_tile group = units.group(unit.tile);
+    const matmul_tile tile = {group.m * Cluster + units.rank, group.n};
     // The first of the two rows this thread holds in each 64-row block, in the whole matrix.
     const uint32_t row0 = tile.m * BM + consumer * rows_per_consumer + 16 * warp + lane / 4;
     constexpr uint32_t promote_stages = 1;
@@ -457,7 +486,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 #pragma unroll
     for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
     if (pending && thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
-    if (tile.m >= tiles_m) continue;  // a tile past M, its CTA's part in the pair done
+    if (tile.m >= units.tiles_m) continue;  // a tile past M, its CTA's part in the pair done
     // The promoted sums are the tile's product (K = 0 leaves them zero).
 #pragma unroll
     for (uint32_t mb = 0; mb < m_blocks; ++mb)
@@ -514,33 +543,76 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     // into a staging buffer (C's swizzle keeps the warp's writes on distinct banks) and stored with
     // TMA while the next piece is written.
     constexpr uint32_t pieces = m_blocks * (BN / c_cols);
+    // Where this thread's results go in each staging buffer: the same offsets in every buffer, since
+    // the swizzle repeats every C::period bytes and the buffers are whole periods apart. Worked out
+    // once per tile here, so that each store is one instruction on a register plus the buffer's
+    // address (per store, the swizzle took four more).
+    static_assert(c_stride % C::period == 0, "every staging buffer starts at the same phase of C's swizzle");
+    const uint32_t c_address = tma::smem_address(c_staging);
+    uint32_t c_offsets[c_cols / 16];  // of the row this thread gives stmatrix in each 16 x 16 block
+#pragma unroll
+    for (uint32_t p = 0; p < c_cols / 16; ++p)
+      c_offsets[p] = C::offset(c_address, 16 * warp + 8 * (lane / 8 % 2) + lane % 8, 16 * p + 8 * (lane / 16));
     if constexpr (c_buffers >= pieces) {  // a buffer per piece: the last tile's stores have read them all
       if (thread == 0) tma::wait_group_read<0>();
       warpgroup_barrier(1 + consumer);
     }
     // The epilogues apart, each unrolled whole: a branch per element would interleave the general
     // one's code with the plain one's, which the instruction cache then fetches for nothing.
-    if (epilogue.plain == 1) {
+    if (epilogue.plain == 1 && alpha == 1.0f) {  // the product alone (a third of the plain one's instructions are multiplies)
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) {
 #pragma unroll
         for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
           uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          const uint32_t buffer_address = c_address + (stores % c_buffers) * c_stride;
           if constexpr (c_buffers < pieces) {
             if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
             warpgroup_barrier(1 + consumer);
           }
-          const uint32_t base = tma::smem_address(buffer);
+          uint32_t packed[4];  // a 16 x 16 block's four 8 x 8 matrices, as stmatrix takes them
 #pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
 #pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
-              const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
+              float v0 = acc[mb][i], v1 = acc[mb][i + 1];
+              // alpha is 1: the product as it is, as the plain epilogue makes it, without its multiplies
+              packed[2 * (q % 2) + half] = pack_pair(v0, v1);
+            }
+            if (q % 2 == 1) wgmma::store_matrix_x4(buffer_address + c_offsets[q / 2], packed[0], packed[1], packed[2], packed[3]);
+          }
+          tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
+          warpgroup_barrier(1 + consumer);
+          if (thread == 0) {
+            tma::store_2d(c_map, buffer, static_cast<int32_t>(tile.n * BN + piece * c_cols),
+                          static_cast<int32_t>(tile.m * BM + consumer * rows_per_consumer + 64 * mb));
+            tma::commit_group();
+          }
+        }
+      }
+    } else if (epilogue.plain == 1) {
+#pragma unroll
+      for (uint32_t mb = 0; mb < m_blocks; ++mb) {
+#pragma unroll
+        for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
+          uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          const uint32_t buffer_address = c_address + (stores % c_buffers) * c_stride;
+          if constexpr (c_buffers < pieces) {
+            if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
+            warpgroup_barrier(1 + consumer);
+          }
+          uint32_t packed[4];  // a 16 x 16 block's four 8 x 8 matrices, as stmatrix takes them
+#pragma unroll
+          for (uint32_t q = 0; q < c_cols / 8; ++q) {
+#pragma unroll
+            for (uint32_t half = 0; half < 2; ++half) {
+              const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
               float v0 = acc[mb][i], v1 = acc[mb][i + 1];
               v0 *= alpha, v1 *= alpha;  // alpha and the scales of the tensors (1 * x is x: exact)
-              *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
+              packed[2 * (q % 2) + half] = pack_pair(v0, v1);
             }
+            if (q % 2 == 1) wgmma::store_matrix_x4(buffer_address + c_offsets[q / 2], packed[0], packed[1], packed[2], packed[3]);
           }
           tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
           warpgroup_barrier(1 + consumer);
@@ -565,11 +637,11 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 #pragma unroll
         for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
           uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          const uint32_t buffer_address = c_address + (stores % c_buffers) * c_stride;
           if constexpr (c_buffers < pieces) {
             if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
             warpgroup_barrier(1 + consumer);
           }
-          const uint32_t base = tma::smem_address(buffer);
           // A bias along N: the piece's column values, all in flight before the first is used.
           float col_bias[c_cols / 4];
 #pragma unroll
@@ -577,18 +649,19 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             const uint32_t n = tile.n * BN + piece * c_cols + 8 * (j / 2) + 2 * (lane % 4) + j % 2;
             col_bias[j] = along_n ? to_float(__ldg(epilogue.bias + min(n, N - 1))) : 0.0f;
           }
+          uint32_t packed[4];  // a 16 x 16 block's four 8 x 8 matrices, as stmatrix takes them
 #pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
 #pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
-              const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
               float v0 = acc[mb][i], v1 = acc[mb][i + 1];
               // what the general epilogue makes of it: alpha * acc (no other scale), then the bias
               v0 = alpha * v0 + (along_n ? col_bias[2 * q] : row_bias[mb][half]);
               v1 = alpha * v1 + (along_n ? col_bias[2 * q + 1] : row_bias[mb][half]);
-              *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
+              packed[2 * (q % 2) + half] = pack_pair(v0, v1);
             }
+            if (q % 2 == 1) wgmma::store_matrix_x4(buffer_address + c_offsets[q / 2], packed[0], packed[1], packed[2], packed[3]);
           }
           tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
           warpgroup_barrier(1 + consumer);
@@ -605,11 +678,11 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 #pragma unroll
         for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
           uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          const uint32_t buffer_address = c_address + (stores % c_buffers) * c_stride;
           if constexpr (c_buffers < pieces) {
             if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
             warpgroup_barrier(1 + consumer);
           }
-          const uint32_t base = tma::smem_address(buffer);
           // C_in's values under this thread's elements of the piece, two columns at a time, all in flight
           // before the first is used (the launch checked that pairs are whole 4 bytes; rows and
           // columns past C read its last ones, whose sums the store drops).
@@ -623,18 +696,19 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
               const uint32_t n = min(tile.n * BN + piece * c_cols + 8 * q + 2 * (lane % 4), N - 2);
               c_pair[q][half] = __ldg(reinterpret_cast<const pair*>(epilogue.c_in + static_cast<int64_t>(m) * epilogue.ldc_in + n));
             }
+          uint32_t packed[4];  // a 16 x 16 block's four 8 x 8 matrices, as stmatrix takes them
 #pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
 #pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
-              const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
               float v0 = acc[mb][i], v1 = acc[mb][i + 1];
               // what the general epilogue makes of it: alpha * acc (no other scale), then beta * C_in
               v0 = alpha * v0 + epilogue.beta * to_float(c_pair[q][half].x);
               v1 = alpha * v1 + epilogue.beta * to_float(c_pair[q][half].y);
-              *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
+              packed[2 * (q % 2) + half] = pack_pair(v0, v1);
             }
+            if (q % 2 == 1) wgmma::store_matrix_x4(buffer_address + c_offsets[q / 2], packed[0], packed[1], packed[2], packed[3]);
           }
           tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
           warpgroup_barrier(1 + consumer);
@@ -658,11 +732,11 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 #pragma unroll
         for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
           uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          const uint32_t buffer_address = c_address + (stores % c_buffers) * c_stride;
           if constexpr (c_buffers < pieces) {
             if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
             warpgroup_barrier(1 + consumer);
           }
-          const uint32_t base = tma::smem_address(buffer);
           // The piece's column scales (one per column of C, or 1): its loads all in flight before the first is used.
           float col_scale[c_cols / 4];
 #pragma unroll
@@ -670,16 +744,17 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             const uint32_t n = tile.n * BN + piece * c_cols + 8 * (j / 2) + 2 * (lane % 4) + j % 2;
             col_scale[j] = epilogue.scale_b_kind == 1 ? __ldg(epilogue.scale_b + min(n, N - 1)) : 1.0f;
           }
+          uint32_t packed[4];  // a 16 x 16 block's four 8 x 8 matrices, as stmatrix takes them
 #pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
 #pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
-              const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
               float v0 = acc[mb][i], v1 = acc[mb][i + 1];
               v0 = alpha * v0 * row_scale[mb][half] * col_scale[2 * q], v1 = alpha * v1 * row_scale[mb][half] * col_scale[2 * q + 1];
-              *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
+              packed[2 * (q % 2) + half] = pack_pair(v0, v1);
             }
+            if (q % 2 == 1) wgmma::store_matrix_x4(buffer_address + c_offsets[q / 2], packed[0], packed[1], packed[2], packed[3]);
           }
           tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
           warpgroup_barrier(1 + consumer);
@@ -703,11 +778,11 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 #pragma unroll
         for (uint32_t piece = 0; piece < BN / c_cols; ++piece, ++stores) {
           uint8_t* buffer = c_staging + (stores % c_buffers) * c_stride;
+          const uint32_t buffer_address = c_address + (stores % c_buffers) * c_stride;
           if constexpr (c_buffers < pieces) {
             if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
             warpgroup_barrier(1 + consumer);
           }
-          const uint32_t base = tma::smem_address(buffer);
           // The piece's column scales (one per column of C, or 1): its loads all in flight before the first is used.
           float col_scale[c_cols / 4];
 #pragma unroll
@@ -715,18 +790,19 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             const uint32_t n = tile.n * BN + piece * c_cols + 8 * (j / 2) + 2 * (lane % 4) + j % 2;
             col_scale[j] = epilogue.scale_b_kind == 1 ? __ldg(epilogue.scale_b + min(n, N - 1)) : 1.0f;
           }
+          uint32_t packed[4];  // a 16 x 16 block's four 8 x 8 matrices, as stmatrix takes them
 #pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
 #pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
-              const uint32_t row = 16 * warp + lane / 4 + 8 * half, col = 8 * q + 2 * (lane % 4);
               float v0 = acc[mb][i], v1 = acc[mb][i + 1];
-              const uint32_t m = row0 + 64 * mb + 8 * half, n = tile.n * BN + piece * c_cols + col;
+              const uint32_t m = row0 + 64 * mb + 8 * half, n = tile.n * BN + piece * c_cols + 8 * q + 2 * (lane % 4);
               v0 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[2 * q], v0, m, n, M, N);
               v1 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[2 * q + 1], v1, m, n + 1, M, N);
-              *reinterpret_cast<__nv_bfloat162*>(buffer + C::offset(base, row, col)) = __floats2bfloat162_rn(v0, v1);
+              packed[2 * (q % 2) + half] = pack_pair(v0, v1);
             }
+            if (q % 2 == 1) wgmma::store_matrix_x4(buffer_address + c_offsets[q / 2], packed[0], packed[1], packed[2], packed[3]);
           }
           tma::fence_proxy_async_shared();  // the writes are visible to the copy engine
           warpgroup_barrier(1 + consumer);
