@@ -117,7 +117,10 @@ def _median_us(torch: Any, launch: Any, count: int) -> float:
     samples = []
     for first in range(0, count, 32):
         group = range(first, min(count, first + 32))
-        torch.cuda._sleep(60_000 * len(group))  # about 30 us of GPU time per launch to queue
+        # about 100 us of GPU time per launch to queue: with 30, a slow moment of the host's (a Python
+        # launch can take 40 us) left the GPU waiting between an event and its launch, and runs of
+        # candidates came out 2 to 5 times slower than they are (an H200, 2026-11-24)
+        torch.cuda._sleep(200_000 * len(group))
         for r in group:
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()

@@ -54,7 +54,7 @@ matmul_bf16_tn_status matmul_bf16_tn_encode_c(matmul_bf16_tn_tensor_map* out, co
 /* C = A x B^T: A is M x K, B is N x K, C is M x N, all row-major with leading
    dimensions lda, ldb, ldc in elements (0: contiguous; each a multiple of 16 bytes, as TMA needs),
    __nv_bfloat16 in, fp32 accumulation, __nv_bfloat16 out; M, N, K below 2^31. K = 0 sets C to zeros.
-   Each call picks one of the spec's 6 kernel(s) and a split of K (of every tile, or of the last
+   Each call picks one of the spec's 7 kernel(s) and a split of K (of every tile, or of the last
    wave's) for its M, N and K (matmul_bf16_tn_matmul_choice). Each thread keeps its last launch's three
    tensor maps and choice: a map is encoded again only when its pointer, shape or leading dimension
    changes, the choice only when M, N, K or the device's SM count does. A split
@@ -78,7 +78,7 @@ matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_scaled(const void* a, const v
     const void* bias, uint32_t bias_along, const float* scale_a, uint32_t scale_a_kind, int64_t scale_a_ld,
     const float* scale_b, uint32_t scale_b_kind, int64_t scale_b_ld, void* stream);
 
-/* Which kernel (0 .. 5: 128x256, 128x192, 128x128, 64x256, 64x128, 64x64), how many splits of K and from which tile on
+/* Which kernel (0 .. 6: 128x256, 128x192, 128x128, 64x256, 64x128, 64x64, 192x192), how many splits of K and from which tile on
    (the tiles before it whole) a launch of M x N x K on `sms` multiprocessors runs. */
 matmul_bf16_tn_status matmul_bf16_tn_matmul_choice(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* kernel, uint32_t* splits,
     uint32_t* split_from);

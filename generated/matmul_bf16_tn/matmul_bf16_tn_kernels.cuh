@@ -10,8 +10,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-// C = alpha * A x B^T + beta * C_in + bias on the tensor cores, in a family of 6 kernel(s) of different tile
-// shapes: matmul_bf16_tn_matmul (128 x 256, 4 stages), matmul_bf16_tn_matmul_128x192 (128 x 192, 4 stages), matmul_bf16_tn_matmul_128x128 (128 x 128, 6 stages), matmul_bf16_tn_matmul_64x256 (64 x 256, 5 stages), matmul_bf16_tn_matmul_64x128 (64 x 128, 8 stages), matmul_bf16_tn_matmul_64x64 (64 x 64, 12 stages).
+// C = alpha * A x B^T + beta * C_in + bias on the tensor cores, in a family of 7 kernel(s) of different tile
+// shapes: matmul_bf16_tn_matmul (128 x 256, 4 stages), matmul_bf16_tn_matmul_128x192 (128 x 192, 4 stages), matmul_bf16_tn_matmul_128x128 (128 x 128, 6 stages), matmul_bf16_tn_matmul_64x256 (64 x 256, 5 stages), matmul_bf16_tn_matmul_64x128 (64 x 128, 8 stages), matmul_bf16_tn_matmul_64x64 (64 x 64, 12 stages), matmul_bf16_tn_matmul_192x192 (192 x 192, 3 stages).
 // Each launch picks one, and a split of K, for its M, N and K (matmul_bf16_tn_matmul_choice).
 // Warpgroup 0 produces: one thread keeps a ring of stages full with TMA (full/empty mbarriers).
 // Warpgroups 1..consumers consume: each multiplies 64-row blocks of the tile with wgmma (m64nBNk16),
@@ -33,6 +33,8 @@ constexpr uint32_t matmul_bf16_tn_matmul_64x128_threads = 256;
 constexpr uint32_t matmul_bf16_tn_matmul_64x128_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_bf16_tn_matmul_64x64_threads = 256;
 constexpr uint32_t matmul_bf16_tn_matmul_64x64_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_bf16_tn_matmul_192x192_threads = 512;
+constexpr uint32_t matmul_bf16_tn_matmul_192x192_smem_bytes = 222208;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_bf16_tn_matmul_tile_m = 128, matmul_bf16_tn_matmul_tile_n = 256, matmul_bf16_tn_matmul_tile_k = 64;
 
 namespace matmul_bf16_tn {
@@ -166,6 +168,11 @@ __device__ __forceinline__ float epilogue_terms(const matmul_epilogue& e, float 
   if (e.bias_along == 1) v += to_float(__ldg(e.bias + col));
   if (e.bias_along == 2) v += to_float(__ldg(e.bias + row));
   return v;
+}
+
+// The scale of column `col` of C (1 without scales per column), read at the last column past N.
+__device__ __forceinline__ float column_scale(const matmul_epilogue& e, uint32_t col, uint32_t N) {
+  return e.scale_b_kind == 1 ? __ldg(e.scale_b + min(col, N - 1)) : 1.0f;
 }
 
 // The epilogue's value of C at (row, col) of the whole matrix from its product `acc`; `alpha` is
@@ -578,23 +585,21 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
             warpgroup_barrier(1 + consumer);
           }
-          // The piece's column scales (one per column of C, or 1): its loads all in flight before the first is used.
-          float col_scale[c_cols / 4];
-#pragma unroll
-          for (uint32_t j = 0; j < c_cols / 4; ++j) {
-            const uint32_t n = tile.n * BN + piece * c_cols + 8 * (j / 2) + 2 * (lane % 4) + j % 2;
-            col_scale[j] = epilogue.scale_b_kind == 1 ? __ldg(epilogue.scale_b + min(n, N - 1)) : 1.0f;
-          }
           uint32_t packed[4];  // a 16 x 16 block's four 8 x 8 matrices, as stmatrix takes them
 #pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
+            // This thread's two columns' scales, loaded here rather than a piece's all ahead as the
+            // scaled epilogue loads them: sixteen more registers beside C_in's and the bias's loads made
+            // the 192 x 192 kernel spill.
+            const uint32_t n = tile.n * BN + piece * c_cols + 8 * q + 2 * (lane % 4);
+            const float col_scale[2] = {column_scale(epilogue, n, N), column_scale(epilogue, n + 1, N)};
 #pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
               float v0 = acc[mb][i], v1 = acc[mb][i + 1];
-              const uint32_t m = row0 + 64 * mb + 8 * half, n = tile.n * BN + piece * c_cols + 8 * q + 2 * (lane % 4);
-              v0 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[2 * q], v0, m, n, M, N);
-              v1 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[2 * q + 1], v1, m, n + 1, M, N);
+              const uint32_t m = row0 + 64 * mb + 8 * half;
+              v0 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[0], v0, m, n, M, N);
+              v1 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[1], v1, m, n + 1, M, N);
               packed[2 * (q % 2) + half] = pack_pair(v0, v1);
             }
             if (q % 2 == 1) wgmma::store_matrix_x4(buffer_address + c_offsets[q / 2], packed[0], packed[1], packed[2], packed[3]);
@@ -678,5 +683,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_tn_matmul_64x64
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<64, 64, 1, 12, 1, 1,
                           56, 240, 2, 1>(
+      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+}
+
+// 192 x 192 tiles, 3 consumer warpgroup(s), 3 stages of 49152 bytes, 3 C staging buffers per consumer.
+// Registers: 128 producer threads at 56 and 384 consumer threads at 152 take 512 threads x 128.
+extern "C" __global__ void __launch_bounds__(512, 1) matmul_bf16_tn_matmul_192x192(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
+  matmul_bf16_tn::matmul_body<192, 192, 3, 3, 3, 3,
+                          56, 152, 3, 1>(
       &a_map, &b_map, &c_map, M, N, K, epilogue, split);
 }

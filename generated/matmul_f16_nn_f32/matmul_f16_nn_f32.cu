@@ -292,13 +292,14 @@ uint64_t matmul_groups(const matmul_tile_cost& c, uint64_t M, uint64_t N) {
   return ((M + c.bm - 1) / c.bm + c.cluster - 1) / c.cluster * ((N + c.bn - 1) / c.bn);
 }
 uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.cluster > 0 ? sms / c.cluster : 1; }
-constexpr matmul_tile_cost matmul_costs[6] = {
+constexpr matmul_tile_cost matmul_costs[7] = {
     {128, 256, 64, 2, 2, 2, 8, 651, 750},  // matmul_f16_nn_f32_matmul
     {128, 192, 64, 2, 2, 1, 8, 1060, 1200},  // matmul_f16_nn_f32_matmul_128x192
     {128, 128, 64, 2, 2, 2, 8, 399, 4000},  // matmul_f16_nn_f32_matmul_128x128
     {64, 256, 64, 2, 1, 1, 8, 400, 1000},  // matmul_f16_nn_f32_matmul_64x256
     {64, 128, 64, 2, 1, 1, 8, 220, 800},  // matmul_f16_nn_f32_matmul_64x128
     {64, 64, 64, 2, 1, 1, 8, 130, 700},  // matmul_f16_nn_f32_matmul_64x64
+    {192, 192, 64, 2, 3, 1, 8, 800, 4000},  // matmul_f16_nn_f32_matmul_192x192
 };
 constexpr uint64_t matmul_sm_bytes_per_us = 72000, matmul_hbm_bytes_per_us = 5397840;
 constexpr uint64_t matmul_split_ns = 5712;
@@ -346,7 +347,7 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* v
   *variant = 0, *splits = 1, *split_from = 0;
   uint64_t k_steps = (K + matmul_costs[0].bk - 1) / matmul_costs[0].bk;
   if (k_steps == 0) k_steps = 1;
-  for (uint32_t v = 0; v < 6; ++v) {
+  for (uint32_t v = 0; v < 7; ++v) {
     const uint64_t groups = matmul_groups(matmul_costs[v], M, N), slots = matmul_slots(matmul_costs[v], sms);
     const uint64_t tail_from = groups / slots * slots;
     for (uint32_t s = 1; s <= max_splits && s <= k_steps; ++s) {
@@ -598,6 +599,11 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
       thread_local launchable kernel;
       return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x64), &kernel, "matmul_f16_nn_f32_matmul_64x64", grid,
                            matmul_f16_nn_f32_matmul_64x64_threads, matmul_f16_nn_f32_matmul_64x64_smem_bytes, stream, args);
+    }
+    case 6: {
+      thread_local launchable kernel;
+      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_192x192), &kernel, "matmul_f16_nn_f32_matmul_192x192", grid,
+                           matmul_f16_nn_f32_matmul_192x192_threads, matmul_f16_nn_f32_matmul_192x192_smem_bytes, stream, args);
     }
   }
   return fail(matmul_f16_nn_f32_bad_argument, "matmul: no kernel %u", variant);

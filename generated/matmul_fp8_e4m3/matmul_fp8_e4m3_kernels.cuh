@@ -166,6 +166,11 @@ __device__ __forceinline__ float epilogue_terms(const matmul_epilogue& e, float 
   return v;
 }
 
+// The scale of column `col` of C (1 without scales per column), read at the last column past N.
+__device__ __forceinline__ float column_scale(const matmul_epilogue& e, uint32_t col, uint32_t N) {
+  return e.scale_b_kind == 1 ? __ldg(e.scale_b + min(col, N - 1)) : 1.0f;
+}
+
 // The epilogue's value of C at (row, col) of the whole matrix from its product `acc`; `alpha` is
 // e.alpha times the scales that are one value for the tensor, `row_scale` and `col_scale` the
 // row's and the column's (1 where there are none; loaded ahead, all at once).
@@ -783,23 +788,21 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             if (thread == 0) tma::wait_group_read<c_buffers - 1>();  // its last store has read it
             warpgroup_barrier(1 + consumer);
           }
-          // The piece's column scales (one per column of C, or 1): its loads all in flight before the first is used.
-          float col_scale[c_cols / 4];
-#pragma unroll
-          for (uint32_t j = 0; j < c_cols / 4; ++j) {
-            const uint32_t n = tile.n * BN + piece * c_cols + 8 * (j / 2) + 2 * (lane % 4) + j % 2;
-            col_scale[j] = epilogue.scale_b_kind == 1 ? __ldg(epilogue.scale_b + min(n, N - 1)) : 1.0f;
-          }
           uint32_t packed[4];  // a 16 x 16 block's four 8 x 8 matrices, as stmatrix takes them
 #pragma unroll
           for (uint32_t q = 0; q < c_cols / 8; ++q) {
+            // This thread's two columns' scales, loaded here rather than a piece's all ahead as the
+            // scaled epilogue loads them: sixteen more registers beside C_in's and the bias's loads made
+            // the 192 x 192 kernel spill.
+            const uint32_t n = tile.n * BN + piece * c_cols + 8 * q + 2 * (lane % 4);
+            const float col_scale[2] = {column_scale(epilogue, n, N), column_scale(epilogue, n + 1, N)};
 #pragma unroll
             for (uint32_t half = 0; half < 2; ++half) {
               const uint32_t i = 4 * (piece * (c_cols / 8) + q) + 2 * half;  // acc[mb][i], acc[mb][i + 1]: two columns
               float v0 = acc[mb][i], v1 = acc[mb][i + 1];
-              const uint32_t m = row0 + 64 * mb + 8 * half, n = tile.n * BN + piece * c_cols + 8 * q + 2 * (lane % 4);
-              v0 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[2 * q], v0, m, n, M, N);
-              v1 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[2 * q + 1], v1, m, n + 1, M, N);
+              const uint32_t m = row0 + 64 * mb + 8 * half;
+              v0 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[0], v0, m, n, M, N);
+              v1 = epilogue_value(epilogue, alpha, row_scale[mb][half], col_scale[1], v1, m, n + 1, M, N);
               packed[2 * (q % 2) + half] = pack_pair(v0, v1);
             }
             if (q % 2 == 1) wgmma::store_matrix_x4(buffer_address + c_offsets[q / 2], packed[0], packed[1], packed[2], packed[3]);

@@ -33,7 +33,7 @@ SCALE_BLOCK = 128  # block scales: 1 x 128 of A, 128 x 128 of B (DeepSeek-V3 tec
 # fill the GPU where even those are too few.
 # 128 x 192 evens out the waves of shapes whose 128 x 256 tiles fill a little over whole waves
 # (3072^3: 288 tiles, 2.2 waves on 132 SMs; 384 of 128 x 192, 2.9).
-FAMILY_TILES = ((128, 256, 2), (128, 192, 2), (128, 128, 2), (64, 256, 1), (64, 128, 1), (64, 64, 1))
+FAMILY_TILES = ((128, 256, 2), (128, 192, 2), (128, 128, 2), (64, 256, 1), (64, 128, 1), (64, 64, 1), (192, 192, 3))
 
 
 @dataclass(frozen=True)
