@@ -91,7 +91,7 @@ def test_pairs_in_clusters_give_the_bits_of_the_kernels_alone(device) -> None:
     alone_raw = {**raw, "name": "matmul_bf16_tn_alone", "kernel": {**raw["kernel"], "cluster": 1}}
     paired, alone = tmagen.load(parse_spec(raw)), tmagen.load(parse_spec(alone_raw))
     family = resolve(parse_spec(raw)).kernel.detail
-    assert [p.cluster for p in family.kernels] == [2, 1, 2, 1, 1, 1], "128 x 192 has 3 B boxes: it runs alone"
+    assert [p.cluster for p in family.kernels] == [2, 1, 2, 1, 1, 1, 1], "128 x 192 and 192 x 192 have 3 B boxes: alone"
     assert all(p.cluster == 1 for p in resolve(parse_spec(alone_raw)).kernel.detail.kernels)
     compared = 0
     for m, n, k in ((1, 72, 520), (129, 264, 1000), (300, 520, 456), (640, 1032, 2056), (1000, 2056, 136)):
