@@ -104,11 +104,12 @@ class Plan:
     @property
     def sass_expected(self) -> tuple[str, ...]:
         """The opcodes each kernel's SASS must hold (`Kind.sass`): the wgmma of 16-bit operands is
-        HGMMA, of fp8 ones QGMMA."""
+        HGMMA, of fp8 ones QGMMA; a matmul whose epilogue stores by stmatrix, STSM."""
         if self.kind is None:
             return ()
         fp8 = self.wgmma is not None and self.wgmma.k == 32
-        return tuple("QGMMA" if op == "HGMMA" and fp8 else op for op in self.kind.sass)
+        stmatrix = ("STSM",) if any(getattr(k.detail, "stmatrix", False) for k in self.kernels) else ()
+        return tuple("QGMMA" if op == "HGMMA" and fp8 else op for op in self.kind.sass) + stmatrix
 
     @cached_property
     def wgmma_instructions(self) -> tuple[WgmmaInstruction, ...]:

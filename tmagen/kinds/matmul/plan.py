@@ -138,6 +138,7 @@ class MatmulFamily:
     promote_every: int = 0  # fp8: K between promotions into fp32 registers (0: never, or not fp8)
     block_scales: bool = False  # fp8: A's scales per 1 x 128 block, B's per 128 x 128, applied as sums are promoted
     fp8: bool = False
+    stmatrix: bool = False  # the epilogue stores C a 16 x 16 block per stmatrix (16-bit C, boxes of whole 16 columns)
 
     @property
     def b_major(self) -> str:
@@ -363,7 +364,8 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
                                 c_buffers=buffers, cluster=tile_cluster(k, bm, b_loads), b_loads=b_loads,
                                 pipelined=sets == 3))
     family = MatmulFamily(tuple(plans), DISPATCH, max_splits=1 if k.dispatch == "single" else k.max_splits,
-                          promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec))
+                          promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec),
+                          stmatrix=c_map.tensor.dt.nbytes == 2 and c_map.tensor.box[1] % 16 == 0)
     views = [KernelPlan(p.symbol, ("a", "b", "c"), p.threads, p.smem_bytes, p.stage_bytes, p.stages,
                         persistent=True, detail=p, barriers=2 * p.stages,  # full and empty
                         registers=p.register_budget) for p in plans]
