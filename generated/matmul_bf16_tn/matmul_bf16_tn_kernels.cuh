@@ -177,7 +177,7 @@ __device__ __forceinline__ float column_scale(const matmul_epilogue& e, uint32_t
 
 // The epilogue's value of C at (row, col) of the whole matrix from its product `acc`; `alpha` is
 // e.alpha times the scales that are one value for the tensor, `row_scale` and `col_scale` the
-// row's and the column's (1 where there are none; loaded ahead, all at once).
+// row's and the column's (1 where there are none; loaded ahead of the stores).
 __device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float alpha, float row_scale,
                                                 float col_scale, float acc, uint32_t row, uint32_t col,
                                                 uint32_t M, uint32_t N) {
