@@ -106,7 +106,9 @@ def _measure(args: argparse.Namespace) -> None:
         print(f"{m}x{n}x{k}: best {best} {times[best]:.1f} us, cuBLAS {rows[-1]['cublas_us']:.1f} us", flush=True)
         del a, b, c, ref
         torch.cuda.empty_cache()
-    out = {"gpu": torch.cuda.get_device_name(0), "sms": sms, "spec": str(args.spec),
+    spec = Path(args.spec).resolve()
+    out = {"gpu": torch.cuda.get_device_name(0), "sms": sms,
+           "spec": str(spec.relative_to(REPO)) if spec.is_relative_to(REPO) else str(spec),
            "kernels": [p.shape.key for p in family.kernels], "bk": family.kernels[0].bk, "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
