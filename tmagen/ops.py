@@ -573,7 +573,7 @@ def _replay(op: str, x: Any, dims: tuple[int, ...], eager: Any) -> Any:
         if runs is not None and _TORCH_DEVICE() == ordinal and launch_again(runs, _TORCH_STREAM(ordinal)):
             return out
     elif ordinal < 0:  # off the GPU: refused by the eager path, before anything is allocated
-        return eager(*((x, dims) if op == "permute" else (x,)))
+        return eager(*_eager_args(op, x, dims))
     else:
         out = _TORCH_MODULE.empty(_out_shape(op, tuple(x.shape), dims), dtype=x.dtype, device=x.device)
     result, recorded = _recorded(op, x, dims, out, eager, ordinal)
@@ -597,7 +597,7 @@ _REPLAYS_INTO: dict[tuple, tuple[_Launch, ...]] = {}
 def _replay_into(op: str, x: Any, dims: tuple[int, ...], out: Any, eager: Any) -> Any:
     if (type(out) is not _TENSOR or ((x.requires_grad or out.requires_grad) and _GRAD_ENABLED())
             or _IS_COMPILING()):
-        return eager(*((x, dims) if op == "permute" else (x,)), out=out)
+        return eager(*_eager_args(op, x, dims), out=out)
     ordinal = x.get_device()
     key = (op, x.data_ptr(), x.shape, x.stride(), x.dtype, ordinal, dims, out.data_ptr(), out.shape, out.stride(),
            out.dtype, out.get_device())
@@ -605,13 +605,18 @@ def _replay_into(op: str, x: Any, dims: tuple[int, ...], out: Any, eager: Any) -
     if runs is not None and _TORCH_DEVICE() == ordinal and launch_again(runs, _TORCH_STREAM(ordinal)):
         return out
     if ordinal < 0:  # off the GPU: the eager path refuses it
-        return eager(*((x, dims) if op == "permute" else (x,)), out=out)
+        return eager(*_eager_args(op, x, dims), out=out)
     result, recorded = _recorded(op, x, dims, out, eager, ordinal)
     if recorded is not None:
         if len(_REPLAYS_INTO) >= _REPLAYS_LIMIT:
             _REPLAYS_INTO.clear()
         _REPLAYS_INTO[key] = recorded
     return result
+
+
+def _eager_args(op: str, x: Any, dims: tuple[int, ...]) -> tuple[Any, ...]:
+    """The positional arguments of ``op``'s eager function: the input, and a permute's dims."""
+    return (x, dims) if op == "permute" else (x,)
 
 
 def _forget_replays() -> None:
@@ -627,7 +632,7 @@ def _recorded(op: str, x: Any, dims: tuple[int, ...], out: Any, eager: Any,
     recorded: list[Any] = []
     _LOCAL.recording = recorded
     try:
-        result = eager(*((x, dims) if op == "permute" else (x,)), out=out)
+        result = eager(*_eager_args(op, x, dims), out=out)
     finally:
         _LOCAL.recording = None
     if not all(r is not None for r in recorded):

@@ -747,7 +747,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 #pragma unroll
           for (uint32_t j = 0; j < c_cols / 4; ++j) {
             const uint32_t n = tile.n * BN + piece * c_cols + 8 * (j / 2) + 2 * (lane % 4) + j % 2;
-            col_scale[j] = epilogue.scale_b_kind == 1 ? __ldg(epilogue.scale_b + min(n, N - 1)) : 1.0f;
+            col_scale[j] = column_scale(epilogue, n, N);
           }
           uint32_t packed[4];  // a 16 x 16 block's four 8 x 8 matrices, as stmatrix takes them
 #pragma unroll
