@@ -34,7 +34,8 @@ def source() -> str:
 
     return environment().get_template("strided/kernels.cu.j2").render(
         version=__version__, sizes=sp.SIZES, vector_bytes=sp.VECTOR_BYTES, plane_kernels=sp.plane_kernels(),
-        plane_threads=sp.PLANE_THREADS, gather_threads=sp.GATHER_THREADS)
+        plane_threads=sp.PLANE_THREADS, gather_threads=sp.GATHER_THREADS, tile_kernels=sp.tile_kernels(),
+        tile_threads=sp.TILE_THREADS, tile_blocks=sp.TILE_BLOCKS_PER_SM)
 
 
 @dataclass

@@ -171,6 +171,45 @@ def test_the_plane_kernel_in_every_tile_shape_packed_and_not(dtype: Any, gen: An
     assert size >= 4 or any(packed for packed, _ in seen)
 
 
+# (batch, R, C) around the tile kernel's sides (16 to 64 elements): whole tiles, ragged edges on
+# either side, planes narrower than one tile, one row, one column
+TILES = [(2, 64, 64), (1, 67, 130), (3, 5, 33), (2, 33, 1), (1, 1, 70), (2, 100, 17), (1, 16, 16)]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.float64], ids=str)
+def test_the_tile_kernel_in_every_word_size(dtype: Any, gen: Any) -> None:
+    """The tile kernel called directly: out [B, C, R] from x [B, R, C] (and into a strided output),
+    with pointers and row pitches that allow each word size on each side (16 bytes, 4, the element),
+    ragged edges and planes narrower than a tile, against PyTorch bit for bit on poisoned outputs."""
+    from tmagen import strided
+    from tmagen.kinds.strided import plan as sp
+
+    size = torch.empty((), dtype=dtype).element_size()
+    stream = torch.cuda.current_stream().cuda_stream
+    words, sides = set(), set()
+    for b, r, c in TILES:
+        # (source row padding, source offset, output row padding, output offset), in elements
+        for pad, offset, out_pad, out_offset in ((0, 0, 0, 0), (16, 0, 16, 0), (1, 0, 0, 1), (4 // size, 0, 0, 0),
+                                                 (0, 1, 1, 0), (0, 4 // size, 4 // size, 0)):
+            base = random((b * r * (c + pad) + offset,), dtype, gen)
+            x = base[offset:].view(b, r, c + pad)[:, :, :c]
+            out_base = poisoned((b * c * (r + out_pad) + out_offset,), dtype)
+            out = out_base[out_offset:].view(b, c, r + out_pad)[:, :, :r]
+            dst = (out.stride(0), 1, out.stride(1))
+            for sms in (132, 1):  # the larger side too, where the size has one (at least one tile per "SM")
+                call = sp.tile((b,), r, c, x.stride(), dst, size, x.data_ptr() % 16, out.data_ptr() % 16, sms)
+                words.add((call.load_bytes, call.store_bytes))
+                sides.add(call.side)
+                out_base.view(torch.uint8).fill_(POISON)
+                strided.run(strided.prepare(call, x.data_ptr(), out.data_ptr(), 0, stream), stream)
+                _check(out, x.transpose(1, 2), f"tile {(b, r, c)} pads {pad}/{out_pad} offsets {offset}/{out_offset} "
+                                               f"{call.symbol}")
+                assert torch.equal(bits(out_base[out_offset:].view(b, c, r + out_pad)[:, :, r:]),
+                                   bits(poisoned((b, c, out_pad), dtype))), "the tile kernel wrote past a row's end"
+    assert {w for pair in words for w in pair} == set(sp.tile_words(size)), words
+    assert sides == {sp.TILE_SIDE[size], sp.TILE_SIDE_LARGE.get(size, sp.TILE_SIDE[size])}, sides
+
+
 # Shapes around the small tiles' boxes (32 and 64 rows, 128 and 1024 bytes), batched too: the route the
 # table picks on each, and each tile forced.
 SMALL = [(64, 64), (100, 36), (3, 72, 200), (1, 33, 130), (257, 48), (2, 64, 256)]
@@ -183,7 +222,7 @@ def test_every_small_tile_of_the_tma_kernels(dtype: Any, gen: Any, monkeypatch: 
     every move, against PyTorch bit for bit on poisoned outputs, ragged extents and batches."""
     base = ops.table()
     by_layout = {cls: {**c, "gather_max_bytes": 0, "gather_max_bytes_transposed": 0, "tma_min_plane": 1,
-                       "tma_min_row_bytes": 16} for cls, c in base["classes"].items()}
+                       "tma_min_row_bytes": 16, "tile_max_bytes": 0} for cls, c in base["classes"].items()}
     monkeypatch.setattr(ops, "table", lambda: {**base, "classes": by_layout})
     tiles = {kind: [None, *ops.SMALL_TILES[kind]] for kind in ops.SMALL_TILES}
     taken = set()

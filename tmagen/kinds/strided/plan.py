@@ -10,6 +10,10 @@ loads and launches them).
 - ``gather``: ``dst[i] = src[i]`` over up to 5 dimensions; each thread takes one 16-byte vector of
   the output (one element of 16 bytes), loaded whole where the source holds it contiguously and
   aligned, in narrower words or element by element where not.
+- ``tile``: the plane's move (below) for the moves that want every tile in flight at once (a few
+  MiB and less, and rows of any bytes): one tile of ``TILE_SIDE`` x ``TILE_SIDE`` elements per
+  block, no persistent walk, loads and stores in the widest words (16, 4 or the element's bytes)
+  that the pointers and strides allow, on each side apart.
 - ``plane``: the same where the output's innermost dimension (R) is not the source's (C), up to 3
   batch dimensions: tiles through shared memory, shaped by the plane. A tile is ``plane_units``
   units of ``P x P`` elements (at least 8 KiB), ``tile_cw`` units along C by the rest along R: 32
@@ -38,6 +42,16 @@ PLANE_THREADS = 256
 PLANE_MAX_LOADS = 16  # loads a thread holds at once
 PLANE_SIDE = 32  # units along C of a tile where both extents have that many
 WORD_BYTES = 4  # packed planes move elements of 1 and 2 bytes in words of this size
+# tile: elements along R and C, per element size (16-byte elements: plane), and the larger side a
+# move takes where that still gives every multiprocessor a tile. Measured on an H200 (4-byte
+# elements): 64 x 64 moved 8192 x 1001 in 20.7 us a launch against 32 x 32's 24.7, and 2048 x 2048
+# in 11.7 against 13.7, but 64 x 64 (16 KiB) in 2.8 us against 2.4 and 512 x 512 in 3.4 against
+# 3.0; other sizes' second sides were slower (16 x 16 for 8 bytes, 32 x 32 for 2).
+TILE_SIDE = {1: 64, 2: 64, 4: 32, 8: 32}
+TILE_SIDE_LARGE = {4: 64}
+TILE_THREADS = 256
+TILE_BLOCKS_PER_SM = 4  # tile: blocks resident per multiprocessor the compiler keeps registers for
+MAX_GRID = (1 << 31) - 1  # blocks of a one-dimensional grid
 MAX_RANK = 5
 U32_LIMIT = 1 << 31  # an index below this (and its offsets) runs the 32-bit variant
 BLOCKS_PER_SM = 16  # grid-stride kernels: at most this many blocks per multiprocessor (the default)
@@ -48,7 +62,7 @@ class StridedCall:
     """One launch of a strided kernel: its symbol, grid and block, and the layout parameter (extents,
     strides outermost first padded to 5, the element or tile count, the plane's tile counts)."""
 
-    kernel: str  # "gather" or "plane"
+    kernel: str  # "gather", "plane" or "tile"
     elem_bytes: int
     extent: tuple[int, ...]
     src: tuple[int, ...]
@@ -62,14 +76,21 @@ class StridedCall:
     src_linear: bool = False  # gather: src is contiguous in the order of extent
     src_words: bool = False  # plane: every unit row of the source starts on a whole word (none is tested)
     dst_linear: bool = False
+    side: int = 0  # tile: elements along each side of a tile
+    load_bytes: int = 0  # tile: bytes per load (along the source's rows) and per store (the output's)
+    store_bytes: int = 0
     wide: bool = False  # an index needs 64 bits
     grid: int = 1
     block: int = GATHER_THREADS
 
     @property
     def symbol(self) -> str:
+        width = "u64" if self.wide else "u32"
+        if self.kernel == "tile":
+            return (f"tmagen_strided_tile_e{self.elem_bytes}_t{self.side}_l{self.load_bytes}_s{self.store_bytes}_"
+                    f"{width}")
         words = "_w4" if self.packed else ""
-        return f"tmagen_strided_{self.kernel}_e{self.elem_bytes}{words}_{'u64' if self.wide else 'u32'}"
+        return f"tmagen_strided_{self.kernel}_e{self.elem_bytes}{words}_{width}"
 
     @property
     def unit(self) -> int:
@@ -78,7 +99,9 @@ class StridedCall:
 
     @property
     def tile(self) -> tuple[int, int]:
-        """Plane: a tile's elements along R and along C."""
+        """Plane and tile: a tile's elements along R and along C."""
+        if self.kernel == "tile":
+            return self.side, self.side
         return self.unit * plane_units(self.elem_bytes, self.packed) // self.tile_cw, self.unit * self.tile_cw
 
 
@@ -199,3 +222,58 @@ def plane_kernels() -> list[dict[str, int]]:
             out.append({"e": e, "unit": WORD_BYTES // e if packed else 1, "units": units,
                         "plane_words": plane_words(units, _bank_words(e, packed))})
     return out
+
+
+def tile_words(elem_bytes: int) -> tuple[int, ...]:
+    """The word sizes a tile kernel loads or stores elements of ``elem_bytes`` in, widest first: 16
+    bytes, 4 (for elements of 1 and 2), and the element itself."""
+    return tuple(w for w in (VECTOR_BYTES, WORD_BYTES) if w > elem_bytes) + (elem_bytes,)
+
+
+def widest_word(elem_bytes: int, align: int, strides: Sequence[int]) -> int:
+    """The widest of `tile_words` that every row's address is a multiple of: the pointer ``align``
+    bytes past 16, and the rows ``strides`` (elements) apart."""
+    return next(w for w in tile_words(elem_bytes) if align % w == 0 and all(s * elem_bytes % w == 0 for s in strides))
+
+
+def tile(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: Sequence[int], elem_bytes: int,
+         src_align: int = 0, dst_align: int = 0, multiprocessors: int = 132) -> StridedCall:
+    """`plane`'s move over ``[*batch, rows, cols]`` one tile per block: the output's innermost
+    dimension ``rows`` (``dst[-2]`` is 1), the source's ``cols`` (``src[-1]`` is 1), the pointers
+    ``src_align`` and ``dst_align`` bytes past a 16-byte boundary; in tiles of TILE_SIDE_LARGE
+    where those number at least ``multiprocessors``, else of TILE_SIDE."""
+    if elem_bytes not in TILE_SIDE:
+        raise ValueError(f"no tile kernel moves elements of {elem_bytes} bytes (the plane kernel does)")
+    if src[-1] != 1 or dst[-2] != 1:
+        raise ValueError(f"a tile reads along its source's last dimension and writes along its rows: strides "
+                         f"{tuple(src)} and {tuple(dst)}")
+    shape = [*batch, rows, cols]
+    side = TILE_SIDE[elem_bytes]
+    large = TILE_SIDE_LARGE.get(elem_bytes, side)
+    if -(-cols // large) * -(-rows // large) * math.prod(batch) >= multiprocessors:
+        side = large
+    tiles_c, tiles_r = -(-cols // side), -(-rows // side)
+    count = tiles_c * tiles_r * math.prod(batch)
+    load = widest_word(elem_bytes, src_align, src[:-1])
+    store = widest_word(elem_bytes, dst_align, [*dst[:-2], dst[-1]])
+    wide = max(count, _span(shape, src), _span(shape, dst), rows + side, cols + side) >= U32_LIMIT
+    return StridedCall("tile", elem_bytes, _pad(shape, 1), _pad(src, 0), _pad(dst, 0), count, tiles_c, tiles_r,
+                       side=side, load_bytes=load, store_bytes=store, wide=wide, grid=max(1, min(count, MAX_GRID)),
+                       block=TILE_THREADS)
+
+
+def tile_fits(call: StridedCall) -> bool:
+    """Whether the tile kernel moves ``call``'s plane as fast as the plane kernel would, as measured
+    on an H200: planes at least one tile wide on both sides (a plane of 8 columns filled an eighth
+    of each 64 x 64 tile: 16385 x 8 bfloat16, 4.3 us a launch against the plane kernel's 3.6),
+    loads of at least 2 bytes (one byte at a time, 4099 x 4101 uint8 took 40 us, the plane kernel's
+    packed words 24). (Elements of 16 bytes have no tile kernel: 512 x 512 complex128 took 5.9 us
+    in tiles of 16 x 16, 5.7 in the plane kernel.)"""
+    return min(call.extent[3], call.extent[4]) >= call.side and call.load_bytes >= 2
+
+
+def tile_kernels() -> list[dict[str, int]]:
+    """What the template instantiates per tile kernel: element bytes, load and store words, side."""
+    return [{"e": e, "vl": vl, "vs": vs, "side": side} for e in TILE_SIDE
+            for side in sorted({TILE_SIDE[e], TILE_SIDE_LARGE.get(e, TILE_SIDE[e])})
+            for vl in tile_words(e) for vs in tile_words(e)]
