@@ -75,10 +75,10 @@ def test_the_refused_shapes_of_issue_19(shape: tuple, dtype: type) -> None:
 @pytest.fixture()
 def by_layout(monkeypatch: pytest.MonkeyPatch) -> None:
     """The table with its size thresholds off: the route follows from the layout alone (the shipped
-    table sends small moves to the gather kernel, as measured)."""
+    table sends small moves to the gather and tile kernels, as measured)."""
     base = ops.table()
-    off = {cls: {**config, "gather_max_bytes": 0, "gather_max_bytes_transposed": 0}
-           for cls, config in base["classes"].items()}
+    off = {cls: {**config, "gather_max_bytes": 0, "gather_max_bytes_transposed": 0, "tile_max_bytes": 0,
+                 "tile_max_bytes_strided": 0} for cls, config in base["classes"].items()}
     monkeypatch.setattr(ops, "table", lambda: {**base, "classes": off})
     ops._MOVES.clear()
 
@@ -337,7 +337,7 @@ def test_the_plane_kernel_source_has_a_packed_variant_for_small_elements() -> No
 def test_the_table_names_every_knob_for_every_class() -> None:
     table = ops.table()
     keys = {"tma_min_row_bytes", "tma_min_plane", "strided_blocks_per_sm", "gather_max_bytes",
-            "gather_max_bytes_transposed", "tma_tiles_per_sm"}
+            "gather_max_bytes_transposed", "tma_tiles_per_sm", "tile_max_bytes", "tile_max_bytes_strided"}
     assert set(table["classes"]) == set(ops.CLASSES)
     assert all(set(config) == keys for config in table["classes"].values()), table["classes"]
 
@@ -346,7 +346,7 @@ def test_moves_of_at_most_gather_max_bytes_take_the_gather_kernel(monkeypatch: p
     """The table's per-class gather_max_bytes sends small moves, whatever their layout, to the gather
     kernel (one load and one store per element), and leaves larger ones where they were."""
     base = ops.table()
-    knobs = {"gather_max_bytes": 1 << 15, "gather_max_bytes_transposed": 1 << 14}
+    knobs = {"gather_max_bytes": 1 << 15, "gather_max_bytes_transposed": 1 << 14, "tile_max_bytes": 0}
     small = {**base, "classes": {**base["classes"], "small": {**base["classes"]["small"], **knobs}}}
     monkeypatch.setattr(ops, "table", lambda: small)
     ops._MOVES.clear()
@@ -354,6 +354,83 @@ def test_moves_of_at_most_gather_max_bytes_take_the_gather_kernel(monkeypatch: p
     assert _run("copy", _data((128, 64), np.float32)) == "gather"  # 32 KiB
     assert _run("transpose", _data((128, 64), np.float32)) == "transpose"  # 32 KiB: TMA as before
     assert _run("copy", _data((256, 64), np.float32)) == "copy"
+
+
+def test_transposing_moves_up_to_the_tile_thresholds_take_the_tile_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's per-class tile_max_bytes sends moves that transpose and that TMA could take to the
+    tile kernel, tile_max_bytes_strided those it cannot (rows of odd bytes, pointers off 16, views):
+    batches and permutes too; copies, larger moves, planes narrower than a tile, byte-by-byte loads
+    and 16-byte elements stay where they were. Results bit for bit, and the numpy GPU checks every
+    row's address against the kernel's word sizes."""
+    base = ops.table()
+
+    def thresholds(tma: int, strided: int) -> None:
+        classes = {cls: {**config, "gather_max_bytes": 0, "gather_max_bytes_transposed": 0, "tile_max_bytes": tma,
+                         "tile_max_bytes_strided": strided} for cls, config in base["classes"].items()}
+        monkeypatch.setattr(ops, "table", lambda: {**base, "classes": classes})
+        ops._MOVES.clear()
+
+    thresholds(1 << 16, 1 << 16)
+    assert _run("transpose", _data((64, 64), np.float32)) == "tile"  # 16 KiB
+    assert _run("transpose", _data((77, 66), np.float16)) == "tile"  # rows of odd bytes on both sides
+    assert _run("transpose", _data((3, 72, 72), np.uint16)[:, 1:, 3:]) == "tile"  # a view, batched
+    assert _run("transpose", _data((70, 80), np.int16), misalign=2, out_misalign=6) == "tile"
+    assert _run("permute", _data((2, 36, 4, 8), np.float64), (0, 2, 3, 1)) == "tile"
+    assert _run("copy", _data((64, 64), np.float32).T) == "tile"  # a copy of a transposed view transposes
+    assert _run("copy", _data((64, 64), np.float32)) == "copy"
+    assert _run("transpose", _data((256, 128), np.float32)) == "transpose"  # 128 KiB: TMA as before
+    assert _run("transpose", _data((129, 131), np.float32)) == "plane"  # rows of odd bytes, 66 KiB
+    assert _run("transpose", _data((101, 20), np.float32)) == "plane"  # 20 columns: narrower than a tile
+    assert _run("transpose", _data((67, 65), np.uint8)) == "plane"  # loads of one byte
+    assert _run("transpose", _data((20, 30), np.complex128)) == "plane"  # no tile kernel for 16-byte elements
+    thresholds(0, 1 << 16)  # the strided threshold alone: TMA keeps what it can take
+    assert _run("transpose", _data((64, 64), np.float32)) == "transpose"
+    assert _run("transpose", _data((77, 66), np.float16)) == "tile"
+    thresholds(1 << 16, 0)
+    assert _run("transpose", _data((64, 64), np.float32)) == "tile"
+    assert _run("transpose", _data((77, 66), np.float16)) == "plane"
+
+
+@pytest.mark.parametrize("elem", [1, 2, 4, 8])
+def test_the_tile_kernel_loads_and_stores_the_widest_words_each_side_allows(elem: int) -> None:
+    from tmagen import strided
+    from tmagen.kinds.strided import plan as sp
+
+    side = sp.TILE_SIDE[elem]
+    assert side * elem % 16 == 0  # a tile's first element on each side starts on a whole 16 bytes
+    words = sp.tile_words(elem)
+    assert words[0] == 16 and words[-1] == elem and list(words) == sorted(words, reverse=True)
+    for src_pitch, dst_pitch in ((80, 104), (64, 70), (65, 33), (96, 112)):  # row strides, in elements
+        call = sp.tile((3,), 30, 60, (30 * src_pitch, src_pitch, 1), (60 * dst_pitch, 1, dst_pitch), elem)
+
+        def widest(pitch: int, rows: int) -> int:
+            return max(w for w in words if pitch * elem % w == 0 and rows * pitch * elem % w == 0)
+
+        want = (widest(src_pitch, 30), widest(dst_pitch, 60))
+        assert (call.load_bytes, call.store_bytes) == want, (src_pitch, dst_pitch)
+    tiles_r, tiles_c = -(-30 // side), -(-60 // side)
+    assert (call.tiles_r, call.tiles_c, call.count) == (tiles_r, tiles_c, 3 * tiles_r * tiles_c)
+    assert call.grid == call.count and call.block == sp.TILE_THREADS
+    for align in (1, 2, 4, 8):  # a pointer off 16 bytes narrows that side's words to what it allows
+        if align % elem == 0:
+            narrowed = sp.tile((1,), 8, 8, (64, 8, 1), (64, 1, 8), elem, src_align=align, dst_align=align)
+            assert narrowed.load_bytes == narrowed.store_bytes == max(w for w in words if align % w == 0)
+    assert call.side == side
+    assert call.symbol == f"tmagen_strided_tile_e{elem}_t{side}_l{call.load_bytes}_s{call.store_bytes}_u32"
+    # the larger side where its tiles number at least the multiprocessors, for the sizes that have one
+    large = sp.TILE_SIDE_LARGE.get(elem, side)
+    assert large * elem % 16 == 0
+    assert sp.tile((), large * 12, large * 11, (large * 11, 1), (1, large * 12), elem, multiprocessors=132).side \
+        == large
+    assert sp.tile((), large * 12, large * 11, (large * 11, 1), (1, large * 12), elem, multiprocessors=133).side \
+        == side
+    source = strided.source()
+    for t in {side, large}:
+        for load in words:
+            for store in words:
+                assert f"tmagen_strided_tile_e{elem}_t{t}_l{load}_s{store}_u32" in source
+    with pytest.raises(ValueError, match="tile"):
+        sp.tile((1,), 8, 8, (64, 1, 8), (64, 1, 8), elem)  # the source not contiguous along C
 
 
 def test_every_plane_tile_shape_fits_its_shared_planes_and_spreads_the_load_phase_over_the_banks() -> None:

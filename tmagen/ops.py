@@ -264,7 +264,7 @@ class Move:
     """How `move` moves one layout: ``how`` is "none" (no elements), "flat" (one contiguous run,
     by the TMA copy as 4-byte words, any last bytes by a device copy), "copy" (the TMA copy kernel
     over ``shape``), "transpose" (the TMA transpose kernel: ``shape`` = [*batch, R, C] of the source,
-    the output [*batch, C, R]), "gather" or "plane" (the strided kernels, `StridedCall` in
+    the output [*batch, C, R]), "gather", "plane" or "tile" (the strided kernels, `StridedCall` in
     ``strided``), "split" (more than 5 dimensions that do not merge: one move per index of the
     outermost). ``itemsize`` is the element size the kernel moves (16-byte elements contiguous in
     both are moved as pairs of 8). ``tile``: the TMA kernels' tile (one of SMALL_TILES), None for
@@ -373,12 +373,21 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
         shape_t = (*(merged[i] for i in batch), rows, cols)
         src_t = (*(ms[i] for i in batch), ms[-1], 1)
         dst_t = (*(md[i] for i in batch), md[p], 1)
-        if aligned and min(rows, cols) >= min_plane and _whole_16(src_t, itemsize) and \
-                _whole_16(dst_t, itemsize):
-            return Move("transpose", itemsize, shape_t, src_t, (*shape_t[:-2], cols, rows), dst_t,
-                        tile=tile_for("transpose", shape_t, itemsize, multiprocessors, tiles_per_sm))
         # the plane kernel's layout: [*batch, R, C] with the output's strides of R (1) and C
         dst_plane = (*(md[i] for i in batch), 1, md[p])
+        tma = aligned and min(rows, cols) >= min_plane and _whole_16(src_t, itemsize) and _whole_16(dst_t, itemsize)
+        nbytes = math.prod(merged) * itemsize
+        if itemsize in sp.TILE_SIDE and nbytes <= config["tile_max_bytes" if tma else "tile_max_bytes_strided"]:
+            tiled = sp.tile(shape_t[:-2], rows, cols, src_t, dst_plane, itemsize, src_align, dst_align,
+                            multiprocessors)
+            if sp.tile_fits(tiled):
+                # every tile in flight at once, moved by plain words: a small move ends sooner so than
+                # through tensor maps and barriers, and rows of odd bytes move in wider words than the
+                # plane kernel's (the table says up to where, per class and for each)
+                return Move("tile", itemsize, shape_t, src_t, shape_t, dst_plane, tiled)
+        if tma:
+            return Move("transpose", itemsize, shape_t, src_t, (*shape_t[:-2], cols, rows), dst_t,
+                        tile=tile_for("transpose", shape_t, itemsize, multiprocessors, tiles_per_sm))
         return Move("plane", itemsize, shape_t, src_t, shape_t, dst_plane,
                     sp.plane(shape_t[:-2], rows, cols, src_t, dst_plane, itemsize, multiprocessors, per_sm,
                              src_align))
@@ -488,7 +497,7 @@ def _run_split(call: str, m: Move, src: ArrayView, dst: ArrayView) -> None:
 
 
 _RUN = {"none": _run_none, "flat": _run_flat, "copy": _run_tma, "transpose": _run_tma, "gather": _run_strided,
-        "plane": _run_strided, "split": _run_split}
+        "plane": _run_strided, "tile": _run_strided, "split": _run_split}
 
 
 # The edges of a move, one function each (the CPU tests put a numpy GPU in their place).

@@ -1,0 +1,193 @@
+"""Every route tmagen.ops could take for a move, timed beside the peers: what the size thresholds
+of tmagen/ops_table.json are set from (tests/test_ops_routes.py replays the measurement against the
+shipped table). For each case, the shipped route ("default") and the routes the planner takes with
+one knob forced (the tile kernel, the plane kernel, the TMA kernels in their tuned and smallest
+tiles, no tile kernel), each launched on a move planned once, beside memcpy, PyTorch and the Triton
+kernels of the ops section (lab.ops_bench), with the suite's method (tmagen.bench.time_case:
+interleaved, sleep-queued, several launches a sample where one is short). Needs PyTorch and a GPU.
+
+    python -m lab.ops_routes OUT.json                  # every case
+    python -m lab.ops_routes OUT.json --max-mib 64     # the cases of at most 64 MiB
+    python -m lab.ops_routes OUT.json --sides 4=64     # the tile kernel in other sides (a probe)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from lab.ops_bench import OpsCase
+
+EVERY = 1 << 62
+_NCHW, _NHWC, _BSHD = (0, 2, 3, 1), (0, 3, 1, 2), (0, 2, 1, 3)
+C = OpsCase
+CASES = [  # OpsCase(class, op, shape, dtype, dims, view)
+    C("small", "transpose", (64, 64), "float32"), C("small", "transpose", (128, 128), "float32"),
+    C("small", "transpose", (256, 256), "float32"), C("small", "transpose", (512, 512), "float32"),
+    C("small", "transpose", (1024, 1024), "float32"), C("small", "transpose", (512, 512), "bfloat16"),
+    C("small", "transpose", (1024, 1024), "bfloat16"), C("small", "transpose", (1024, 2048), "bfloat16"),
+    C("small", "transpose", (1024, 1024), "uint8"), C("small", "transpose", (2048, 2048), "uint8"),
+    C("small", "transpose", (256, 256), "float64"), C("small", "transpose", (512, 512), "float64"),
+    C("small", "transpose", (512, 512), "complex128"), C("small", "transpose", (4, 256, 256), "float32"),
+    C("small", "permute", (2, 64, 32, 32), "bfloat16", _NCHW),
+    C("small", "permute", (4, 256, 8, 64), "bfloat16", _BSHD),
+    C("small", "permute", (8, 128, 16, 64), "float16", _BSHD),
+    C("odd_rows", "transpose", (777, 1032), "float16"), C("odd_rows", "transpose", (16385, 8), "bfloat16"),
+    C("odd_rows", "transpose", (1000, 1000), "float32"), C("odd_rows", "transpose", (4099, 4101), "uint8"),
+    C("odd_rows", "transpose", (3000, 3001), "bfloat16"),
+    C("mid", "transpose", (2048, 2048), "float32"), C("mid", "transpose", (4096, 4096), "bfloat16"),
+    C("mid", "permute", (8, 512, 16, 64), "bfloat16", _BSHD),
+    C("odd_rows", "transpose", (8192, 1001), "float32"), C("odd_rows", "permute", (64, 512, 512, 8), "uint8", _NHWC),
+    C("views", "transpose", (8192, 8193), "float32", (), "[:, 1:]"),
+    C("views", "copy", (8192, 8192), "float32", (), "mT"),
+    C("ragged", "transpose", (12000, 9000), "float32"), C("large", "transpose", (8192, 16384), "float64"),
+]
+_OFF = {"gather_max_bytes": 0, "gather_max_bytes_transposed": 0}
+_NO_TILE = {"tile_max_bytes": 0, "tile_max_bytes_strided": 0}
+_ANY_TMA = {"tma_min_plane": 1, "tma_min_row_bytes": 16}
+VARIANTS: dict[str, dict[str, int]] = {  # the knobs each forced route sets in every class
+    "tile": {**_OFF, "tile_max_bytes": EVERY, "tile_max_bytes_strided": EVERY},
+    "notile": _NO_TILE,
+    "plane": {**_OFF, **_NO_TILE, "tma_min_plane": 1 << 40, "tma_min_row_bytes": 1 << 40},
+    "tma_tuned": {**_OFF, **_NO_TILE, **_ANY_TMA, "tma_tiles_per_sm": 0},
+    "tma_small": {**_OFF, **_NO_TILE, **_ANY_TMA, "tma_tiles_per_sm": 1 << 30},
+    "tma_mid": {**_OFF, **_NO_TILE, **_ANY_TMA, "tma_tiles_per_sm": 8},
+}
+
+
+def label(move: Any) -> str:
+    """A route as the record names it: the kernel, and the TMA tile where not the tuned one."""
+    return f"{move.how}{'' if move.tile is None else tuple(move.tile)}"
+
+
+def plan_with(table: dict[str, Any], knobs: dict[str, int], shape: Any, src: Any, dst: Any, itemsize: int,
+              src_align: int, dst_align: int, sms: int) -> Any:
+    """tmagen.ops.plan_move on this layout with ``knobs`` set in every class of ``table``."""
+    import tmagen.ops as ops
+
+    classes = {name: {**config, **knobs} for name, config in table["classes"].items()}
+    shipped = ops.table
+    ops.table = lambda: {**table, "classes": classes}  # type: ignore[assignment]
+    try:
+        return ops.plan_move(shape, src, dst, itemsize, src_align, dst_align, sms)
+    finally:
+        ops.table = shipped
+
+
+def _captured_views(case: OpsCase, x: Any, out: Any) -> tuple[Any, Any]:
+    """The source and output views tmagen.ops moves for the case (its eager path, the move caught)."""
+    import tmagen.ops as ops
+
+    got = []
+    move = ops.move
+    ops.move = lambda call, s, d: got.append((s, d))  # type: ignore[assignment]
+    try:
+        if case.op == "transpose":
+            ops.transpose_eager(x, out)
+        elif case.op == "permute":
+            ops.permute_eager(x, case.dims, out)
+        else:
+            ops.copy_eager(x, out)
+    finally:
+        ops.move = move
+    return got[0]
+
+
+def measure(case: OpsCase, method: Any) -> dict[str, Any]:
+    import torch
+
+    import tmagen.ops as ops
+    from lab import ops_bench as ob
+    from lab import peers
+    from tmagen.bench import Candidate, time_case
+    from tmagen.kernels import multiprocessors
+
+    peers.free_memory()
+    nbytes = case.elements * case.element_bytes
+    sets = peers.rotation(2 * nbytes, peers.l2_bytes())
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(0)
+    xs = [ob.random_tensor(case.shape, case.dtype, gen) for _ in range(sets)]
+    ins = [ob.view_of(x, case.view) for x in xs]
+    outs = [torch.empty(tuple(case.source[0]), dtype=xs[0].dtype, device="cuda") for _ in range(sets)]
+    want = ob.torch_op(case, ins[0])
+    views = [_captured_views(case, ins[i], outs[i]) for i in range(sets)]
+    table = ops.table()
+    sms = multiprocessors(0)
+
+    def writes(name: str, launch: Any) -> Any:
+        def check() -> str | None:
+            ob._poison(outs[0])
+            launch(0)
+            return None if ob._same(outs[0], want) else f"{name}'s output differs from PyTorch's"
+        return check
+
+    def shipped(i: int) -> Any:
+        if case.op == "transpose":
+            return ops.transpose(ins[i], out=outs[i])
+        if case.op == "permute":
+            return ops.permute(ins[i], case.dims, out=outs[i])
+        return ops.copy(ins[i], out=outs[i])
+
+    s0, d0 = views[0]
+    layout = (s0.shape, s0.strides, d0.strides, s0.itemsize, s0.ptr & 15, d0.ptr & 15, sms)
+    routes = {"default": label(plan_with(table, {}, *layout))}
+    cands = [Candidate("default", "tmagen", shipped, writes("default", shipped))]
+    seen = {routes["default"]}
+    for name, knobs in VARIANTS.items():
+        move = plan_with(table, knobs, *layout)
+        if label(move) in seen:
+            continue
+        seen.add(label(move))
+        routes[name] = label(move)
+
+        def launch(i: int, move: Any = move) -> None:
+            s, d = views[i]
+            ops._RUN[move.how]("lab.ops_routes", move, s, d)
+        cands.append(Candidate(name, "tmagen", launch, writes(name, launch)))
+    cands.append(ob._memcpy(xs, outs, nbytes))
+    cands.append(Candidate("torch", "peer", lambda i: ob.torch_op(case, ins[i]),
+                           ob._checked("torch", lambda: ob.torch_op(case, ins[0]), lambda: want, [xs[0]])))
+    tp = peers._triton(True)
+    if tp is not None:
+        cands += [ob._triton_candidate(tp, layout_t, xs, outs, writes) for layout_t in ob.triton_layouts(case)]
+    record = time_case(cands, method, shape=case.shape, dtype=case.dtype, bytes_moved=case.bytes_moved, sets=sets,
+                       batch=ob.launches_per_sample(case))
+    return {"class": case.shape_class, "op": case.op, "shape": list(case.shape), "dtype": case.dtype,
+            "dims": list(case.dims), "view": case.view, "routes": routes,
+            "us": {c["name"]: round(c["median_ms"] * 1000, 2) for c in record["candidates"]},
+            "failed": record["failed"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    from tmagen.bench import Method
+    from tmagen.kinds.strided import plan as sp
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", type=Path)
+    p.add_argument("--max-mib", type=float, default=None, help="only the cases of at most this many MiB")
+    p.add_argument("--sides", default="", help="tile sides to measure instead, e.g. 1=128,4=64 (a probe)")
+    args = p.parse_args(argv)
+    for item in filter(None, args.sides.split(",")):
+        size, side = (int(v) for v in item.split("="))
+        sp.TILE_SIDE[size] = side
+        sp.TILE_SIDE_LARGE[size] = side
+    cases = [c for c in CASES if args.max_mib is None or c.elements * c.element_bytes <= args.max_mib * 2**20]
+    method = Method(rounds=10, repetitions=3, warmup=3)
+    records = []
+    for case in cases:
+        records.append(measure(case, method))
+        print(json.dumps(records[-1]), flush=True)
+    args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "tile_side": sp.TILE_SIDE,
+                                    "tile_side_large": sp.TILE_SIDE_LARGE, "method": "rounds 10, repetitions 3",
+                                    "records": records}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""The ops table's tile thresholds and the tile kernel's sides against their measurement on an H200
+(tests/data/hw_h200/ops_routes.json, written by lab.ops_routes): on every measured move, the route
+the shipped table plans is one that was timed, and within noise of the fastest route timed; where a
+size has two tile sides, the side the planner picks is within noise of the faster one measured."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.ops_bench import OpsCase, contiguous_strides
+from lab.ops_routes import VARIANTS, label, plan_with
+from tmagen import ops
+from tmagen.kinds.strided import plan as sp
+
+DATA = json.loads((Path(__file__).parent / "data" / "hw_h200" / "ops_routes.json").read_text())
+NOISE = 1.10  # a route within 10% of the fastest measured is as good (repetitions spread up to ~5%)
+SMS = 132  # the H200 it was measured on
+
+
+def _case(record: dict[str, Any]) -> OpsCase:
+    return OpsCase(record["class"], record["op"], tuple(record["shape"]), record["dtype"], tuple(record["dims"]),
+                   record["view"])
+
+
+def _layout(case: OpsCase) -> tuple[Any, ...]:
+    """plan_move's arguments for the case as tmagen.ops sees it (its input read in the output's order)."""
+    shape, src, offset = case.source
+    return shape, src, tuple(contiguous_strides(shape)), case.element_bytes, offset * case.element_bytes % 16, 0, SMS
+
+
+def _time(record: dict[str, Any], route: str) -> float | None:
+    """The fastest measured time of ``route`` (a label), None where it was not measured."""
+    times = [record["us"][name] for name, timed in record["routes"].items() if timed == route and name in record["us"]]
+    return min(times) if times else None
+
+
+@pytest.mark.parametrize("record", DATA["runs"][0]["records"],
+                         ids=lambda r: f"{r['op']}-{r['dtype']}-{'x'.join(map(str, r['shape']))}{r['view']}")
+def test_the_shipped_route_of_every_measured_move_is_within_noise_of_the_fastest(record: dict[str, Any]) -> None:
+    case = _case(record)
+    route = label(ops.plan_move(*_layout(case)))
+    took = _time(record, route)
+    assert took is not None, f"{case.describe()} {case.dtype}: the shipped route {route} was never measured"
+    fastest = min(record["us"][name] for name in record["routes"] if name in record["us"])
+    assert took <= NOISE * fastest, (case.describe(), case.dtype, case.shape, route, took, record["us"])
+
+
+def test_where_a_size_has_two_tile_sides_the_planner_picks_the_faster() -> None:
+    shipped, probe = DATA["runs"]
+    compared = 0
+    for small, large in zip(shipped["records"], probe["records"]):
+        case = _case(small)
+        assert _case(large) == case
+        if case.element_bytes not in sp.TILE_SIDE_LARGE:
+            continue
+        measured_small = str(sp.TILE_SIDE[case.element_bytes]) == str(shipped["tile_side"][str(case.element_bytes)])
+        measured_large = probe["tile_side"][str(case.element_bytes)] == sp.TILE_SIDE_LARGE[case.element_bytes]
+        assert measured_small and measured_large, "the measurement is of other sides than the planner's"
+        times = {_time(small, "tile"), _time(large, "tile")}
+        if None in times:
+            continue  # a layout the tile kernel does not take
+        move = plan_with(ops.table(), VARIANTS["tile"], *_layout(case))
+        assert move.how == "tile"
+        picked = _time(large, "tile") if move.strided.side == sp.TILE_SIDE_LARGE[case.element_bytes] \
+            else _time(small, "tile")
+        assert picked <= NOISE * min(times), (case.describe(), case.shape, move.strided.side, small["us"], large["us"])
+        compared += 1
+    assert compared >= 8, compared
