@@ -924,8 +924,12 @@ def run_ops_call(call: OpsCall) -> dict[str, Any]:
     view = ops_view(call, flat[call.offset:].view(call.base))
     want = ops_expected(call, view).contiguous()
     record: dict[str, Any] = {"name": call.name, "classes": call.classes()}
+    tmagen.ops._MOVES.clear()  # planned afresh: the routes this call takes are the cache's entries after it
+    tmagen.ops._forget_replays()
     try:
-        out = torch.empty_like(want)
+        # contiguous whatever want's strides (empty_like keeps those of extent-1 dimensions: a (1, 1)
+        # result strided (17, 17) cannot be viewed as bytes to poison)
+        out = torch.empty(want.shape, dtype=want.dtype, device=want.device)
         (torch.view_as_real(out) if out.is_complex() else out).reshape(-1).view(torch.uint8).fill_(0xA5)
         if call.op == "permute":
             tmagen.ops.permute(view, call.dims, out=out)
@@ -935,6 +939,7 @@ def run_ops_call(call: OpsCall) -> dict[str, Any]:
             got = getattr(tmagen.ops, call.op)(view)
         same = all(g.shape == want.shape and torch.equal(_bytes(g), _bytes(want)) for g in (out, got))
         record["ok"] = bool(same)
+        record["classes"]["route"] = ",".join(sorted({m.how for m in tmagen.ops._MOVES.values()})) or "none"
     except Exception as exc:  # noqa: BLE001 - a refusal or a failure is a finding, recorded
         record.update(ok=False, error=f"{type(exc).__name__}: {str(exc)[:500]}")
     return record
