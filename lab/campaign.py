@@ -927,9 +927,7 @@ def run_ops_call(call: OpsCall) -> dict[str, Any]:
     tmagen.ops._MOVES.clear()  # planned afresh: the routes this call takes are the cache's entries after it
     tmagen.ops._forget_replays()
     try:
-        # contiguous whatever want's strides (empty_like keeps those of extent-1 dimensions: a (1, 1)
-        # result strided (17, 17) cannot be viewed as bytes to poison)
-        out = torch.empty(want.shape, dtype=want.dtype, device=want.device)
+        out = torch.empty(want.shape, dtype=want.dtype, device=want.device)  # contiguous, poisoned below
         (torch.view_as_real(out) if out.is_complex() else out).reshape(-1).view(torch.uint8).fill_(0xA5)
         if call.op == "permute":
             tmagen.ops.permute(view, call.dims, out=out)
@@ -948,10 +946,13 @@ def run_ops_call(call: OpsCall) -> dict[str, Any]:
 def _bytes(t: Any) -> Any:
     import torch
 
-    t = t.contiguous()
-    if t.is_complex():
-        t = torch.view_as_real(t)
-    return t.reshape(-1).view(torch.uint8) if t.numel() else t.reshape(-1)
+    # a fresh 1-D copy: .contiguous() keeps any stride of an extent-1 dimension (a (1, 1) result
+    # strided (1, 17) reshapes to stride 17), which cannot be viewed as bytes
+    flat = t.new_empty(t.numel())
+    flat.copy_(t.reshape(-1))
+    if flat.is_complex():
+        flat = torch.view_as_real(flat).reshape(-1)
+    return flat.view(torch.uint8) if flat.numel() else flat
 
 
 def run_ops_calls(seed: int, start: int, count: int) -> dict[str, Any]:
