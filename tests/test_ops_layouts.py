@@ -433,6 +433,39 @@ def test_the_tile_kernel_loads_and_stores_the_widest_words_each_side_allows(elem
         sp.tile((1,), 8, 8, (64, 1, 8), (64, 1, 8), elem)  # the source not contiguous along C
 
 
+def test_the_tile_kernels_shared_tile_is_a_permutation_and_spreads_its_load_warps_over_the_banks() -> None:
+    """For every tile kernel: element (c, r) of the shared tile has its own bytes inside the array
+    the template sizes (S rows of S elements); a load-phase warp (lane x: row x / (S / NL) of the
+    source, vector x mod (S / NL) along it) writing element k of its vectors meets each bank in one
+    4-byte word where its loads are 16 bytes into rows of at most 128 bytes, and in at most 8 words
+    anywhere (words of 8-byte elements go to the banks a half warp at a time: 2); a store-phase
+    quarter warp reading 16 bytes each reads 8 different chunks."""
+    from tmagen.kinds.strided import plan as sp
+
+    for k in sp.tile_kernels():
+        e, vl, vs, side = k["e"], k["vl"], k["vs"], k["side"]
+        nl, ns = vl // e, vs // e
+        c, r = np.meshgrid(np.arange(side), np.arange(side), indexing="ij")
+        at = sp.tile_shared_offset(e, vl, side, c, r)
+        assert at.max() + e <= side * side * e and len(np.unique(at // e)) == side * side, k
+        assert (at % e == 0).all(), k
+        lanes = np.arange(32)
+        lr, lc = lanes // (side // nl), lanes % (side // nl) * nl
+        in_tile = lr < side
+        for j in range(nl):
+            byte = sp.tile_shared_offset(e, vl, side, lc + j, lr)[in_tile]
+            words: dict[int, set[int]] = {}
+            for b in byte:
+                for w in range(max(1, e // 4)):
+                    words.setdefault((b // 4 + w) % 32, set()).add(b // 4 + w)
+            worst = max(len(v) for v in words.values())
+            assert worst <= (1 if vl == 16 and side * e <= 128 else 2 if vl == 16 and e == 8 else 8), (k, j, worst)
+        if vs == 16:  # a quarter warp: 8 lanes of one output row's chunks
+            sc, sr = lanes[:8] // (side // ns), lanes[:8] % (side // ns) * ns
+            chunks = sp.tile_shared_offset(e, vl, side, sc, sr) // 16
+            assert len(set(chunks % 8)) == min(8, len(set(zip(sc, sr)))), k
+
+
 def test_every_plane_tile_shape_fits_its_shared_planes_and_spreads_the_load_phase_over_the_banks() -> None:
     """For every plane kernel and every tile shape the launcher can choose, the addresses the kernel
     writes (plane k, unit column w, unit row g: k * PLANE + w * pitch + g) are distinct and inside

@@ -11,9 +11,10 @@ loads and launches them).
   the output (one element of 16 bytes), loaded whole where the source holds it contiguously and
   aligned, in narrower words or element by element where not.
 - ``tile``: the plane's move (below) for the moves that want every tile in flight at once (a few
-  MiB and less, and rows of any bytes): one tile of ``TILE_SIDE`` x ``TILE_SIDE`` elements per
-  block, no persistent walk, loads and stores in the widest words (16, 4 or the element's bytes)
-  that the pointers and strides allow, on each side apart.
+  MiB and less, and rows of any bytes): one square tile per block (``TILE_SIDE`` elements a side,
+  or ``TILE_SIDE_LARGE`` where those still number a tile per multiprocessor), no persistent walk,
+  loads and stores in the widest words (16, 4 or the element's bytes) that the pointers and
+  strides allow, on each side apart.
 - ``plane``: the same where the output's innermost dimension (R) is not the source's (C), up to 3
   batch dimensions: tiles through shared memory, shaped by the plane. A tile is ``plane_units``
   units of ``P x P`` elements (at least 8 KiB), ``tile_cw`` units along C by the rest along R: 32
@@ -32,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 SIZES = (1, 2, 4, 8, 16)  # element bytes the kernels move
 VECTOR_BYTES = 16  # bytes of output one gather thread moves
@@ -270,6 +272,15 @@ def tile_fits(call: StridedCall) -> bool:
     packed words 24). (Elements of 16 bytes have no tile kernel: 512 x 512 complex128 took 5.9 us
     in tiles of 16 x 16, 5.7 in the plane kernel.)"""
     return min(call.extent[3], call.extent[4]) >= call.side and call.load_bytes >= 2
+
+
+def tile_shared_offset(elem_bytes: int, load_bytes: int, side: int, c: Any, r: Any) -> Any:
+    """The byte of element ``r`` of row ``c`` in the tile kernel's shared tile (its ``at``; ints or
+    numpy arrays): rows of ``side`` elements, whose 16-byte chunk j is stored at j XOR (c / NL mod
+    chunks per row), NL the elements of one load."""
+    pitch = side * elem_bytes
+    chunk = ((r * elem_bytes) >> 4) ^ ((c // (load_bytes // elem_bytes)) & (pitch // 16 - 1))
+    return c * pitch + (chunk << 4) + ((r * elem_bytes) & 15)
 
 
 def tile_kernels() -> list[dict[str, int]]:
