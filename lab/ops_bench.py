@@ -438,11 +438,31 @@ def _triton_launch(tp: Any, layout: TritonLayout, x: Any, out: Any) -> Callable[
     return lambda: tp.gather(view, dst)
 
 
-def ops_case(case: OpsCase, method: Method, seed: int = 0, triton: bool = True,
-             tmagen: bool = True) -> dict[str, Any]:
-    """The case's candidates on the same tensors, each checked bit for bit against PyTorch's result,
-    those that pass timed interleaved (buffer sets rotated where the tensors fit in a few L2s,
-    several launches a sample where one is short). ``tmagen=False`` leaves tmagen.ops out."""
+@dataclass
+class CaseTensors:
+    """A case's tensors on the GPU: ``sets`` random contiguous tensors (``xs``), the op's input view
+    of each (``ins``), an output for each, and PyTorch's result on the first (``want``)."""
+
+    nbytes: int  # the input's bytes
+    sets: int
+    xs: list[Any]
+    ins: list[Any]
+    outs: list[Any]
+    want: Any
+
+    def writes(self, name: str, launch: Callable[[int], Any]) -> Callable[[], str | None]:
+        """A check of a candidate that writes the outputs: launched on the first set into a poisoned
+        output, which must then hold PyTorch's result bit for bit."""
+        def check() -> str | None:
+            _poison(self.outs[0])
+            launch(0)
+            return None if _same(self.outs[0], self.want) else f"{name}'s output differs from PyTorch's"
+
+        return check
+
+
+def case_tensors(case: OpsCase, seed: int = 0) -> CaseTensors:
+    """The case's buffer sets (rotated where the tensors fit in a few L2s), GPU memory freed first."""
     from lab import peers
 
     peers.free_memory()
@@ -455,32 +475,33 @@ def ops_case(case: OpsCase, method: Method, seed: int = 0, triton: bool = True,
     ins = [view_of(x, case.view) for x in xs]
     out_shape = tuple(case.source[0])
     outs = [torch.empty(out_shape, dtype=xs[0].dtype, device="cuda") for _ in range(sets)]
-    want = torch_op(case, ins[0])
+    return CaseTensors(nbytes, sets, xs, ins, outs, torch_op(case, ins[0]))
+
+
+def op_args(case: OpsCase, x: Any) -> tuple[Any, ...]:
+    """The positional arguments of the case's tmagen.ops call on input ``x``: the input, and a permute's dims."""
+    return (x, case.dims) if case.op == "permute" else (x,)
+
+
+def ops_case(case: OpsCase, method: Method, seed: int = 0, triton: bool = True,
+             tmagen: bool = True) -> dict[str, Any]:
+    """The case's candidates on the same tensors, each checked bit for bit against PyTorch's result,
+    those that pass timed interleaved (buffer sets rotated where the tensors fit in a few L2s,
+    several launches a sample where one is short). ``tmagen=False`` leaves tmagen.ops out."""
+    from lab import peers
+
+    t = case_tensors(case, seed)
+    xs, ins, outs, want, writes, nbytes = t.xs, t.ins, t.outs, t.want, t.writes, t.nbytes
 
     def reference() -> Any:
         return want
-
-    def writes(name: str, launch: Callable[[int], Any]) -> Callable[[], str | None]:
-        def check() -> str | None:
-            _poison(outs[0])
-            launch(0)
-            return None if _same(outs[0], want) else f"{name}'s output differs from PyTorch's"
-
-        return check
 
     cands: list[Candidate] = []
     if tmagen:
         import tmagen.ops as ops
 
-        if case.op == "transpose":
-            def mine(i: int) -> Any:
-                return ops.transpose(ins[i], out=outs[i])
-        elif case.op == "permute":
-            def mine(i: int) -> Any:
-                return ops.permute(ins[i], case.dims, out=outs[i])
-        else:
-            def mine(i: int) -> Any:
-                return ops.copy(ins[i], out=outs[i])
+        def mine(i: int) -> Any:
+            return getattr(ops, case.op)(*op_args(case, ins[i]), out=outs[i])
         name = f"tmagen.ops.{case.op}"
         cands.append(Candidate(name, "tmagen", mine, writes(name, mine)))
     cands.append(_memcpy(xs, outs, nbytes))
@@ -491,7 +512,7 @@ def ops_case(case: OpsCase, method: Method, seed: int = 0, triton: bool = True,
     tp = peers._triton(triton)
     if tp is not None:
         cands += [_triton_candidate(tp, layout, xs, outs, writes) for layout in triton_layouts(case)]
-    record = time_case(cands, method, shape=case.shape, dtype=case.dtype, bytes_moved=case.bytes_moved, sets=sets,
+    record = time_case(cands, method, shape=case.shape, dtype=case.dtype, bytes_moved=case.bytes_moved, sets=t.sets,
                        batch=launches_per_sample(case))
     return {**record, "op": case.op, "dims": list(case.dims), "view": case.view, "call": case.describe(),
             "element_bytes": case.element_bytes,

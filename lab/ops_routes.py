@@ -80,62 +80,37 @@ def plan_with(table: dict[str, Any], knobs: dict[str, int], shape: Any, src: Any
 def _captured_views(case: OpsCase, x: Any, out: Any) -> tuple[Any, Any]:
     """The source and output views tmagen.ops moves for the case (its eager path, the move caught)."""
     import tmagen.ops as ops
+    from lab.ops_bench import op_args
 
     got = []
     move = ops.move
     ops.move = lambda call, s, d: got.append((s, d))  # type: ignore[assignment]
     try:
-        if case.op == "transpose":
-            ops.transpose_eager(x, out)
-        elif case.op == "permute":
-            ops.permute_eager(x, case.dims, out)
-        else:
-            ops.copy_eager(x, out)
+        getattr(ops, f"{case.op}_eager")(*op_args(case, x), out=out)
     finally:
         ops.move = move
     return got[0]
 
 
 def measure(case: OpsCase, method: Any) -> dict[str, Any]:
-    import torch
-
     import tmagen.ops as ops
     from lab import ops_bench as ob
     from lab import peers
     from tmagen.bench import Candidate, time_case
     from tmagen.kernels import multiprocessors
 
-    peers.free_memory()
-    nbytes = case.elements * case.element_bytes
-    sets = peers.rotation(2 * nbytes, peers.l2_bytes())
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(0)
-    xs = [ob.random_tensor(case.shape, case.dtype, gen) for _ in range(sets)]
-    ins = [ob.view_of(x, case.view) for x in xs]
-    outs = [torch.empty(tuple(case.source[0]), dtype=xs[0].dtype, device="cuda") for _ in range(sets)]
-    want = ob.torch_op(case, ins[0])
-    views = [_captured_views(case, ins[i], outs[i]) for i in range(sets)]
+    t = ob.case_tensors(case)
+    views = [_captured_views(case, t.ins[i], t.outs[i]) for i in range(t.sets)]
     table = ops.table()
     sms = multiprocessors(0)
 
-    def writes(name: str, launch: Any) -> Any:
-        def check() -> str | None:
-            ob._poison(outs[0])
-            launch(0)
-            return None if ob._same(outs[0], want) else f"{name}'s output differs from PyTorch's"
-        return check
-
     def shipped(i: int) -> Any:
-        if case.op == "transpose":
-            return ops.transpose(ins[i], out=outs[i])
-        if case.op == "permute":
-            return ops.permute(ins[i], case.dims, out=outs[i])
-        return ops.copy(ins[i], out=outs[i])
+        return getattr(ops, case.op)(*ob.op_args(case, t.ins[i]), out=t.outs[i])
 
     s0, d0 = views[0]
     layout = (s0.shape, s0.strides, d0.strides, s0.itemsize, s0.ptr & 15, d0.ptr & 15, sms)
     routes = {"default": label(plan_with(table, {}, *layout))}
-    cands = [Candidate("default", "tmagen", shipped, writes("default", shipped))]
+    cands = [Candidate("default", "tmagen", shipped, t.writes("default", shipped))]
     seen = {routes["default"]}
     for name, knobs in VARIANTS.items():
         move = plan_with(table, knobs, *layout)
@@ -147,14 +122,14 @@ def measure(case: OpsCase, method: Any) -> dict[str, Any]:
         def launch(i: int, move: Any = move) -> None:
             s, d = views[i]
             ops._RUN[move.how]("lab.ops_routes", move, s, d)
-        cands.append(Candidate(name, "tmagen", launch, writes(name, launch)))
-    cands.append(ob._memcpy(xs, outs, nbytes))
-    cands.append(Candidate("torch", "peer", lambda i: ob.torch_op(case, ins[i]),
-                           ob._checked("torch", lambda: ob.torch_op(case, ins[0]), lambda: want, [xs[0]])))
+        cands.append(Candidate(name, "tmagen", launch, t.writes(name, launch)))
+    cands.append(ob._memcpy(t.xs, t.outs, t.nbytes))
+    cands.append(Candidate("torch", "peer", lambda i: ob.torch_op(case, t.ins[i]),
+                           ob._checked("torch", lambda: ob.torch_op(case, t.ins[0]), lambda: t.want, [t.xs[0]])))
     tp = peers._triton(True)
     if tp is not None:
-        cands += [ob._triton_candidate(tp, layout_t, xs, outs, writes) for layout_t in ob.triton_layouts(case)]
-    record = time_case(cands, method, shape=case.shape, dtype=case.dtype, bytes_moved=case.bytes_moved, sets=sets,
+        cands += [ob._triton_candidate(tp, layout_t, t.xs, t.outs, t.writes) for layout_t in ob.triton_layouts(case)]
+    record = time_case(cands, method, shape=case.shape, dtype=case.dtype, bytes_moved=case.bytes_moved, sets=t.sets,
                        batch=ob.launches_per_sample(case))
     return {"class": case.shape_class, "op": case.op, "shape": list(case.shape), "dtype": case.dtype,
             "dims": list(case.dims), "view": case.view, "routes": routes,
