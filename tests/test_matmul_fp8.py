@@ -70,6 +70,23 @@ def test_block_scales_leave_room_for_their_scales() -> None:
         (128, 128, False), (64, 128, False), (64, 64, True)]
 
 
+def test_block_scaled_consumers_issue_in_turn_where_they_share_a_tile() -> None:
+    blocks = resolve(parse_spec(_with(kernel__block_scales=True))).kernel.detail
+    # two consumers with one set of partial sums take turns; a lone consumer has no one to wait for
+    assert [(p.bm, p.bn, p.ordered) for p in blocks.kernels] == [(128, 128, True), (64, 128, False), (64, 64, False)]
+    # sums promoted per tensor gained nothing from turns (an H200 under ncu): none of those take them
+    assert not any(p.ordered for p in resolve(parse_spec(SPEC)).kernel.detail.kernels)
+    files = render(resolve(parse_spec(_with(kernel__block_scales=True))), "spec.json")
+    kernels = next(text for name, text in files.items() if name.endswith("_kernels.cuh"))
+    # every turn taken is passed on: the last consumer lets consumer 0 start, and consumer 0 takes
+    # the last consumer's last pass before it exits
+    assert kernels.count("if constexpr (Ordered) take_turn(consumer);") == 1
+    assert kernels.count("if constexpr (Ordered) pass_turn<Consumers>(consumer);") == 1
+    assert "if (consumer == Consumers - 1) pass_turn<Consumers>(consumer);" in kernels
+    assert "if (consumer == 0) take_turn(consumer);" in kernels
+    assert kernels.count(", false, true>(") == 1  # the 128 x 128 kernel: not pipelined, in turn
+
+
 def test_promoting_every_other_stage_keeps_one_set_of_partial_sums() -> None:
     family = resolve(parse_spec(_with(kernel__promote_every=256))).kernel.detail
     assert family.kernels[0].promote_stages == 2 and not any(p.pipelined for p in family.kernels)

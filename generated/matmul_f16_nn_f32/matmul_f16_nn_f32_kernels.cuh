@@ -186,7 +186,7 @@ __device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float 
 }
 
 template <uint32_t BM, uint32_t BN, uint32_t Consumers, uint32_t Stages, uint32_t ABoxes, uint32_t BBoxes,
-          uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers, uint32_t Cluster, bool Pipelined = false>
+          uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers, uint32_t Cluster, bool Pipelined = false, bool Ordered = false>
 __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUtensorMap* b_map, const CUtensorMap* c_map,
                                             uint32_t M, uint32_t N, uint32_t K, const matmul_epilogue& epilogue,
                                             const matmul_split& split) {
