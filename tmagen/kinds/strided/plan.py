@@ -52,6 +52,7 @@ WORD_BYTES = 4  # packed planes move elements of 1 and 2 bytes in words of this 
 TILE_SIDE = {1: 64, 2: 64, 4: 32, 8: 32}
 TILE_SIDE_LARGE = {4: 64}
 TILE_THREADS = 256
+TILE_MIN_LOAD_BYTES = 2  # tile: the narrowest load (1-byte elements a byte at a time lose to the plane kernel)
 TILE_BLOCKS_PER_SM = 4  # tile: blocks resident per multiprocessor the compiler keeps registers for
 MAX_GRID = (1 << 31) - 1  # blocks of a one-dimensional grid
 MAX_RANK = 5
@@ -268,10 +269,10 @@ def tile_fits(call: StridedCall) -> bool:
     """Whether the tile kernel moves ``call``'s plane as fast as the plane kernel would, as measured
     on an H200: planes at least one tile wide on both sides (a plane of 8 columns filled an eighth
     of each 64 x 64 tile: 16385 x 8 bfloat16, 4.3 us a launch against the plane kernel's 3.6),
-    loads of at least 2 bytes (one byte at a time, 4099 x 4101 uint8 took 40 us, the plane kernel's
-    packed words 24). (Elements of 16 bytes have no tile kernel: 512 x 512 complex128 took 5.9 us
-    in tiles of 16 x 16, 5.7 in the plane kernel.)"""
-    return min(call.extent[3], call.extent[4]) >= call.side and call.load_bytes >= 2
+    loads of at least TILE_MIN_LOAD_BYTES (one byte at a time, 4099 x 4101 uint8 took 40 us, the
+    plane kernel's packed words 24: no kernel loads so). (Elements of 16 bytes have no tile kernel:
+    512 x 512 complex128 took 5.9 us in tiles of 16 x 16, 5.7 in the plane kernel.)"""
+    return min(call.extent[3], call.extent[4]) >= call.side and call.load_bytes >= TILE_MIN_LOAD_BYTES
 
 
 def tile_shared_offset(elem_bytes: int, load_bytes: int, side: int, c: Any, r: Any) -> Any:
@@ -284,7 +285,8 @@ def tile_shared_offset(elem_bytes: int, load_bytes: int, side: int, c: Any, r: A
 
 
 def tile_kernels() -> list[dict[str, int]]:
-    """What the template instantiates per tile kernel: element bytes, load and store words, side."""
+    """What the template instantiates per tile kernel: element bytes, load and store words, side
+    (loads of TILE_MIN_LOAD_BYTES and more: `tile_fits` sends no other to a tile kernel)."""
     return [{"e": e, "vl": vl, "vs": vs, "side": side} for e in TILE_SIDE
             for side in sorted({TILE_SIDE[e], TILE_SIDE_LARGE.get(e, TILE_SIDE[e])})
-            for vl in tile_words(e) for vs in tile_words(e)]
+            for vl in tile_words(e) if vl >= TILE_MIN_LOAD_BYTES for vs in tile_words(e)]
