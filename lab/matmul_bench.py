@@ -218,7 +218,8 @@ def tmagen_spec(spec: Any, cubin: bytes, device: Any) -> MatmulLaunch:
                 plan, [Array.of(a.data_ptr(), a.shape, a.stride()), Array.of(b.data_ptr(), b.shape, b.stride())],
                 Array.of(c.data_ptr(), c.shape, c.stride()), device.multiprocessors, workspace)
         call, params = prepared[key]
-        kernels[call.kernel].launch(call.grid, family[call.kernel].threads, params)
+        kernels[call.kernel].launch(call.grid, family[call.kernel].threads, params,
+                                    dependent=family[call.kernel].dependent_launch)
 
     launch.module = module  # type: ignore[attr-defined]  # alive as long as the launch
     return launch

@@ -221,7 +221,10 @@ class Kernel:
     def __init__(self, symbol: str, smem: int) -> None:
         self.symbol, self.dynamic_smem = symbol, smem
 
-    def launch(self, grid: int, block: int, params: Sequence[Any], stream: Any = 0) -> None:
+    launches: list[tuple[str, bool]] = []  # (symbol, launched as a programmatic dependent launch), every launch
+
+    def launch(self, grid: int, block: int, params: Sequence[Any], stream: Any = 0, dependent: bool = False) -> None:
+        Kernel.launches.append((self.symbol, dependent))
         if self.symbol.endswith("_copy"):
             _copy(params[0], params[1])
         elif "_matmul" in self.symbol:  # any kernel of the family: the product is the same

@@ -348,3 +348,29 @@ def test_macros_indent_code_but_keep_pragmas_in_the_first_column() -> None:
 
     text = "#pragma unroll\nfor (;;) {\n\n  x();\n}\n"
     assert indent_code(text, 4) == "#pragma unroll\n    for (;;) {\n\n      x();\n    }\n"
+
+
+@pytest.mark.parametrize("spec_name", ["matmul_bf16_tn", "matmul_f16_nn_f32", "matmul_fp8_e4m3"])
+def test_matmul_kernels_wait_for_the_kernel_before_them_before_touching_memory(spec_name: str) -> None:
+    """Matmul kernels are launched as programmatic dependent launches (`KernelPlan.dependent_launch`):
+    a block may start while the kernel before it in the stream still runs, so the kernel waits for
+    that one (griddepcontrol.wait) before any load, store or read of a pointer, and lets the next
+    one launch only once its loads are issued. Kernels that do not wait are not launched so."""
+    plan = resolve(parse_spec(json.loads((REPO / "specs" / f"{spec_name}.json").read_text())))
+    assert all(k.dependent_launch for k in plan.kernel.family)
+    files = render(plan, f"specs/{spec_name}.json")
+    kernels = next(text for name, text in files.items() if name.endswith("_kernels.cuh"))
+    body = kernels[kernels.index("void matmul_body"):]
+    wait = body.index("tma::wait_for_previous_grid();")
+    for access in ("tma::load_2d", "__ldg(", "split.counters", "split.partials", "tma::store_2d", "epilogue.bias"):
+        assert access in body and wait < body.index(access), access
+    allow = body.index("tma::allow_next_grid();")
+    assert body.count("tma::allow_next_grid();") == 1 and allow > body.rindex("tma::load_2d")
+    host = files[f"{plan.name}.cu"]
+    assert host.count("stream, args, true);") == len(plan.kernel.family)
+    for other in ("copy_f32_3d", "nhwc_128b_fp16", "transpose_int4_8x8"):
+        other_plan = resolve(parse_spec(json.loads((REPO / "specs" / f"{other}.json").read_text())))
+        assert not any(k.dependent_launch for k in other_plan.kernels)
+        other_kernels = next(text for name, text in render(other_plan, "s.json").items()
+                             if name.endswith("_kernels.cuh"))
+        assert "wait_for_previous_grid" not in other_kernels

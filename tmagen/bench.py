@@ -106,7 +106,8 @@ def kernel_timing(plan: Plan, cubin: bytes, device: runtime.Device, shape: Seque
             out_shape = plan.launcher.output_shape(plan, [tuple(shape)])
             call, params = launch_parameters(plan, [Array.of(src.ptr, shape)], Array.of(dst.ptr, out_shape),
                                              device.multiprocessors)
-            ms, spread = median_ms(lambda: kernel.launch(call.grid, view.threads, params), runs)
+            ms, spread = median_ms(
+                lambda: kernel.launch(call.grid, view.threads, params, dependent=view.dependent_launch), runs)
     finally:
         module.unload()
     return Timing(view.symbol, tuple(shape), src_map.dtype_name, 2 * nbytes, ms, spread)

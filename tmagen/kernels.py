@@ -96,18 +96,45 @@ def raw_launch_function() -> Any:
 # block, shared memory) and its parameter array's address as ctypes values, and the parameters
 # (kept alive). tmagen.ops and tmagen.ops.matmul replay their calls so: no argument is converted
 # per call, and no context is asked for (a launch in another context is refused, and the caller's
-# general path then decides).
-Replayed = tuple[tuple[Any, ...], Any, Any]
+# general path then decides). A programmatic dependent launch (`runtime.launch_dependent`) keeps a
+# `_DependentLaunch` in place of the eight arguments.
+Replayed = tuple[Any, Any, Any]
 _ONE = ctypes.c_uint(1)
 _STREAM_ARGS: dict[int, Any] = {}  # stream handle -> its c_void_p
 _STREAMS_LIMIT = 64
 
 
-def replayable(function: int, grid: int, block: int, smem: int, params: Any) -> Replayed:
+class _DependentLaunch:
+    """cuLaunchKernelEx's arguments built once per stream: a configuration is never changed once
+    made (another thread may be launching with it), so each stream has its own."""
+
+    __slots__ = ("function", "grid", "block", "smem", "configs")
+
+    def __init__(self, function: int, grid: int, block: int, smem: int) -> None:
+        self.function = ctypes.c_void_p(int(function))
+        self.grid, self.block, self.smem = grid, block, smem
+        self.configs: dict[int, Any] = {}  # stream -> byref(its LaunchConfig)
+
+    def launch(self, stream: int, params: Any) -> int:
+        config = self.configs.get(stream)
+        if config is None:
+            if len(self.configs) >= _STREAMS_LIMIT:
+                self.configs.clear()
+            config = self.configs[stream] = ctypes.byref(
+                runtime.dependent_config(self.grid, self.block, self.smem, stream))
+        result = runtime.launch_ex_function()(config, self.function, params, None)
+        if result == runtime.CUDA_ERROR_NOT_SUPPORTED:
+            result = runtime.launch_dependent(self.function.value or 0, self.grid, self.block, self.smem, stream,
+                                              params.value or 0)
+        return int(result)
+
+
+def replayable(function: int, grid: int, block: int, smem: int, params: Any, dependent: bool = False) -> Replayed:
     """A launch's arguments built once, to make it again with `launch_again`."""
     u = ctypes.c_uint
-    return ((ctypes.c_void_p(int(function)), u(grid), _ONE, _ONE, u(block), _ONE, _ONE, u(smem)),
-            ctypes.c_void_p(ctypes.addressof(params)), params)
+    head = (_DependentLaunch(function, grid, block, smem) if dependent else
+            (ctypes.c_void_p(int(function)), u(grid), _ONE, _ONE, u(block), _ONE, _ONE, u(smem)))
+    return head, ctypes.c_void_p(ctypes.addressof(params)), params
 
 
 def launch_again(runs: Sequence[Replayed], stream: int) -> bool:
@@ -120,7 +147,10 @@ def launch_again(runs: Sequence[Replayed], stream: int) -> bool:
         sv = _STREAM_ARGS[stream] = ctypes.c_void_p(stream or None)
     launch = _RAW_LAUNCH or raw_launch_function()
     for head, params, _ in runs:  # a loop, not any() over a generator: 0.1 us less a call
-        if launch(*head, sv, params, None):
+        if type(head) is tuple:
+            if launch(*head, sv, params, None):
+                return False
+        elif head.launch(stream, params):
             return False
     return True
 
@@ -179,7 +209,7 @@ class Kernel:
         self._workspaces: dict[tuple[int, int], tuple[runtime.Buffer, runtime.Buffer]] = {}
         self._retired: list[runtime.Buffer] = []  # outgrown workspaces, which graphs captured earlier may use
         # the last launch made: (function, grid, threads, shared memory, parameters), which tmagen.ops replays
-        self.last_launch: tuple[int, int, int, int, Any] | None = None
+        self.last_launch: tuple[int, int, int, int, Any, bool] | None = None
         self._lock = threading.Lock()
         self._parameters: tuple[str, ...] = getattr(launcher, "parameters", ())
         # array parameters of their own type (a matmul's fp32 scales): name -> (dtype, bytes); others: the output's
@@ -264,11 +294,15 @@ class Kernel:
         view = self.view.family[launch.kernel]
         assert loaded is not None
         function = loaded.functions[launch.kernel]
-        result = launch_function()(function, launch.grid, 1, 1, view.threads, 1, 1, view.smem_bytes, stream,
-                                   ctypes.addressof(launch.params), None)
+        if view.dependent_launch:
+            result = runtime.launch_dependent(int(function), launch.grid, view.threads, view.smem_bytes, stream,
+                                              ctypes.addressof(launch.params))
+        else:
+            result = launch_function()(function, launch.grid, 1, 1, view.threads, 1, 1, view.smem_bytes, stream,
+                                       ctypes.addressof(launch.params), None)
         if result:
             runtime._raise_for(result, f"launching {view.symbol}")
-        self.last_launch = (function, launch.grid, view.threads, view.smem_bytes, launch.params)
+        self.last_launch = (function, launch.grid, view.threads, view.smem_bytes, launch.params, view.dependent_launch)
 
     # ------------------------------------------------------------------ checks and set-up
     def _input_problems(self, inputs: Sequence[ArrayView], out: ArrayView | None = None,

@@ -264,6 +264,10 @@ class KernelPlan:
     registers: RegisterBudget | None = None  # a kernel that splits its registers with setmaxnreg (matmul)
     variants: tuple[KernelPlan, ...] = ()  # further kernels of the family a launch picks among (matmul)
     wgmma_n: tuple[int, ...] = ()  # the wgmma N each of its kernels multiplies with (matmul)
+    # It waits (griddepcontrol.wait) for the kernel before it in its stream before it touches global
+    # memory, so it is launched as a programmatic dependent launch (runtime.launch_dependent): its
+    # launch and set-up overlap the end of that kernel.
+    dependent_launch: bool = False
 
     @property
     def family(self) -> tuple[KernelPlan, ...]:

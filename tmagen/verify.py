@@ -269,7 +269,7 @@ class Verifier:
             kernel = self._kernel(view)
 
             def launch() -> None:
-                kernel.launch(call.grid, view.threads, params)
+                kernel.launch(call.grid, view.threads, params, dependent=view.dependent_launch)
 
             launch()
             self.device.synchronize()
@@ -341,7 +341,7 @@ class Verifier:
                 if call.clear_output:  # K = 0: an empty sum, which the C API and tmagen.load write as zeros
                     dc.fill(0)
                 else:
-                    kernel.launch(call.grid, view.threads, params)
+                    kernel.launch(call.grid, view.threads, params, dependent=view.dependent_launch)
 
             launch()
             self.device.synchronize()

@@ -582,6 +582,20 @@ __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" :: "l"(map) : "memory");
 }
 
+// Programmatic dependent launch (PTX ISA, griddepcontrol; sm_90). A kernel launched with programmatic
+// stream serialization may start before the kernel ahead of it in the stream has finished:
+// wait_for_previous_grid() returns once that kernel has completed and its memory operations are
+// visible (at once for a plain launch), and must come before any access to memory it may write or
+// read. allow_next_grid() lets the next such kernel start launching once every block of this one
+// has called it or exited; it orders nothing, so the next kernel still waits for this one.
+__device__ __forceinline__ void wait_for_previous_grid() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+__device__ __forceinline__ void allow_next_grid() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 // L2 eviction policies (createpolicy.fractional, fraction 1.0: every access) for the *_hint copies.
 // evict_first: data read or written once (streamed); evict_last: data read again soon (kept);
 // evict_normal: the default priority.

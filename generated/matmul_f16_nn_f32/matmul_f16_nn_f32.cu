@@ -155,15 +155,16 @@ matmul_f16_nn_f32_status cached_entry(const char* symbol, std::atomic<Fn>* cache
   return status;
 }
 
+// `dependent`: a kernel that waits for the one before it in the stream (griddepcontrol.wait) before it
+// touches memory, launched with programmatic stream serialization so that its launch and set-up
+// overlap the end of that kernel (tmagen's Python path launches it so too: runtime.launch_dependent).
 matmul_f16_nn_f32_status driver_launch(const void* kernel, launchable* cached, const char* kernel_name, uint32_t grid,
-                              uint32_t block, uint32_t smem, void* stream, void** args) {
+                              uint32_t block, uint32_t smem, void* stream, void** args, bool dependent = false) {
   static std::atomic<PFN_cuLaunchKernel_v4000> launch_entry{nullptr};
+  static std::atomic<PFN_cuLaunchKernelEx_v11060> launch_ex_entry{nullptr};
   static std::atomic<PFN_cuCtxGetCurrent_v4000> current_entry{nullptr};
-  PFN_cuLaunchKernel_v4000 launch = nullptr;
   PFN_cuCtxGetCurrent_v4000 current = nullptr;
-  matmul_f16_nn_f32_status status = cached_entry("cuLaunchKernel", &launch_entry, &launch);
-  if (status != matmul_f16_nn_f32_ok) return status;
-  status = cached_entry("cuCtxGetCurrent", &current_entry, &current);
+  matmul_f16_nn_f32_status status = cached_entry("cuCtxGetCurrent", &current_entry, &current);
   if (status != matmul_f16_nn_f32_ok) return status;
   CUcontext context = nullptr;
   current(&context);
@@ -182,8 +183,29 @@ matmul_f16_nn_f32_status driver_launch(const void* kernel, launchable* cached, c
 #ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
   if (stream == nullptr) stream = reinterpret_cast<void*>(CU_STREAM_PER_THREAD);  // the stream <<<>>> takes for 0
 #endif
-  const CUresult result = launch(cached->function, grid, 1, 1, block, 1, 1, smem, static_cast<CUstream>(stream), args,
-                                 nullptr);
+  CUresult result = CUDA_ERROR_NOT_SUPPORTED;
+  if (dependent) {
+    PFN_cuLaunchKernelEx_v11060 launch_ex = nullptr;
+    status = cached_entry("cuLaunchKernelEx", &launch_ex_entry, &launch_ex);
+    if (status != matmul_f16_nn_f32_ok) return status;
+    CUlaunchAttribute attribute = {};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config = {};
+    config.gridDimX = grid, config.gridDimY = 1, config.gridDimZ = 1;
+    config.blockDimX = block, config.blockDimY = 1, config.blockDimZ = 1;
+    config.sharedMemBytes = smem;
+    config.hStream = static_cast<CUstream>(stream);
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    result = launch_ex(&config, cached->function, args, nullptr);
+  }
+  if (result == CUDA_ERROR_NOT_SUPPORTED) {  // a plain launch, or a driver without programmatic launches
+    PFN_cuLaunchKernel_v4000 launch = nullptr;  // looked up only here: a repeat launch asks the driver nothing
+    status = cached_entry("cuLaunchKernel", &launch_entry, &launch);
+    if (status != matmul_f16_nn_f32_ok) return status;
+    result = launch(cached->function, grid, 1, 1, block, 1, 1, smem, static_cast<CUstream>(stream), args, nullptr);
+  }
   if (result != CUDA_SUCCESS) {
     return fail(matmul_f16_nn_f32_launch_failed, "%s: launch failed: %s", kernel_name, driver_error_name(result));
   }
@@ -573,37 +595,37 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
     case 0: {
       thread_local launchable kernel;
       return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul), &kernel, "matmul_f16_nn_f32_matmul", grid,
-                           matmul_f16_nn_f32_matmul_threads, matmul_f16_nn_f32_matmul_smem_bytes, stream, args);
+                           matmul_f16_nn_f32_matmul_threads, matmul_f16_nn_f32_matmul_smem_bytes, stream, args, true);
     }
     case 1: {
       thread_local launchable kernel;
       return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x192), &kernel, "matmul_f16_nn_f32_matmul_128x192", grid,
-                           matmul_f16_nn_f32_matmul_128x192_threads, matmul_f16_nn_f32_matmul_128x192_smem_bytes, stream, args);
+                           matmul_f16_nn_f32_matmul_128x192_threads, matmul_f16_nn_f32_matmul_128x192_smem_bytes, stream, args, true);
     }
     case 2: {
       thread_local launchable kernel;
       return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x128), &kernel, "matmul_f16_nn_f32_matmul_128x128", grid,
-                           matmul_f16_nn_f32_matmul_128x128_threads, matmul_f16_nn_f32_matmul_128x128_smem_bytes, stream, args);
+                           matmul_f16_nn_f32_matmul_128x128_threads, matmul_f16_nn_f32_matmul_128x128_smem_bytes, stream, args, true);
     }
     case 3: {
       thread_local launchable kernel;
       return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x256), &kernel, "matmul_f16_nn_f32_matmul_64x256", grid,
-                           matmul_f16_nn_f32_matmul_64x256_threads, matmul_f16_nn_f32_matmul_64x256_smem_bytes, stream, args);
+                           matmul_f16_nn_f32_matmul_64x256_threads, matmul_f16_nn_f32_matmul_64x256_smem_bytes, stream, args, true);
     }
     case 4: {
       thread_local launchable kernel;
       return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x128), &kernel, "matmul_f16_nn_f32_matmul_64x128", grid,
-                           matmul_f16_nn_f32_matmul_64x128_threads, matmul_f16_nn_f32_matmul_64x128_smem_bytes, stream, args);
+                           matmul_f16_nn_f32_matmul_64x128_threads, matmul_f16_nn_f32_matmul_64x128_smem_bytes, stream, args, true);
     }
     case 5: {
       thread_local launchable kernel;
       return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x64), &kernel, "matmul_f16_nn_f32_matmul_64x64", grid,
-                           matmul_f16_nn_f32_matmul_64x64_threads, matmul_f16_nn_f32_matmul_64x64_smem_bytes, stream, args);
+                           matmul_f16_nn_f32_matmul_64x64_threads, matmul_f16_nn_f32_matmul_64x64_smem_bytes, stream, args, true);
     }
     case 6: {
       thread_local launchable kernel;
       return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_192x192), &kernel, "matmul_f16_nn_f32_matmul_192x192", grid,
-                           matmul_f16_nn_f32_matmul_192x192_threads, matmul_f16_nn_f32_matmul_192x192_smem_bytes, stream, args);
+                           matmul_f16_nn_f32_matmul_192x192_threads, matmul_f16_nn_f32_matmul_192x192_smem_bytes, stream, args, true);
     }
   }
   return fail(matmul_f16_nn_f32_bad_argument, "matmul: no kernel %u", variant);

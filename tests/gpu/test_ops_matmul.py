@@ -6,6 +6,8 @@
   `tmagen.verify.matmul_tolerance` widened by the epilogue's own terms;
 - what goes through scratch (transposed A, K = 1001, N = 13, misaligned views, strided outputs),
   batches, empty products and K = 0, a non-default stream, CuPy;
+- launches that follow each other in a stream (programmatic dependent launches) reading each
+  other's output and overwriting each other's input;
 - CUDA graph capture and replay, torch.compile (fullgraph, and reduce-overhead), autograd against
   torch's in float64, tmagen.load of a family spec with the epilogue's keywords;
 - host time per call beside torch.matmul's (the issue's target: within 3 us).
@@ -170,6 +172,36 @@ def test_cuda_graph_capture_and_replay(gen: Any) -> None:
         g.replay()
         torch.cuda.synchronize()
         assert outside(y, a, w.T, bias=bias) == 0 and outside(z, a, b13) == 0
+
+
+@pytest.mark.parametrize("m, n", [(256, 256), (64, 4096)])  # whole tiles; split over K (counters and partials)
+def test_back_to_back_launches_wait_for_each_other(m: int, n: int) -> None:
+    """A matmul launch may start while the one before it in the stream finishes (a programmatic
+    dependent launch): it must read what that one wrote (a chain through buffers poisoned with NaN)
+    and must not overwrite what that one still reads (two buffers in turn). Permutation matrices
+    keep every product exact, so the results are compared bit for bit."""
+    g = torch.Generator(device="cuda").manual_seed(7)
+    x = torch.randint(-8, 9, (m, n), device="cuda", generator=g).to(BF16)
+    perms = [torch.randperm(n, device="cuda", generator=g) for _ in range(6)]
+    eye = torch.eye(n, device="cuda", dtype=BF16)
+    ws = [eye[p] for p in perms]  # row j of W is e_p[j]: column j of x W^T is column p[j] of x
+    tmagen.ops.matmul(x, ws[0].T)  # compiled and loaded before the launches that follow each other
+    outs = [torch.full((m, n), float("nan"), device="cuda", dtype=BF16) for _ in perms]
+    torch.cuda.synchronize()
+    current = x
+    for w, o in zip(ws, outs):
+        tmagen.ops.matmul(current, w.T, out=o)
+        current = o
+    ping, pong = x.clone(), torch.empty_like(x)
+    for w in ws:
+        tmagen.ops.matmul(ping, w.T, out=pong)
+        ping, pong = pong, ping
+    torch.cuda.synchronize()
+    want = x
+    for p, o in zip(perms, outs):
+        want = want[:, p]
+        assert torch.equal(o, want)
+    assert torch.equal(ping, want)
 
 
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])

@@ -10,7 +10,9 @@ without a kernel (tests/gpu/toolbox_probe.py), one per primitive, each checked b
   outside is dropped, and a guard after the tensor keeps its poison); and, last, in a child process,
   that and on int64 still faults as recorded (tests/data/hw_h200/reduce_ops.json);
 - cache hints (each policy maker, and the box's own l2_hint) on loads and stores, with and without
-  prefetching the tensor map and the box into L2 first: the copy must still be exact.
+  prefetching the tensor map and the box into L2 first: the copy must still be exact;
+- a programmatic dependent launch: the second kernel starts before the first is done, and
+  wait_for_previous_grid() is what orders its read after the first's write.
 
 A prefetch is only a hint: these tests prove that it runs without fault and leaves every copy
 right, not that the bytes were in L2. Cheap: one compile and about 50 launches of a few blocks.
@@ -204,6 +206,27 @@ def test_hinted_and_prefetched_copies_are_exact(device, toolbox, policy: int, pr
     assert np.all(flags == 1)
     assert np.array_equal(memory[:host.nbytes].view(np.uint32).reshape(rows, cols), host)
     assert np.all(memory[host.nbytes:] == OUT_POISON)
+
+
+# ----------------------------------------------------------------------------- programmatic dependent launch
+@pytest.mark.parametrize("wait", [1, 0])
+def test_a_dependent_launch_starts_early_and_its_wait_orders_it(device, toolbox, wait: int) -> None:
+    """The second kernel, launched as tmagen launches its matmuls (runtime.launch_dependent), starts
+    while the first still spins (it began before the first wrote), and wait_for_previous_grid() is
+    what makes it see the first's write: without the wait it reads the old value."""
+    _, module = toolbox
+    with runtime.Buffer(4) as cell, runtime.Buffer(4) as seen, runtime.Buffer(16) as times:
+        cell.upload(np.array([7], dtype=np.uint32))
+        seen.fill(0)
+        first = module.function("toolbox_pdl_first")
+        second = module.function("toolbox_pdl_second")
+        first.launch(1, 32, [_ptr(cell), _ptr(times), ctypes.c_uint32(1234), ctypes.c_uint64(200_000)])
+        second.launch(1, 32, [_ptr(cell), _ptr(seen), _ptr(times), ctypes.c_uint32(wait)], dependent=True)
+        device.synchronize()
+        written, started = times.download(np.uint64)
+        got = int(seen.download(np.uint32)[0])
+    assert started < written  # the launches overlapped: the second is a dependent launch
+    assert got == (1234 if wait else 7)
 
 
 # ----------------------------------------------------------------------------- what the rule refuses

@@ -1,6 +1,7 @@
 // Kernels of a user's own on the header of a spec without a kernel ("toolbox", in
 // tests/gpu/toolbox_probe.py), one per TMA primitive beyond the plain load and store: multicast to
-// the CTAs of a cluster, reductions into global memory, L2 prefetches, and cache-hint copies. They
+// the CTAs of a cluster, reductions into global memory, L2 prefetches, cache-hint copies, and a
+// programmatic dependent launch's wait. They
 // are written as a user would write them, through toolbox::tma and the box structs, and report
 // through `status` instead of hanging where an mbarrier never completes.
 #include "toolbox.cuh"
@@ -217,6 +218,34 @@ extern "C" __global__ void __launch_bounds__(32) toolbox_hinted_copy(
     const __grid_constant__ CUtensorMap src, const __grid_constant__ CUtensorMap dst, uint32_t policy_kind,
     uint32_t prefetch, uint32_t tiles_x, uint32_t* status) {
   hinted_copy(&src, &dst, policy_kind, prefetch, tiles_x, status);
+}
+
+// Programmatic dependent launch. The first kernel lets the next one launch at once, then spins for
+// `spin_ns` before it writes `value`; the second, launched as a dependent launch, records when it
+// started, waits for the first (or not, where `wait` is 0) and reads what is there.
+__device__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+extern "C" __global__ void __launch_bounds__(32) toolbox_pdl_first(uint32_t* cell, uint64_t* times, uint32_t value,
+                                                                 uint64_t spin_ns) {
+  tma::allow_next_grid();
+  const uint64_t start = global_ns();
+  while (global_ns() - start < spin_ns) {
+  }
+  if (threadIdx.x == 0) {
+    *cell = value;
+    times[0] = global_ns();
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(32) toolbox_pdl_second(const uint32_t* cell, uint32_t* seen,
+                                                                  uint64_t* times, uint32_t wait) {
+  if (threadIdx.x == 0) times[1] = global_ns();
+  if (wait) tma::wait_for_previous_grid();
+  if (threadIdx.x == 0) *seen = *static_cast<const volatile uint32_t*>(cell);
 }
 
 // The spec's reduce of r_f32 is a constant of its box (static_assert: what the header says).

@@ -389,8 +389,9 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
                           stmatrix=c_map.tensor.dt.nbytes == 2 and c_map.tensor.box[1] % 16 == 0)
     views = [KernelPlan(p.symbol, ("a", "b", "c"), p.threads, p.smem_bytes, p.stage_bytes, p.stages,
                         persistent=True, detail=p, barriers=2 * p.stages,  # full and empty
-                        registers=p.register_budget) for p in plans]
+                        registers=p.register_budget, dependent_launch=True) for p in plans]
     first = views[0]
     return (KernelPlan(first.symbol, first.maps, first.threads, first.smem_bytes, first.buffer_stride, first.stages,
                        persistent=True, detail=family, barriers=first.barriers, registers=first.registers,
-                       variants=tuple(views[1:]), wgmma_n=tuple(sorted({p.bn for p in plans}, reverse=True))),)
+                       variants=tuple(views[1:]), wgmma_n=tuple(sorted({p.bn for p in plans}, reverse=True)),
+                       dependent_launch=True),)
