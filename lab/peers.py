@@ -122,7 +122,7 @@ class TmagenKernel:
 
         def launch(i: int) -> None:
             call, params = args[i]
-            self.kernel.launch(call.grid, self.view.threads, params)
+            self.kernel.launch(call.grid, self.view.threads, params, dependent=self.view.dependent_launch)
 
         def check() -> str | None:
             poison(outs[0])

@@ -355,7 +355,7 @@ def test_matmul_kernels_wait_for_the_kernel_before_them_before_touching_memory(s
     """Matmul kernels are launched as programmatic dependent launches (`KernelPlan.dependent_launch`):
     a block may start while the kernel before it in the stream still runs, so the kernel waits for
     that one (griddepcontrol.wait) before any load, store or read of a pointer, and lets the next
-    one launch only once its loads are issued. Kernels that do not wait are not launched so."""
+    one launch only once its loads are issued."""
     plan = resolve(parse_spec(json.loads((REPO / "specs" / f"{spec_name}.json").read_text())))
     assert all(k.dependent_launch for k in plan.kernel.family)
     files = render(plan, f"specs/{spec_name}.json")
@@ -368,9 +368,24 @@ def test_matmul_kernels_wait_for_the_kernel_before_them_before_touching_memory(s
     assert body.count("tma::allow_next_grid();") == 1 and allow > body.rindex("tma::load_2d")
     host = files[f"{plan.name}.cu"]
     assert host.count("stream, args, true);") == len(plan.kernel.family)
-    for other in ("copy_f32_3d", "nhwc_128b_fp16", "transpose_int4_8x8"):
-        other_plan = resolve(parse_spec(json.loads((REPO / "specs" / f"{other}.json").read_text())))
-        assert not any(k.dependent_launch for k in other_plan.kernels)
-        other_kernels = next(text for name, text in render(other_plan, "s.json").items()
-                             if name.endswith("_kernels.cuh"))
-        assert "wait_for_previous_grid" not in other_kernels
+
+
+@pytest.mark.parametrize("spec_path", [p for p in SPECS if "matmul" not in p.name], ids=lambda p: p.stem)
+def test_copy_and_transpose_kernels_wait_and_inspect_kernels_do_not(spec_path: Path) -> None:
+    """A copy or transpose kernel waits for the kernel before it (its one issuing thread, before its
+    first load) and is launched as a dependent launch, from Python and from C; an inspect kernel
+    (one box, for tests) neither waits nor is launched so: a dependent launch of a kernel that does
+    not wait would read memory the kernel before it may still be writing."""
+    plan = resolve(parse_spec(json.loads(spec_path.read_text())))
+    files = render(plan, _rel(spec_path))
+    kernels = next((text for name, text in files.items() if name.endswith("_kernels.cuh")), "")
+    for k in plan.kernels:
+        dependent = k.symbol.endswith(("_copy", "_transpose"))
+        assert k.dependent_launch == dependent, k.symbol
+    if not any(k.dependent_launch for k in plan.kernels):
+        assert "wait_for_previous_grid" not in kernels
+        return
+    wait = kernels.index("tma::wait_for_previous_grid();")
+    assert wait < kernels.index("load(") and wait < kernels.index("tma::store_")
+    assert kernels.index("tma::allow_next_grid();") > kernels.rindex("load(")
+    assert re.search(r"launch_kernel\(\w+, [^;]*, stream,\s+true, ", files[f"{plan.name}.cu"])

@@ -528,7 +528,8 @@ def run_strided(prepared: Any, stream: int, device: int) -> None:
         strided.run(prepared, stream)
     recording = getattr(_LOCAL, "recording", None)
     if recording is not None:
-        recording.append(("launch", prepared.function, prepared.grid, prepared.block, 0, prepared.params))
+        recording.append(("launch", prepared.function, prepared.grid, prepared.block, 0, prepared.params,
+                          sp.DEPENDENT_LAUNCH))
 
 
 def copy_bytes(dst: int, src: int, nbytes: int, stream: int, device: int) -> None:

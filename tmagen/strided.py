@@ -35,7 +35,7 @@ def source() -> str:
     return environment().get_template("strided/kernels.cu.j2").render(
         version=__version__, sizes=sp.SIZES, vector_bytes=sp.VECTOR_BYTES, plane_kernels=sp.plane_kernels(),
         plane_threads=sp.PLANE_THREADS, gather_threads=sp.GATHER_THREADS, tile_kernels=sp.tile_kernels(),
-        tile_threads=sp.TILE_THREADS, tile_blocks=sp.TILE_BLOCKS_PER_SM)
+        tile_threads=sp.TILE_THREADS, tile_blocks=sp.TILE_BLOCKS_PER_SM, dependent_launch=sp.DEPENDENT_LAUNCH)
 
 
 @dataclass
@@ -91,6 +91,10 @@ def run(p: Prepared, stream: int) -> None:
     """Launches a prepared call on ``stream`` (in the current context)."""
     from tmagen.kernels import launch_function
 
-    result = launch_function()(p.function, p.grid, 1, 1, p.block, 1, 1, 0, stream, ctypes.addressof(p.params), None)
+    if sp.DEPENDENT_LAUNCH:
+        result = runtime.launch_dependent(int(p.function), p.grid, p.block, 0, stream, ctypes.addressof(p.params))
+    else:
+        result = launch_function()(p.function, p.grid, 1, 1, p.block, 1, 1, 0, stream, ctypes.addressof(p.params),
+                                   None)
     if result:
         runtime._raise_for(result, "launching a strided kernel")

@@ -44,6 +44,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) copy_f32_3d_copy(
   tma::prefetch_tensormap(&dst);
   for (uint32_t s = 0; s < stages; ++s) tma::mbarrier_init(&full[s], 1);
   tma::fence_mbarrier_init();
+  // A programmatic dependent launch: the kernel before this one in the stream may still be running.
+  // Its writes are done and visible before the first load reads the source or a store writes.
+  tma::wait_for_previous_grid();
 
   auto coords = [&](uint32_t t, int32_t c[3]) {
     constexpr uint32_t box_dim[3] = {32, 32, 1};
@@ -87,6 +90,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) copy_f32_3d_copy(
       }
     }
   }
+  tma::allow_next_grid();  // every load of this block is issued: the next kernel may start launching
   // The last stores have read shared memory before the block's goes; their writes to global memory
   // complete with the grid (waiting for them here added a write's latency to every small launch).
   tma::wait_group_read<0>();

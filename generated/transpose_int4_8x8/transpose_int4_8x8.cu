@@ -137,6 +137,31 @@ transpose_int4_8x8_status launch_status(const char* kernel, cudaError_t before) 
   return ok();
 }
 
+// A launch through cudaLaunchKernelEx: as a programmatic dependent launch where `dependent` (the
+// kernel waits for the one before it in the stream, griddepcontrol.wait, before it touches memory,
+// so that its launch overlaps the end of that one; tmagen's Python path launches it so too:
+// runtime.launch_dependent), else as <<<>>> would. A driver that refuses the attribute gets a plain
+// launch. The result is the last error's, as for <<<>>> (launch_status).
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), uint32_t grid, uint32_t block, uint32_t smem, void* stream,
+                   bool dependent, Args... args) {
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = smem;
+  config.stream = static_cast<cudaStream_t>(stream);
+  config.attrs = dependent ? &attribute : nullptr;
+  config.numAttrs = dependent ? 1 : 0;
+  if (cudaLaunchKernelEx(&config, kernel, args...) == cudaErrorNotSupported && dependent) {
+    (void)cudaGetLastError();  // the refused attribute, not an error of the launch
+    config.attrs = nullptr, config.numAttrs = 0;
+    (void)cudaLaunchKernelEx(&config, kernel, args...);
+  }
+}
+
 transpose_int4_8x8_status allow_smem(const void* kernel, uint32_t bytes, const char* kernel_name) {
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (err != cudaSuccess) {
@@ -280,7 +305,8 @@ extern "C" transpose_int4_8x8_status transpose_int4_8x8_transpose_launch(const v
   if (status != transpose_int4_8x8_ok) return status;
   const uint32_t units = (tiles.total + transpose_int4_8x8_transpose_tiles_per_stage - 1) / transpose_int4_8x8_transpose_tiles_per_stage;
   const cudaError_t before = cudaPeekAtLastError();
-  transpose_int4_8x8_transpose<<<grid_for(units, 1, 1), transpose_int4_8x8_transpose_threads, smem, static_cast<cudaStream_t>(stream)>>>(
-      *reinterpret_cast<const CUtensorMap*>(&src_map), *reinterpret_cast<const CUtensorMap*>(&dst_map), tiles);
+  launch_kernel(transpose_int4_8x8_transpose, grid_for(units, 1, 1), transpose_int4_8x8_transpose_threads, smem, stream,
+                true, *reinterpret_cast<const CUtensorMap*>(&src_map),
+                *reinterpret_cast<const CUtensorMap*>(&dst_map), tiles);
   return launch_status("transpose_int4_8x8_transpose", before);
 }

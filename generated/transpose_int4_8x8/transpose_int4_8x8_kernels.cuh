@@ -140,6 +140,9 @@ extern "C" __global__ void __launch_bounds__(64, 1) transpose_int4_8x8_transpose
     tma::prefetch_tensormap(&dst);
     for (uint32_t st = 0; st < stages; ++st) tma::mbarrier_init(&full[st], 1);
     tma::fence_mbarrier_init();
+    // A programmatic dependent launch: the kernel before this one in the stream may still be running.
+    // Its writes are done and visible before the first load (thread 0 alone touches global memory).
+    tma::wait_for_previous_grid();
     for (uint32_t st = 0; st < stages && first + st * step < end; ++st) load(st, first + st * step);
   }
   // The barriers are initialized before anyone waits on them. This barrier also keeps the block
@@ -183,6 +186,7 @@ extern "C" __global__ void __launch_bounds__(64, 1) transpose_int4_8x8_transpose
       if (next < end) load(stage, next);
     }
   }
+  if (threadIdx.x == 0) tma::allow_next_grid();  // every load of this block is issued
   // The last stores have read shared memory before the block's goes; their writes to global memory
   // complete with the grid (waiting for them here added a write's latency to every small launch).
   if (threadIdx.x == 0) tma::wait_group_read<0>();

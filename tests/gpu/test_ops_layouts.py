@@ -269,6 +269,51 @@ def test_the_gather_kernel_on_two_contiguous_runs(dtype: Any, gen: Any) -> None:
             _check(out, x, f"gather of {count} elements, offset {offset}")
 
 
+# op -> (input shape, the op with out=, PyTorch's result, involutive: whether ping-pong buffers fit)
+CHAINS = {
+    "transpose 64x64": ((64, 64), lambda t, o: tmagen.ops.transpose(t, out=o), lambda t: t.mT.contiguous(), True),
+    "transpose 4096x4096": ((4096, 4096), lambda t, o: tmagen.ops.transpose(t, out=o), lambda t: t.mT.contiguous(),
+                            True),
+    "copy 4096x4096": ((4096, 4096), lambda t, o: tmagen.ops.copy(t, out=o), lambda t: t.clone(), True),
+    "permute (0, 2, 1)": ((64, 96, 64), lambda t, o: tmagen.ops.permute(t, (0, 2, 1), out=o),
+                          lambda t: t.permute(0, 2, 1).contiguous(), True),
+    "copy of x[:, 1:]": ((1000, 1010), lambda t, o: tmagen.ops.copy(t[:, 1:], out=o),  # a strided kernel
+                         lambda t: t[:, 1:].contiguous(), False),
+}
+
+
+@pytest.mark.parametrize("op", list(CHAINS))
+def test_back_to_back_ops_wait_for_each_other(op: str) -> None:
+    """Copy, transpose and strided kernels are launched as programmatic dependent launches: each
+    may start while the one before it in the stream finishes. Chained through outputs poisoned
+    with NaN (read after write) and, where the op undoes itself, through two buffers in turn (write
+    after read), against PyTorch bit for bit."""
+    shape, run, want_of, involutive = CHAINS[op]
+    x = torch.randn(*shape, device="cuda", generator=torch.Generator(device="cuda").manual_seed(19))
+    run(x, torch.empty(want_of(x).shape, device="cuda"))  # compiled and loaded before the chain
+    outs, current = [], x
+    for _ in range(8):
+        current = want_of(current)
+        outs.append(torch.full(current.shape, float("nan"), device="cuda"))
+    torch.cuda.synchronize()
+    source = x
+    for o in outs:
+        run(source, o)
+        source = o
+    if involutive:
+        ping, pong = x.clone(), torch.full(want_of(x).shape, float("nan"), device="cuda")
+        for _ in range(8):
+            run(ping, pong)
+            ping, pong = pong, ping
+    torch.cuda.synchronize()
+    want = x
+    for o in outs:
+        want = want_of(want)
+        assert torch.equal(bits(o), bits(want))
+    if involutive:
+        assert torch.equal(bits(ping), bits(want))
+
+
 def test_large_strided_gather_uses_64_bit_indices(gen: Any) -> None:
     """A view of more than 2^31 elements through the strided kernels (uint8, stepped columns: 2.1 GB read)."""
     base = torch.empty((1 << 16, (1 << 15) + 2), dtype=torch.uint8, device="cuda")

@@ -83,4 +83,4 @@ def plan(spec: Spec, maps: list[MapSpec]) -> tuple[KernelPlan, ...]:
     return (KernelPlan(f"{spec.name}_copy", ("src", "dst"), COPY_THREADS,
                        stride * k.boxes_per_stage * stages + PATTERN_ALIGN, stride, stages, k.blocks_per_sm,
                        k.boxes_per_stage, persistent=True, units_per_block=units, barriers=stages,
-                       detail=flat_rule(t.box, t.dt.nbytes), tile_walk=TILE_WALK),)
+                       detail=flat_rule(t.box, t.dt.nbytes), tile_walk=TILE_WALK, dependent_launch=True),)

@@ -38,6 +38,9 @@ from typing import Any
 SIZES = (1, 2, 4, 8, 16)  # element bytes the kernels move
 VECTOR_BYTES = 16  # bytes of output one gather thread moves
 GATHER_THREADS = 256
+# Every strided kernel waits for the kernel before it in its stream (griddepcontrol.wait) before it
+# touches memory, and is launched as a programmatic dependent launch (runtime.launch_dependent).
+DEPENDENT_LAUNCH = True
 PLANE_MIN_UNITS = 1024  # plane: units (P x P elements) per tile, at least
 PLANE_TILE_BYTES = 8192  # and bytes per tile, at least
 PLANE_THREADS = 256

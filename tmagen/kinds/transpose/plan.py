@@ -125,4 +125,4 @@ def plan(spec: Spec, maps: list[MapSpec]) -> tuple[KernelPlan, ...]:
     return (KernelPlan(f"{spec.name}_transpose", ("src", "dst"), p.threads_per_tile * p.tiles_per_stage,
                        p.smem_bytes, p.in_stride, p.stages, k.blocks_per_sm, p.tiles_per_stage,
                        persistent=True, units_per_block=units_per_block(k.tiles_per_block, p.tiles_per_stage),
-                       detail=p, barriers=p.stages, tile_walk=TILE_WALK),)
+                       detail=p, barriers=p.stages, tile_walk=TILE_WALK, dependent_launch=True),)
