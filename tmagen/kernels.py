@@ -208,7 +208,8 @@ class Kernel:
         # (device, stream) -> a split launch's counters and partials
         self._workspaces: dict[tuple[int, int], tuple[runtime.Buffer, runtime.Buffer]] = {}
         self._retired: list[runtime.Buffer] = []  # outgrown workspaces, which graphs captured earlier may use
-        # the last launch made: (function, grid, threads, shared memory, parameters), which tmagen.ops replays
+        # the last launch made: (function, grid, threads, shared memory, parameters, whether it was a
+        # programmatic dependent launch), which tmagen.ops replays
         self.last_launch: tuple[int, int, int, int, Any, bool] | None = None
         self._lock = threading.Lock()
         self._parameters: tuple[str, ...] = getattr(launcher, "parameters", ())

@@ -225,7 +225,7 @@ def launch_ex_function() -> Any:
 
 def launch_dependent(function: int, grid: int, block: int, smem: int, stream: int | None, params: int) -> int:
     """A programmatic dependent launch; where the driver does not support one (CUDA_ERROR_NOT_SUPPORTED),
-    a plain launch, which the kernel's wait makes a no-op of. Returns the driver's result."""
+    a plain launch (the kernel's wait then returns at once). Returns the driver's result."""
     config = dependent_config(grid, block, smem, stream)
     result = launch_ex_function()(ctypes.byref(config), ctypes.c_void_p(function), ctypes.c_void_p(params), None)
     if result == CUDA_ERROR_NOT_SUPPORTED:
