@@ -65,19 +65,9 @@ class _Loaded:
     module: runtime.Module
 
 
-_LAUNCH = None
 _MEMSET = None
 _RAW_LAUNCH = None
-
-
-def launch_function() -> Any:
-    """cuLaunchKernel as a ctypes function (for the kernels tmagen launches on storage it owns)."""
-    global _LAUNCH
-    if _LAUNCH is None:
-        u = ctypes.c_uint
-        _LAUNCH = runtime.driver_function("cuLaunchKernel", ctypes.c_int, ctypes.c_void_p, u, u, u, u, u, u, u,
-                                          ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-    return _LAUNCH
+launch_function = runtime.launch_function  # cuLaunchKernel through ctypes (strided and quantize launch with it)
 
 
 def raw_launch_function() -> Any:
@@ -123,9 +113,9 @@ class _DependentLaunch:
             config = self.configs[stream] = ctypes.byref(
                 runtime.dependent_config(self.grid, self.block, self.smem, stream))
         result = runtime.launch_ex_function()(config, self.function, params, None)
-        if result == runtime.CUDA_ERROR_NOT_SUPPORTED:
-            result = runtime.launch_dependent(self.function.value or 0, self.grid, self.block, self.smem, stream,
-                                              params.value or 0)
+        if result == runtime.CUDA_ERROR_NOT_SUPPORTED:  # a driver without programmatic launches: a plain one
+            result = runtime.launch_function()(self.function, self.grid, 1, 1, self.block, 1, 1, self.smem, stream,
+                                               params, None)
         return int(result)
 
 

@@ -180,6 +180,13 @@ def driver_address(symbol: str) -> int:
     return int(pfn)
 
 
+def launch_function() -> Any:
+    """cuLaunchKernel as a ctypes function (for the kernels tmagen launches on storage it owns)."""
+    u = ctypes.c_uint
+    return driver_function("cuLaunchKernel", ctypes.c_int, ctypes.c_void_p, u, u, u, u, u, u, u,
+                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
 # Programmatic dependent launch (CUDA Programming Guide, "Programmatic Dependent Launch and
 # Synchronization"; PTX ISA, griddepcontrol): a kernel launched with programmatic stream
 # serialization may start while the kernel before it in the stream finishes, once every block of
@@ -229,9 +236,7 @@ def launch_dependent(function: int, grid: int, block: int, smem: int, stream: in
     config = dependent_config(grid, block, smem, stream)
     result = launch_ex_function()(ctypes.byref(config), ctypes.c_void_p(function), ctypes.c_void_p(params), None)
     if result == CUDA_ERROR_NOT_SUPPORTED:
-        result = driver_function("cuLaunchKernel", ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
-                                 ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
-            function, grid, 1, 1, block, 1, 1, smem, stream, params, None)
+        result = launch_function()(function, grid, 1, 1, block, 1, 1, smem, stream, params, None)
     return result
 
 

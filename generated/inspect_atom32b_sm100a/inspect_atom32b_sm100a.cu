@@ -219,7 +219,7 @@ extern "C" inspect_atom32b_sm100a_status inspect_atom32b_sm100a_inspect_tile_lau
   const inspect_atom32b_sm100a_status allowed = allow_smem(reinterpret_cast<const void*>(&inspect_atom32b_sm100a_inspect_tile), smem, "inspect_atom32b_sm100a_inspect_tile");
   if (allowed != inspect_atom32b_sm100a_ok) return allowed;
   const cudaError_t before = cudaPeekAtLastError();
-  inspect_atom32b_sm100a_inspect_tile<<<1, inspect_atom32b_sm100a_inspect_tile_threads, smem, static_cast<cudaStream_t>(stream)>>>(
-      *reinterpret_cast<const CUtensorMap*>(&map), c[1], c[0], poison, static_cast<uint8_t*>(out));
+  launch_kernel(inspect_atom32b_sm100a_inspect_tile, 1, inspect_atom32b_sm100a_inspect_tile_threads, smem, stream, false,
+                *reinterpret_cast<const CUtensorMap*>(&map), c[1], c[0], poison, static_cast<uint8_t*>(out));
   return launch_status("inspect_atom32b_sm100a_inspect_tile", before);
 }

@@ -219,7 +219,7 @@ extern "C" inspect_bf16_offset384_status inspect_bf16_offset384_inspect_tile_lau
   const inspect_bf16_offset384_status allowed = allow_smem(reinterpret_cast<const void*>(&inspect_bf16_offset384_inspect_tile), smem, "inspect_bf16_offset384_inspect_tile");
   if (allowed != inspect_bf16_offset384_ok) return allowed;
   const cudaError_t before = cudaPeekAtLastError();
-  inspect_bf16_offset384_inspect_tile<<<1, inspect_bf16_offset384_inspect_tile_threads, smem, static_cast<cudaStream_t>(stream)>>>(
-      *reinterpret_cast<const CUtensorMap*>(&map), c[1], c[0], poison, static_cast<uint8_t*>(out));
+  launch_kernel(inspect_bf16_offset384_inspect_tile, 1, inspect_bf16_offset384_inspect_tile_threads, smem, stream, false,
+                *reinterpret_cast<const CUtensorMap*>(&map), c[1], c[0], poison, static_cast<uint8_t*>(out));
   return launch_status("inspect_bf16_offset384_inspect_tile", before);
 }

@@ -219,7 +219,7 @@ extern "C" nc32hwc32_32b_fp16_status nc32hwc32_32b_fp16_inspect_activations_laun
   const nc32hwc32_32b_fp16_status allowed = allow_smem(reinterpret_cast<const void*>(&nc32hwc32_32b_fp16_inspect_activations), smem, "nc32hwc32_32b_fp16_inspect_activations");
   if (allowed != nc32hwc32_32b_fp16_ok) return allowed;
   const cudaError_t before = cudaPeekAtLastError();
-  nc32hwc32_32b_fp16_inspect_activations<<<1, nc32hwc32_32b_fp16_inspect_activations_threads, smem, static_cast<cudaStream_t>(stream)>>>(
-      *reinterpret_cast<const CUtensorMap*>(&map), c[4], c[3], c[2], c[1], c[0], poison, static_cast<uint8_t*>(out));
+  launch_kernel(nc32hwc32_32b_fp16_inspect_activations, 1, nc32hwc32_32b_fp16_inspect_activations_threads, smem, stream, false,
+                *reinterpret_cast<const CUtensorMap*>(&map), c[4], c[3], c[2], c[1], c[0], poison, static_cast<uint8_t*>(out));
   return launch_status("nc32hwc32_32b_fp16_inspect_activations", before);
 }

@@ -219,7 +219,7 @@ extern "C" nhwc_64b_fp16_status nhwc_64b_fp16_inspect_activations_launch(const v
   const nhwc_64b_fp16_status allowed = allow_smem(reinterpret_cast<const void*>(&nhwc_64b_fp16_inspect_activations), smem, "nhwc_64b_fp16_inspect_activations");
   if (allowed != nhwc_64b_fp16_ok) return allowed;
   const cudaError_t before = cudaPeekAtLastError();
-  nhwc_64b_fp16_inspect_activations<<<1, nhwc_64b_fp16_inspect_activations_threads, smem, static_cast<cudaStream_t>(stream)>>>(
-      *reinterpret_cast<const CUtensorMap*>(&map), c[3], c[2], c[1], c[0], poison, static_cast<uint8_t*>(out));
+  launch_kernel(nhwc_64b_fp16_inspect_activations, 1, nhwc_64b_fp16_inspect_activations_threads, smem, stream, false,
+                *reinterpret_cast<const CUtensorMap*>(&map), c[3], c[2], c[1], c[0], poison, static_cast<uint8_t*>(out));
   return launch_status("nhwc_64b_fp16_inspect_activations", before);
 }

@@ -246,8 +246,8 @@ extern "C" operands_bf16_sm100a_status operands_bf16_sm100a_inspect_a_launch(con
   const operands_bf16_sm100a_status allowed = allow_smem(reinterpret_cast<const void*>(&operands_bf16_sm100a_inspect_a), smem, "operands_bf16_sm100a_inspect_a");
   if (allowed != operands_bf16_sm100a_ok) return allowed;
   const cudaError_t before = cudaPeekAtLastError();
-  operands_bf16_sm100a_inspect_a<<<1, operands_bf16_sm100a_inspect_a_threads, smem, static_cast<cudaStream_t>(stream)>>>(
-      *reinterpret_cast<const CUtensorMap*>(&map), c[1], c[0], poison, static_cast<uint8_t*>(out));
+  launch_kernel(operands_bf16_sm100a_inspect_a, 1, operands_bf16_sm100a_inspect_a_threads, smem, stream, false,
+                *reinterpret_cast<const CUtensorMap*>(&map), c[1], c[0], poison, static_cast<uint8_t*>(out));
   return launch_status("operands_bf16_sm100a_inspect_a", before);
 }
 
@@ -268,7 +268,7 @@ extern "C" operands_bf16_sm100a_status operands_bf16_sm100a_inspect_b_launch(con
   const operands_bf16_sm100a_status allowed = allow_smem(reinterpret_cast<const void*>(&operands_bf16_sm100a_inspect_b), smem, "operands_bf16_sm100a_inspect_b");
   if (allowed != operands_bf16_sm100a_ok) return allowed;
   const cudaError_t before = cudaPeekAtLastError();
-  operands_bf16_sm100a_inspect_b<<<1, operands_bf16_sm100a_inspect_b_threads, smem, static_cast<cudaStream_t>(stream)>>>(
-      *reinterpret_cast<const CUtensorMap*>(&map), c[1], c[0], poison, static_cast<uint8_t*>(out));
+  launch_kernel(operands_bf16_sm100a_inspect_b, 1, operands_bf16_sm100a_inspect_b_threads, smem, stream, false,
+                *reinterpret_cast<const CUtensorMap*>(&map), c[1], c[0], poison, static_cast<uint8_t*>(out));
   return launch_status("operands_bf16_sm100a_inspect_b", before);
 }
