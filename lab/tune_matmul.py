@@ -1,6 +1,6 @@
 """Measures the matmul family on a GPU and fits the dispatch model's constants to it.
 
-    python -m lab.tune_matmul measure OUT.json [--spec specs/matmul_bf16_tn.json] [--seconds 240]
+    python -m lab.tune_matmul measure OUT.json [--spec specs/matmul_bf16_tn.json] [--seconds 240] [--shapes MxNxK,...]
     python -m lab.tune_matmul fit OUT.json [--write]     # no GPU: fits, reports, writes dispatch.json
 
 An fp8 spec (tmagen/ops_specs/bench_matmul_fp8.json) is measured on e4m3 operands with one scale
@@ -57,7 +57,8 @@ def _measure(args: argparse.Namespace) -> None:
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     deadline = time.monotonic() + args.seconds
     rows: list[dict[str, Any]] = []
-    for m, n, k in tuning_shapes():
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes else tuning_shapes()
+    for m, n, k in shapes:
         if time.monotonic() > deadline:
             break
         if family.fp8:  # an fp8 row must be whole 16 bytes for TMA: K = 1000 is measured as 1008
@@ -213,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("out")
     m.add_argument("--spec", default=str(REPO / "specs" / "matmul_bf16_tn.json"))
     m.add_argument("--seconds", type=float, default=240.0)
+    m.add_argument("--shapes", help="MxNxK,... in place of the tuning set (a probe of a few shapes)")
     f = sub.add_parser("fit")
     f.add_argument("out")
     f.add_argument("--write", action="store_true")
