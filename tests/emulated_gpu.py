@@ -229,8 +229,15 @@ class Kernel:
             _copy(params[0], params[1])
         elif "_matmul" in self.symbol:  # any kernel of the family: the product is the same
             family = self.symbol[:self.symbol.rindex("_matmul") + len("_matmul")]
-            _matmul(params[0], params[1], params[2], Module.b_major[family], Module.fp8_types.get(family),
-                    params[6] if len(params) > 6 else None)
+            # the maps (a, b, c, then A's again in 8-row boxes where the family loads M's edge so), then
+            # M, N, K and the epilogue
+            maps = [p for p in params if isinstance(p, TensorMap)]
+            if len(maps) == 4:
+                a, a_rows = maps[0].args, maps[3].args
+                assert a_rows["global_address"] == a["global_address"] and a_rows["global_dim"] == a["global_dim"]
+                assert a_rows is a or a_rows["box_dim"][1] == 8, "A's map, or A's in boxes of 8 rows"
+            epilogue = params[len(maps) + 3] if len(params) > len(maps) + 3 else None
+            _matmul(maps[0], maps[1], maps[2], Module.b_major[family], Module.fp8_types.get(family), epilogue)
         elif self.symbol.endswith("_transpose"):
             _transpose(params[0], params[1])
         else:  # the coordinates come innermost first, as the kernel takes them

@@ -389,3 +389,55 @@ def test_copy_and_transpose_kernels_wait_and_inspect_kernels_do_not(spec_path: P
     assert wait < kernels.index("load(") and wait < kernels.index("tma::store_")
     assert kernels.index("tma::allow_next_grid();") > kernels.rindex("load(")
     assert re.search(r"launch_kernel\(\w+, [^;]*, stream,\s+true, ", files[f"{plan.name}.cu"])
+
+
+@pytest.mark.parametrize("spec_name", ["matmul_bf16_tn", "matmul_f16_nn_f32", "matmul_fp8_e4m3"])
+def test_matmul_tiles_at_the_edge_of_m_load_a_in_boxes_of_8_rows(spec_name: str) -> None:
+    """A 64-row box of A at M's edge is filled past M by TMA, which measured slower than reading rows:
+    the family gets A again as a map of 8-row boxes (same tensor, same swizzle, one period of the
+    128-byte pattern), loads through it only the rows down to M, and expects only their bytes.
+    Python and C pass that map only where M has an edge and K > 0; elsewhere A's own map stands in
+    for it and is encoded once."""
+    plan = resolve(parse_spec(json.loads((REPO / "specs" / f"{spec_name}.json").read_text())))
+    family = plan.kernel.detail
+    a, rows = plan.map("a"), plan.map("a_rows")
+    assert family.edge_rows == 8 and tuple(rows.box) == (8, a.box[1]) and rows.swizzle == a.swizzle
+    assert all(k.maps == ("a", "b", "c", "a_rows") for k in plan.kernel.family)
+    files = render(plan, f"specs/{spec_name}.json")
+    kernels = next(text for name, text in files.items() if name.endswith("_kernels.cuh"))
+    assert "a_bytes = a_k_boxes * (a_whole * A::tx_bytes + a_edge * A_rows::tx_bytes)" in kernels
+    assert "stage_tx - a_tx + a_bytes" in kernels and "a_rows_map, &full[stage]" in kernels
+    assert kernels.count("const __grid_constant__ CUtensorMap a_rows_map") == len(plan.kernel.family)
+    host = files[f"{plan.name}.cu"]
+    assert f"const bool a_edge = K != 0 && M % {a.box[0]} != 0;" in host
+    assert "a_edge ? &a_rows_cache.map : &a_cache.map" in host
+
+    from tmagen.kinds.base import Array
+    n, k = 256, 512
+
+    def bound(m: int, kk: int = k) -> tuple:  # K = 0 runs the kernel where the epilogue has work (alpha 0.5)
+        b = (n, kk) if family.b_major == "k" else (kk, n)
+        call = plan.launcher.bind(plan, [Array.of(1 << 20, (m, kk)), Array.of(1 << 30, b)],
+                                  Array.of(1 << 40, (m, n)), 132, choice=(0, 1, 0), alpha=0.5)
+        return call.maps
+
+    for m in (1, 63, 100, 1000):
+        maps = bound(m)
+        assert [b.role for b in maps] == ["a", "b", "c", "a_rows"]
+        assert (maps[3].ptr, maps[3].shape, maps[3].strides) == (maps[0].ptr, maps[0].shape, maps[0].strides)
+    for maps in (bound(64), bound(1024), bound(100, 0)):
+        assert maps[3] is maps[0]
+
+
+def test_a_matmul_whose_a_boxes_do_not_stack_from_8_rows_has_no_edge_map() -> None:
+    """Only A boxes of one 128-byte swizzled line stack from 8-row boxes; a 64B swizzle keeps A's own
+    boxes at M's edge (three maps, no a_rows)."""
+    raw = json.loads((REPO / "specs" / "matmul_bf16_tn.json").read_text())
+    raw["tensors"][0] = {**raw["tensors"][0], "box": [64, 32], "swizzle": {**raw["tensors"][0]["swizzle"], "mode": "64B"}}
+    raw["tensors"][1] = {**raw["tensors"][1], "box": [64, 32], "swizzle": {**raw["tensors"][1]["swizzle"], "mode": "64B"}}
+    raw["kernel"] = {**raw["kernel"], "tile": [raw["kernel"]["tile"][0], raw["kernel"]["tile"][1], 32]}
+    plan = resolve(parse_spec(raw))
+    assert plan.kernel.detail.edge_rows == 0
+    assert [m.role for m in plan.maps] == ["a", "b", "c"]
+    kernels = next(text for name, text in render(plan, "x.json").items() if name.endswith("_kernels.cuh"))
+    assert "A_rows" not in kernels and "CUtensorMap a_rows_map" not in kernels and "nullptr, M, N, K" in kernels

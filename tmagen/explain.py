@@ -55,7 +55,7 @@ def explain_plan(plan: Plan) -> str:
         strides = t.driver_strides()
         out += [
             "",
-            f"map {v.name}{' (built by tmagen: the transposed output)' if m.derived else ''}: "
+            f"map {v.name}{f' (built by tmagen: {m.derived})' if m.derived else ''}: "
             f"{t.dtype} {list(t.shape)}, box {list(t.box)} (outermost first)",
             "  cuTensorMapEncodeTiled(&map,",
             f"      {v.dtype_enum}, {v.rank}, ptr,",

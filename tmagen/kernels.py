@@ -31,7 +31,7 @@ from tmagen.arrays import ArrayView, current_stream, describe, element_type, emp
 from tmagen.dtypes import FP8_NAMES
 from tmagen.errors import ArgumentError, NoWorkspace, SpecError
 from tmagen.kinds.base import Launcher, MapBinding
-from tmagen.launch import array_args, driver_arguments
+from tmagen.launch import array_args, driver_arguments, encode_each
 from tmagen.plan import Plan, resolve
 from tmagen.rules import ENCODE_RULES, Violation, run_rules
 from tmagen.spec import Spec, load_spec, parse_spec
@@ -449,7 +449,7 @@ class Kernel:
                             clear=(out.ptr, pitch, c.shape[-1] * es, c.shape[0]))
         else:
             loaded = self._loaded.get(device) or self._load(device, stream)
-            maps = tuple(self._encode(b, device) for b in call.maps)
+            maps = tuple(encode_each(call.maps, lambda b: self._encode(b, device)))
             extra = list(call.extra)
             addresses = [s.address for s in maps] + [ctypes.addressof(v) for v in extra]
             # the output's map, where its address enters the launch nowhere else (the launcher says so)

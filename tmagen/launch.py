@@ -88,4 +88,15 @@ def launch_parameters(plan: Plan, inputs: Sequence[Operand], out: Operand, multi
                              **params)
     else:
         call = launcher.bind(plan, inputs, out, multiprocessors)
-    return call, [encode_binding(plan, b) for b in call.maps] + list(call.extra)
+    return call, [*encode_each(call.maps, lambda b: encode_binding(plan, b)), *call.extra]
+
+
+def encode_each(maps: Sequence[MapBinding],
+                encode: Callable[[MapBinding], runtime.TensorMap]) -> list[runtime.TensorMap]:
+    """``encode`` of each binding, in order, a binding passed twice encoded once (the matmul passes A's
+    map again in place of its edge rows' where M has no edge)."""
+    encoded: dict[MapBinding, runtime.TensorMap] = {}
+    for b in maps:
+        if b not in encoded:
+            encoded[b] = encode(b)
+    return [encoded[b] for b in maps]

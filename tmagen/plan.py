@@ -163,7 +163,7 @@ def _resolve(spec: Spec) -> tuple[Plan | None, list[Violation]]:
             threads = max((k.threads for k in mine), default=0)
         a = tensor_map_args(spec, m, smem, threads, l2_hints=kind.l2_hints if kind else True,
                             reduces=kind.reduces if kind else True)
-        names = SpecFieldNames(m.index, m.tensor.rank, derived=m.role if m.derived else None,
+        names = SpecFieldNames(m.index, m.tensor.rank, derived=m.role if m.transposed else None,
                                explicit_strides=m.tensor.strides is not None)
         found.extend(v for v in run_rules(a, names) if v not in found)
         args.append(a)

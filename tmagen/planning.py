@@ -43,7 +43,8 @@ class MapSpec:
     role: str
     tensor: TensorSpec
     index: int  # the spec tensor it comes from
-    derived: bool = False  # built by tmagen from that tensor (the transpose's output)
+    derived: str = ""  # how tmagen built it from that tensor, where it did (`tmagen explain` says it)
+    transposed: bool = False  # a derived map over the tensor's last two dimensions swapped
     stores: bool = False
     unit_bytes: int = 0  # bytes the kernel moves as one unit (0: one element)
     mma: MmaSpec | None = None  # the kernel (or the spec) reads the box with the tensor cores

@@ -188,6 +188,7 @@ __device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float 
 template <uint32_t BM, uint32_t BN, uint32_t Consumers, uint32_t Stages, uint32_t ABoxes, uint32_t BBoxes,
           uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers, uint32_t Cluster, bool Pipelined = false, bool Ordered = false>
 __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUtensorMap* b_map, const CUtensorMap* c_map,
+                                            const CUtensorMap* a_rows_map,
                                             uint32_t M, uint32_t N, uint32_t K, const matmul_epilogue& epilogue,
                                             const matmul_split& split) {
   using A = a_box;
@@ -222,6 +223,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     // the kernel before this one cannot be writing: no need to wait for it).
     tma::prefetch_tensormap(a_map);
     tma::prefetch_tensormap(b_map);
+    tma::prefetch_tensormap(a_rows_map);
   }
   if constexpr (Cluster == 1) {
     __syncthreads();
@@ -246,19 +248,38 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       const matmul_tile group = units.group(unit.tile);
       const matmul_tile tile = {group.m * Cluster + units.rank, group.n};
       const bool inside = tile.m < units.tiles_m;  // else its CTA loads B for its partner alone
+      // A's boxes of this tile: every one (a tile past M, none).
+      uint32_t a_whole = inside ? ABoxes : 0, a_edge = 0;
+      // At M's edge, only A's boxes wholly above M, then its last rows in boxes of 8 down to M: a
+      // box there would be filled past M by TMA, which is slower than reading rows (EDGE_BOX_ROWS in
+      // tmagen/kinds/matmul/plan.py). Shared memory past the last box keeps what it held: only rows of C
+      // past M depend on it, and nothing stores or sums those.
+      using A_rows = a_rows_box;
+      static_assert(A_rows::row_pitch == A::row_pitch && A_rows::tx_bytes == 8 * A::row_pitch &&
+                    A::wgmma::mn_per_box % 8 == 0, "boxes of 8 rows stack into A's box");
+      if (inside && tile.m * BM + BM > M) {
+        const uint32_t rows = M - tile.m * BM;
+        a_whole = rows / A::wgmma::mn_per_box;
+        a_edge = (rows % A::wgmma::mn_per_box + 7) / 8;
+      }
+      const uint32_t a_bytes = a_k_boxes * (a_whole * A::tx_bytes + a_edge * A_rows::tx_bytes);
       for (uint32_t kt = unit.kt_begin; kt < unit.kt_end; ++kt, ++it) {
         const uint32_t stage = it % Stages;
         // Free in every CTA of the cluster: this one's B share lands in each. A fresh barrier passes parity 1 at once.
         tma::mbarrier_wait(&empty[stage], ((it / Stages) & 1u) ^ 1u);
-        tma::mbarrier_arrive_expect_tx(&full[stage], inside ? stage_tx : stage_tx - a_tx);
+        tma::mbarrier_arrive_expect_tx(&full[stage], stage_tx - a_tx + a_bytes);
         uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
         uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
-        if (inside)
-          for (uint32_t kb = 0; kb < a_k_boxes; ++kb)
-            for (uint32_t mb = 0; mb < ABoxes; ++mb)
-              tma::load_2d(a_tile + (kb * ABoxes + mb) * A::wgmma::box_stride, a_map, &full[stage],
-                           static_cast<int32_t>(kt * BK + kb * A::wgmma::k_per_box),
-                           static_cast<int32_t>(tile.m * BM + mb * A::wgmma::mn_per_box));
+        for (uint32_t kb = 0; kb < a_k_boxes; ++kb) {
+          for (uint32_t mb = 0; mb < a_whole; ++mb)
+            tma::load_2d(a_tile + (kb * ABoxes + mb) * A::wgmma::box_stride, a_map, &full[stage],
+                         static_cast<int32_t>(kt * BK + kb * A::wgmma::k_per_box),
+                         static_cast<int32_t>(tile.m * BM + mb * A::wgmma::mn_per_box));
+          for (uint32_t r = 0; r < a_edge; ++r)  // where box a_whole would have put these rows
+            tma::load_2d(a_tile + (kb * ABoxes + a_whole) * A::wgmma::box_stride + 8 * r * A::row_pitch,
+                         a_rows_map, &full[stage], static_cast<int32_t>(kt * BK + kb * A::wgmma::k_per_box),
+                         static_cast<int32_t>(tile.m * BM + a_whole * A::wgmma::mn_per_box + 8 * r));
+        }
         for (uint32_t kb = 0; kb < b_k_boxes; ++kb)
           for (uint32_t nb = 0; nb < BBoxes; ++nb) {
             const uint32_t box = kb * BBoxes + nb;
@@ -634,75 +655,75 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
 extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) matmul_bf16_tn_matmul(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<128, 256, 2, 4, 2, 4,
                           56, 224, 2, 2>(
-      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+      &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }
 
 // 128 x 192 tiles, 2 consumer warpgroup(s), 4 stages of 40960 bytes, 3 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
 extern "C" __global__ void __launch_bounds__(384, 1) matmul_bf16_tn_matmul_128x192(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<128, 192, 2, 4, 2, 3,
                           56, 224, 3, 1>(
-      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+      &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }
 
 // 128 x 128 tiles, 2 consumer warpgroup(s), 6 stages of 32768 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
 extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) matmul_bf16_tn_matmul_128x128(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<128, 128, 2, 6, 2, 2,
                           56, 224, 2, 2>(
-      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+      &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }
 
 // 64 x 256 tiles, 1 consumer warpgroup(s), 5 stages of 40960 bytes, 3 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_tn_matmul_64x256(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<64, 256, 1, 5, 1, 4,
                           56, 240, 3, 1>(
-      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+      &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }
 
 // 64 x 128 tiles, 1 consumer warpgroup(s), 8 stages of 24576 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_tn_matmul_64x128(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<64, 128, 1, 8, 1, 2,
                           56, 240, 2, 1>(
-      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+      &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }
 
 // 64 x 64 tiles, 1 consumer warpgroup(s), 12 stages of 16384 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_tn_matmul_64x64(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<64, 64, 1, 12, 1, 1,
                           56, 240, 2, 1>(
-      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+      &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }
 
 // 192 x 192 tiles, 3 consumer warpgroup(s), 3 stages of 49152 bytes, 3 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 384 consumer threads at 152 take 512 threads x 128.
 extern "C" __global__ void __launch_bounds__(512, 1) matmul_bf16_tn_matmul_192x192(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-    const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
+    const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
   matmul_bf16_tn::matmul_body<192, 192, 3, 3, 3, 3,
                           56, 152, 3, 1>(
-      &a_map, &b_map, &c_map, M, N, K, epilogue, split);
+      &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }

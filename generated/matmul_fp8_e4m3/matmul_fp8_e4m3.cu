@@ -297,6 +297,33 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_encode_c(matmul_fp8_e4m3_tenso
   return ok();
 }
 
+extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_encode_a_rows(matmul_fp8_e4m3_tensor_map* out, const void* ptr, const uint64_t* shape,
+                                              const int64_t* strides) {
+  if (out == nullptr) return fail(matmul_fp8_e4m3_bad_argument, "a_rows: no tensor map to write");
+  // The driver wants 64 bytes and CUDA 13 declares 128; a caller's own storage may have neither.
+  if (reinterpret_cast<uintptr_t>(out) % 128 != 0) {
+    return fail(matmul_fp8_e4m3_misaligned, "a_rows: the tensor map at %p is not 128-byte aligned", static_cast<void*>(out));
+  }
+  cuuint64_t dims[2] = {};
+  cuuint64_t byte_strides[2] = {};
+  const matmul_fp8_e4m3_status checked = check_tensor("a_rows", ptr, 16, 2, shape, strides, 1,
+                                                  false, dims, byte_strides);
+  if (checked != matmul_fp8_e4m3_ok) return checked;
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  const matmul_fp8_e4m3_status found = encode_tiled_entry(&encode);
+  if (found != matmul_fp8_e4m3_ok) return found;
+  const cuuint32_t box[2] = {128, 8};  // innermost first
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult result = encode(reinterpret_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(ptr),
+                                 dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    return fail(matmul_fp8_e4m3_encode_failed, "a_rows: cuTensorMapEncodeTiled returned %s (%d) although tmagen's checks "
+                "passed; run `tmagen diagnose` on these arguments", driver_error_name(result), static_cast<int>(result));
+  }
+  return ok();
+}
+
 #include <atomic>
 #include <mutex>
 
@@ -553,7 +580,7 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
   const uint64_t c_shape[2] = {M, N};
   const int64_t a_strides[2] = {K ? (lda ? lda : static_cast<int64_t>(K)) : 8, 1};
   const int64_t b_strides[2] = {K ? (ldb ? ldb : static_cast<int64_t>(K)) : 8, 1};
-  thread_local cached_map a_cache, b_cache, c_cache;
+  thread_local cached_map a_cache, b_cache, c_cache, a_rows_cache;
   thread_local cached_choice choice_cache;
   status = cached_encode(a_cache, matmul_fp8_e4m3_encode_a, a, a_shape, a_strides);
   if (status != matmul_fp8_e4m3_ok) return status;
@@ -561,6 +588,13 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
   if (status != matmul_fp8_e4m3_ok) return status;
   status = cached_encode(c_cache, matmul_fp8_e4m3_encode_c, c, c_shape, c_strides);
   if (status != matmul_fp8_e4m3_ok) return status;
+  // A again in boxes of 8 rows, for the tiles at M's edge; where M has none (or K = 0, where
+  // nothing loads), A's own map stands in, unused.
+  const bool a_edge = K != 0 && M % 64 != 0;
+  if (a_edge) {
+    status = cached_encode(a_rows_cache, matmul_fp8_e4m3_encode_a_rows, a, a_shape, a_strides);
+    if (status != matmul_fp8_e4m3_ok) return status;
+  }
   uint32_t variant = 0, splits = 1, split_from = 0;
   matmul_choose_cached(choice_cache, M, N, K, sms, &variant, &splits, &split_from);
   uint64_t groups = matmul_groups(matmul_costs[variant], M, N);
@@ -587,7 +621,8 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
   const uint32_t grid = static_cast<uint32_t>((units < slots ? units : slots) * matmul_costs[variant].cluster);
   uint32_t m32 = static_cast<uint32_t>(M), n32 = static_cast<uint32_t>(N), k32 = static_cast<uint32_t>(K);
   // The kernel's parameters in order, each by its address (cuLaunchKernel copies them, the maps' 128 bytes too).
-  void* args[8] = {&a_cache.map, &b_cache.map, &c_cache.map, &m32, &n32, &k32, &epilogue, &split};
+  void* args[9] = {&a_cache.map, &b_cache.map, &c_cache.map, a_edge ? &a_rows_cache.map : &a_cache.map, &m32, &n32, &k32,
+                   &epilogue, &split};
   switch (variant) {
     case 0: {
       thread_local launchable kernel;

@@ -82,6 +82,36 @@ def test_every_kernel_at_every_split_matches(device, name: str) -> None:
     assert cases >= len(SHAPES) * len(family.kernels) * 3
 
 
+@pytest.mark.parametrize("name", SPECS)
+def test_tiles_at_the_edge_of_m_read_every_row_above_it(device, name: str) -> None:
+    """A tile at M's edge loads A's boxes wholly above M, then its last rows in boxes of 8 (the a_rows
+    map), and leaves the rest of its stages as they were. A product whose A is all NaN first fills
+    every SM's stages with NaN; then every kernel, unsplit and split, at M of each count of 8-row
+    boxes and rows past the last one, must give the product: a row above M that no box brought
+    would come out NaN, and one put in the wrong place a wrong value."""
+    spec = _spec(name)
+    kernel = tmagen.load(spec)
+    family = resolve(spec).kernel.detail
+    assert family.edge_rows == 8
+    out_dtype = resolve(spec).map("c").dtype_name
+    plan, poison_a, _, poison_b = _operands(spec, 2048, 2048, 136, seed=0)
+    poison_a.fill_(float("nan"))
+    poison_out = torch.empty((2048, 2048), device="cuda", dtype=TORCH[out_dtype])
+    cases = 0
+    for m in (1, 7, 8, 9, 17, 63, 64, 65, 100, 129, 200):
+        plan, a, b_nk, b = _operands(spec, m, 264, 1000, seed=m)
+        for variant in range(len(family.kernels)):
+            for splits in (1, 3):
+                kernel(poison_a, poison_b, out=poison_out, choice=(variant, 1, 0))
+                out = torch.full((m, 264), float("nan"), device="cuda", dtype=TORCH[out_dtype])
+                kernel(a, b, out=out, choice=(variant, splits, 0))
+                torch.cuda.synchronize()
+                _check(out, a, b_nk, out_dtype)
+                cases += 1
+    assert torch.isnan(poison_out.float()).all(), "the poisoning product ran"
+    assert cases == 11 * len(family.kernels) * 2
+
+
 def test_pairs_in_clusters_give_the_bits_of_the_kernels_alone(device) -> None:
     """The 128-row kernels run in clusters of two CTAs, one above the other, each loading half of the
     B boxes for both (multicast); with ``cluster: 1`` each CTA loads its own. Both sum the same

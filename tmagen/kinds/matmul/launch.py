@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tmagen.errors import NoWorkspace, Violation
@@ -214,6 +215,9 @@ class MatmulLauncher:
         else:
             a_map = MapBinding("a", a.ptr, tuple(a.shape), tuple(a.strides))
             b_map = MapBinding("b", b.ptr, tuple(b.shape), tuple(b.strides))
-        return Call((a_map, b_map, out_map), (ctypes.c_uint32(m), ctypes.c_uint32(n), ctypes.c_uint32(k), epilogue,
-                                              split),
+        maps: tuple[MapBinding, ...] = (a_map, b_map, out_map)
+        if family.edge_rows:  # A again in boxes of a few rows, for the tiles at M's edge
+            at_edge = k and m % plan.map("a").box[0]
+            maps += (replace(a_map, role="a_rows") if at_edge else a_map,)  # else A's own, unused (encoded once)
+        return Call(maps, (ctypes.c_uint32(m), ctypes.c_uint32(n), ctypes.c_uint32(k), epilogue, split),
                     family.grid(picked, m, n, multiprocessors), kernel=picked.variant)

@@ -11,7 +11,7 @@ from tmagen.kinds.matmul.dispatch import DISPATCH, Choice, Dispatch, TileCost, T
 from tmagen.limits import TARGETS
 from tmagen.mma import OperandTile
 from tmagen.planning import PATTERN_ALIGN, KernelPlan, MapSpec, RegisterBudget, box_layout, box_stride, operand_tile
-from tmagen.spec import MatmulKernel, MmaSpec, Spec
+from tmagen.spec import MatmulKernel, MmaSpec, Spec, TensorSpec
 
 REGISTERS_PER_SM = 65536
 PRODUCER_REGISTERS = 56  # the producer warpgroup only issues copies (40 made ptxas spill its loop state)
@@ -144,6 +144,7 @@ class MatmulFamily:
     block_scales: bool = False  # fp8: A's scales per 1 x 128 block, B's per 128 x 128, applied as sums are promoted
     fp8: bool = False
     stmatrix: bool = False  # the epilogue stores C a 16 x 16 block per stmatrix (16-bit C, boxes of whole 16 columns)
+    edge_rows: int = 0  # rows per box of A at M's edge, through the a_rows map (0: A's own boxes there too)
 
     @property
     def b_major(self) -> str:
@@ -287,10 +288,33 @@ def maps(spec: Spec) -> list[MapSpec]:
     assert isinstance(k, MatmulKernel)
     (ia, a), (ib, b), (ic, c) = spec.tensor(k.a), spec.tensor(k.b), spec.tensor(k.c)
     b_mn = b.box[0] if k.b_major == "k" else b.box[1]
-    return [MapSpec(role="a", tensor=a, index=ia, mma=MmaSpec(operand="a", major="k", mn_boxes=k.tile[0] // a.box[0])),
-            MapSpec(role="b", tensor=b, index=ib,
-                    mma=MmaSpec(operand="b", major=k.b_major, mn_boxes=k.tile[1] // b_mn)),
-            MapSpec(role="c", tensor=c, index=ic, stores=True)]
+    found = [MapSpec(role="a", tensor=a, index=ia, mma=MmaSpec(operand="a", major="k", mn_boxes=k.tile[0] // a.box[0])),
+             MapSpec(role="b", tensor=b, index=ib,
+                     mma=MmaSpec(operand="b", major=k.b_major, mn_boxes=k.tile[1] // b_mn)),
+             MapSpec(role="c", tensor=c, index=ic, stores=True)]
+    if edge_rows_apply(a):
+        found.append(MapSpec(role="a_rows", tensor=a.model_copy(update={"box": [EDGE_BOX_ROWS, a.box[1]]}), index=ia,
+                             derived=f"A in boxes of {EDGE_BOX_ROWS} rows, for the tiles at M's edge"))
+    return found
+
+
+# At M's edge (every tile when M is below a tile, as in LLM decoding), A's rows are loaded in boxes of
+# EDGE_BOX_ROWS through a second map of A, only as many boxes as reach below M: a box of 64 rows there
+# is filled past M by TMA, and that filling measured slower than reading rows. H200, bf16, 64 x 128
+# tiles (scratch probe of 2026-11-25): 1 x 14336 x 4096 took 39.7 us with A's 64-row box and 36.9
+# with no A loads at all (a timing probe), 34.6 at M = 64 (no rows past M); cuBLAS 33.3. Built so, on
+# an H100 beside the build before it (one call, 2026-11-27, benchmarks/run.py's shapes): 1 x 14336 x 4096
+# 46.6 -> 44.6 us (cuBLAS 43.0), 16 x 14336 x 4096 46.1 -> 45.3, tiles of M = 64 or more unchanged.
+# A's rows past M in shared memory then keep what was there: only rows of C past M depend on
+# them, and those are neither stored nor summed across splits.
+EDGE_BOX_ROWS = 8  # one period of the 128-byte swizzle: 8-row boxes stack into a 64-row box's layout
+
+
+def edge_rows_apply(a: TensorSpec) -> bool:
+    """Whether A's boxes stack from 8-row boxes (rows of one 128-byte swizzled line, as the family's)."""
+    return (a.swizzle.mode == "128B" and a.box[-1] * a.dt.nbytes == FAMILY_SPAN and a.box[0] > EDGE_BOX_ROWS
+            and a.box[0] % EDGE_BOX_ROWS == 0 and a.interleave == "none"
+            and all(s == 1 for s in (a.element_strides or [1])))
 
 
 FAMILY_BOX_ROWS = 64  # the A and B boxes a family is derived over: 64 rows of one 128-byte swizzled line of K
@@ -358,7 +382,8 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     k = spec.kernel
     assert isinstance(k, MatmulKernel)
     bk = k.tile[2]
-    a_map, b_map, c_map = maps
+    a_map, b_map, c_map = maps[:3]
+    roles = tuple(m.role for m in maps)
     a, b = operand_tile(a_map, box_layout(a_map)), operand_tile(b_map, box_layout(b_map))
     assert a is not None and b is not None
     c_stride = box_stride(box_layout(c_map))
@@ -386,8 +411,9 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
                                 ordered=issue_in_turn(consumers, every // bk, sets, k.block_scales)))
     family = MatmulFamily(tuple(plans), DISPATCH, max_splits=1 if k.dispatch == "single" else k.max_splits,
                           promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec),
-                          stmatrix=c_map.tensor.dt.nbytes == 2 and c_map.tensor.box[1] % 16 == 0)
-    views = [KernelPlan(p.symbol, ("a", "b", "c"), p.threads, p.smem_bytes, p.stage_bytes, p.stages,
+                          stmatrix=c_map.tensor.dt.nbytes == 2 and c_map.tensor.box[1] % 16 == 0,
+                          edge_rows=EDGE_BOX_ROWS if "a_rows" in roles else 0)
+    views = [KernelPlan(p.symbol, roles, p.threads, p.smem_bytes, p.stage_bytes, p.stages,
                         persistent=True, detail=p, barriers=2 * p.stages,  # full and empty
                         registers=p.register_budget, dependent_launch=True) for p in plans]
     first = views[0]

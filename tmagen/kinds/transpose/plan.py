@@ -102,7 +102,8 @@ def maps(spec: Spec) -> list[MapSpec]:
         "box": [*t.box[:-2], box_cols, box_rows * per_unit],
         "strides": None, "element_strides": None})
     return [MapSpec(role="src", tensor=t, index=0, unit_bytes=unit),
-            MapSpec(role="dst", tensor=out, index=0, derived=True, stores=True, unit_bytes=unit)]
+            MapSpec(role="dst", tensor=out, index=0, derived="the transposed output", transposed=True, stores=True,
+                    unit_bytes=unit)]
 
 
 def _as_rows(m: MapSpec) -> BoxLayout:
