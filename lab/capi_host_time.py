@@ -11,7 +11,8 @@ the batches):
 * ``matmul_launch_repeat``: NAME_matmul_launch on the same pointers every time (the maps and the
   choice are cached per thread: the target's case);
 * ``matmul_launch_alternate``: two sets of pointers in turn, so each operand's one-entry cache misses
-  every time (the cost of three encodes);
+  every time (the cost of three encodes; four where M has an edge, whose launch encodes A's
+  8-row map too);
 * ``matmul_launch_scaled_repeat``: NAME_matmul_launch_scaled with per-tensor scales, same pointers;
 * the floors: ``empty_kernel`` (<<<>>> of an empty kernel), ``empty_with_matmul_parameters`` (the
   same, with the matmul kernels' 3 tensor maps, M, N, K, epilogue and split to copy) and

@@ -433,8 +433,8 @@ def test_a_matmul_whose_a_boxes_do_not_stack_from_8_rows_has_no_edge_map() -> No
     """Only A boxes of one 128-byte swizzled line stack from 8-row boxes; a 64B swizzle keeps A's own
     boxes at M's edge (three maps, no a_rows)."""
     raw = json.loads((REPO / "specs" / "matmul_bf16_tn.json").read_text())
-    raw["tensors"][0] = {**raw["tensors"][0], "box": [64, 32], "swizzle": {**raw["tensors"][0]["swizzle"], "mode": "64B"}}
-    raw["tensors"][1] = {**raw["tensors"][1], "box": [64, 32], "swizzle": {**raw["tensors"][1]["swizzle"], "mode": "64B"}}
+    for t in raw["tensors"][:2]:
+        t.update(box=[64, 32], swizzle={**t["swizzle"], "mode": "64B"})
     raw["kernel"] = {**raw["kernel"], "tile": [raw["kernel"]["tile"][0], raw["kernel"]["tile"][1], 32]}
     plan = resolve(parse_spec(raw))
     assert plan.kernel.detail.edge_rows == 0

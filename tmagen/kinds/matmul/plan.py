@@ -303,8 +303,9 @@ def maps(spec: Spec) -> list[MapSpec]:
 # is filled past M by TMA, and that filling measured slower than reading rows. H200, bf16, 64 x 128
 # tiles (scratch probe of 2026-11-25): 1 x 14336 x 4096 took 39.7 us with A's 64-row box and 36.9
 # with no A loads at all (a timing probe), 34.6 at M = 64 (no rows past M); cuBLAS 33.3. Built so, on
-# an H100 beside the build before it (one call, 2026-11-27, benchmarks/run.py's shapes): 1 x 14336 x 4096
-# 46.6 -> 44.6 us (cuBLAS 43.0), 16 x 14336 x 4096 46.1 -> 45.3, tiles of M = 64 or more unchanged.
+# an H100 beside the build before it (one call, 2026-11-27: benchmarks/results/h100-2026-11-27-edge-rows-
+# before.json and -after.json): 1 x 14336 x 4096 46.6 -> 44.6 us (cuBLAS 43.0), 16 x 14336 x 4096
+# 46.1 -> 45.3, tiles of M = 64 or more unchanged.
 # A's rows past M in shared memory then keep what was there: only rows of C past M depend on
 # them, and those are neither stored nor summed across splits.
 EDGE_BOX_ROWS = 8  # one period of the 128-byte swizzle: 8-row boxes stack into a 64-row box's layout
