@@ -16,6 +16,7 @@ import pytest
 
 from tmagen import build, toolchain
 from tmagen.cli import main
+from tmagen.kinds.base import Array
 from tmagen.plan import resolve
 from tmagen.render import render
 from tmagen.spec import parse_spec
@@ -412,7 +413,6 @@ def test_matmul_tiles_at_the_edge_of_m_load_a_in_boxes_of_8_rows(spec_name: str)
     assert f"const bool a_edge = K != 0 && M % {a.box[0]} != 0;" in host
     assert "a_edge ? &a_rows_cache.map : &a_cache.map" in host
 
-    from tmagen.kinds.base import Array
     n, k = 256, 512
 
     def bound(m: int, kk: int = k) -> tuple:  # K = 0 runs the kernel where the epilogue has work (alpha 0.5)
