@@ -483,10 +483,11 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
         kernel["promote_every"] = rng.choice([0, bk, 2 * bk])
         if 128 % bk == 0 and _chance(rng, 0.3):
             kernel.update(promote_every=128, block_scales=True)
-    # Tiles in pairs (B multicast) or alone; 2 only where the stage's B boxes split evenly (rule matmul-cluster).
+    # Tiles in pairs (B multicast, the boxes taken in turns: three are two and one) or alone; 2 only where
+    # the stage has two B boxes or more (rule matmul-cluster).
     b_mn, b_k = (bn, atom) if b_major == "k" else (atom, k_rows)  # b's box along N and along K
     b_loads = bn // b_mn * (bk // b_k)
-    clusters = [None, 1, 2] if b_loads % 2 == 0 else [None, 1]
+    clusters = [None, 1, 2] if b_loads >= 2 else [None, 1]
     if (cluster := rng.choice(clusters)) is not None:
         kernel["cluster"] = cluster
     mnk = [_matmul_sizes(rng, bm, bn, bk) for _ in range(2)]

@@ -441,3 +441,37 @@ def test_a_matmul_whose_a_boxes_do_not_stack_from_8_rows_has_no_edge_map() -> No
     assert [m.role for m in plan.maps] == ["a", "b", "c"]
     kernels = next(text for name, text in render(plan, "x.json").items() if name.endswith("_kernels.cuh"))
     assert "A_rows" not in kernels and "CUtensorMap a_rows_map" not in kernels and "nullptr, M, N, K" in kernels
+
+
+@pytest.mark.parametrize(("spec_name", "shape"), [("matmul_bf16_tn", (3072, 3072, 2048)),
+                                                  ("matmul_fp8_e4m3", (2048, 4096, 14336))])
+def test_matmul_launches_take_the_pairs_where_rows_straddle_sectors(spec_name: str, shape: tuple) -> None:
+    """128 x 192 and 192 x 192 run alone on rows that start on whole 32-byte sectors and as their
+    twins in pairs where A's or B's pointer or pitch is off them: Python's launcher decides from the
+    arrays it binds, the C launcher from its pointers and leading dimensions, the same way (on a
+    shape whose choice is one of those tiles)."""
+    plan = resolve(parse_spec(json.loads((REPO / "specs" / f"{spec_name}.json").read_text())))
+    family = plan.kernel.detail
+    element = family.kernels[0].element_bytes
+    twin = {i: t for i, t in enumerate(family.twins) if t >= 0}
+    assert twin and all(family.kernels[t].cluster == 2 and family.kernels[i].cluster == 1 for i, t in twin.items())
+    m, n, k = shape
+    wide = k + 64 // element  # rows of a wider buffer, whole sectors apart
+    base_a, base_b = 1 << 20, 1 << 30
+
+    def chosen(a_ptr: int = base_a, a_pitch: int = k, b_ptr: int = base_b, b_pitch: int = k) -> int:
+        b = Array.of(b_ptr, (n, k), (b_pitch, 1)) if family.b_major == "k" else Array.of(b_ptr, (k, n))
+        call = plan.launcher.bind(plan, [Array.of(a_ptr, (m, k), (a_pitch, 1)), b], Array.of(1 << 40, (m, n)), 132)
+        return call.kernel
+
+    alone = family.choose(m, n, k, 132, straddle=False).variant
+    assert alone in twin, "the shape's choice has a twin"
+    assert chosen() == chosen(a_pitch=wide, b_pitch=wide) == alone
+    for straddled in (chosen(a_ptr=base_a + 16, a_pitch=wide), chosen(a_pitch=k + 16 // element, b_pitch=wide),
+                      chosen(b_ptr=base_b + 16, b_pitch=wide), chosen(b_pitch=k + 16 // element)):
+        assert straddled == twin[alone]
+    assert family.choose(m, n, k, 132) == family.choose(m, n, k, 132, straddle=False), "dense rows: whole sectors"
+    host = render(plan, f"specs/{spec_name}.json")[f"{plan.name}.cu"]
+    assert f"constexpr int32_t matmul_twins[{len(family.kernels)}] = {{{', '.join(map(str, family.twins))}}};" in host
+    assert "const bool straddle = K != 0 && (matmul_rows_straddle(a, " in host
+    assert "matmul_choose_cached(choice_cache, M, N, K, sms, straddle," in host

@@ -57,7 +57,7 @@ BREAKS = [
     ("matmul-fp8", matmul(kernel__promote_every=128), "kernel.promote_every"),
     ("matmul-registers", matmul(kernel__tile=[256, 256, 64]), "kernel.tile"),
     ("matmul-boxes", matmul(tensors__2__box=[32, 64]), "tensors[2].box"),
-    ("matmul-cluster", matmul(kernel__tile=[128, 192, 64], kernel__cluster=2), "kernel.cluster"),
+    ("matmul-cluster", matmul(kernel__tile=[128, 64, 64], kernel__cluster=2), "kernel.cluster"),
 ]
 
 

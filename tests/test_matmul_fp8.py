@@ -5,6 +5,7 @@ kernels print, and what a launch checks of its scales. The GPU half is tests/gpu
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,26 +55,31 @@ def test_fp8_fields_are_refused_on_16_bit_types() -> None:
 def test_the_plan_promotes_every_stage_and_keeps_tiles_whose_sums_fit() -> None:
     family = resolve(parse_spec(SPEC)).kernel.detail
     assert family.fp8 and family.promote_every == 128 and not family.block_scales
-    assert [(p.bm, p.bn) for p in family.kernels] == [(128, 128), (128, 192), (64, 128), (64, 64)]
+    # then the twins in pairs of the tiles that run alone (taken where rows straddle sectors)
+    assert [(p.bm, p.bn, p.cluster) for p in family.kernels] == [
+        (128, 128, 2), (128, 192, 1), (64, 128, 1), (64, 64, 1), (128, 192, 2), (64, 128, 2)]
     assert all(p.instruction_k == 32 and p.promote_stages == 1 and p.bk == 128 for p in family.kernels)
     # two sets of 64 partial sums and 64 promoted per consumer thread: pipelined where 3 sets fit in 224
     assert family.kernels[0].accumulators == 192 and family.kernels[0].pipelined
     # 128 x 192: 96 + 96, one set of partial sums (a second would need 288)
     assert family.kernels[1].accumulators == 192 and not family.kernels[1].pipelined
-    assert all(p.pipelined for p in family.kernels[2:])  # one consumer: 240 registers
+    assert all(p.pipelined for p in family.kernels[2:4])  # one consumer: 240 registers
+    assert [replace(family.kernels[i], symbol="", variant=0, cluster=1) for i in (4, 5)] == [
+        replace(family.kernels[i], symbol="", variant=0) for i in (1, 2)], "a twin differs in its cluster alone"
 
 
 def test_block_scales_leave_room_for_their_scales() -> None:
     family = resolve(parse_spec(_with(kernel__block_scales=True))).kernel.detail
     # the scales take 24 more registers: 128 x 128 keeps one set of partial sums, 128 x 192 does not fit
     assert [(p.bm, p.bn, p.pipelined) for p in family.kernels] == [
-        (128, 128, False), (64, 128, False), (64, 64, True)]
+        (128, 128, False), (64, 128, False), (64, 64, True), (64, 128, False)]
 
 
 def test_block_scaled_consumers_issue_in_turn_where_they_share_a_tile() -> None:
     blocks = resolve(parse_spec(_with(kernel__block_scales=True))).kernel.detail
     # two consumers with one set of partial sums take turns; a lone consumer has no one to wait for
-    assert [(p.bm, p.bn, p.ordered) for p in blocks.kernels] == [(128, 128, True), (64, 128, False), (64, 64, False)]
+    assert [(p.bm, p.bn, p.ordered) for p in blocks.kernels] == [
+        (128, 128, True), (64, 128, False), (64, 64, False), (64, 128, False)]
     # sums promoted per tensor gained nothing from turns (an H200 under ncu): none of those take them
     assert not any(p.ordered for p in resolve(parse_spec(SPEC)).kernel.detail.kernels)
     files = render(resolve(parse_spec(_with(kernel__block_scales=True))), "spec.json")

@@ -59,7 +59,7 @@ matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_a_rows(matmul_f16_nn_f32_tenso
 /* C = A x B: A is M x K, B is K x N, C is M x N, all row-major with leading
    dimensions lda, ldb, ldc in elements (0: contiguous; each a multiple of 16 bytes, as TMA needs),
    __half in, fp32 accumulation, float out; M, N, K below 2^31. K = 0 sets C to zeros.
-   Each call picks one of the spec's 7 kernel(s) and a split of K (of every tile, or of the last
+   Each call picks one of the spec's 11 kernel(s) and a split of K (of every tile, or of the last
    wave's) for its M, N and K (matmul_f16_nn_f32_matmul_choice). Each thread keeps its last launch's three
    tensor maps and choice: a map is encoded again only when its pointer, shape or leading dimension
    changes, the choice only when M, N, K or the device's SM count does. A split
@@ -83,8 +83,10 @@ matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(const void* a, c
     const void* bias, uint32_t bias_along, const float* scale_a, uint32_t scale_a_kind, int64_t scale_a_ld,
     const float* scale_b, uint32_t scale_b_kind, int64_t scale_b_ld, void* stream);
 
-/* Which kernel (0 .. 6: 128x256, 128x192, 128x128, 64x256, 64x128, 64x64, 192x192), how many splits of K and from which tile on
-   (the tiles before it whole) a launch of M x N x K on `sms` multiprocessors runs. */
+/* Which kernel (0 .. 10: 128x256 in pairs, 128x192, 128x128 in pairs, 64x256, 64x128, 64x64, 192x192, 128x192 in pairs, 64x256 in pairs, 64x128 in pairs, 192x192 in pairs), how many splits of K and from which tile on
+   (the tiles before it whole) a launch of M x N x K on `sms` multiprocessors runs, with A and B
+   dense (pitch K) at pointers on whole 32-byte sectors; a launch whose rows straddle sectors takes
+   the twin in pairs of a tile that runs alone. */
 matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_choice(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* kernel, uint32_t* splits,
     uint32_t* split_from);
 

@@ -341,12 +341,25 @@ uint64_t matmul_groups(const matmul_tile_cost& c, uint64_t M, uint64_t N) {
   return ((M + c.bm - 1) / c.bm + c.cluster - 1) / c.cluster * ((N + c.bn - 1) / c.bn);
 }
 uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.cluster > 0 ? sms / c.cluster : 1; }
-constexpr matmul_tile_cost matmul_costs[4] = {
+constexpr matmul_tile_cost matmul_costs[6] = {
     {128, 128, 128, 1, 2, 2, 8, 406, 4800},  // matmul_fp8_e4m3_matmul
     {128, 192, 128, 1, 2, 1, 8, 265, 2400},  // matmul_fp8_e4m3_matmul_128x192
     {64, 128, 128, 1, 1, 1, 8, 110, 800},  // matmul_fp8_e4m3_matmul_64x128
     {64, 64, 128, 1, 1, 1, 8, 364, 700},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 192, 128, 1, 2, 2, 8, 265, 2400},  // matmul_fp8_e4m3_matmul_128x192_pairs
+    {64, 128, 128, 1, 1, 2, 8, 110, 800},  // matmul_fp8_e4m3_matmul_64x128_pairs
 };
+// Per kernel: its twin in pairs, taken in its place where A's or B's rows straddle 32-byte sectors, or -1
+// (MatmulFamily.candidates); a twin is never chosen otherwise.
+constexpr int32_t matmul_twins[6] = {-1, 4, 5, -1, -1, -1};
+constexpr uint64_t matmul_row_sector = 32, matmul_element_bytes = 1;
+
+// Whether a matrix's rows, `pitch` elements of A or B apart, start off whole 32-byte sectors
+// (rows_straddle in tmagen/kinds/matmul/plan.py).
+bool matmul_rows_straddle(const void* p, uint64_t pitch) {
+  return reinterpret_cast<uintptr_t>(p) % matmul_row_sector != 0 || pitch * matmul_element_bytes % matmul_row_sector != 0;
+}
+
 constexpr uint64_t matmul_sm_bytes_per_us = 72000, matmul_hbm_bytes_per_us = 5397840;
 constexpr uint64_t matmul_split_ns = 5712;
 constexpr uint32_t matmul_max_splits = 16;
@@ -386,14 +399,24 @@ uint64_t matmul_time_ns(const matmul_tile_cost& c, uint64_t M, uint64_t N, uint6
 }
 
 // A split on every tile, or on the tail alone (the tiles past the last whole wave); the first of equals.
-void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* variant, uint32_t* splits,
+// The kernels but the twins, each twin in its kernel's place where the rows straddle, M spans more
+// than one of its tiles and K at least 16 of its steps (MatmulFamily.candidates).
+void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, bool straddle, uint32_t* variant, uint32_t* splits,
                    uint32_t* split_from, uint32_t max_splits = matmul_max_splits) {
   uint64_t best_time = 0;
   bool first = true;
   *variant = 0, *splits = 1, *split_from = 0;
   uint64_t k_steps = (K + matmul_costs[0].bk - 1) / matmul_costs[0].bk;
   if (k_steps == 0) k_steps = 1;
-  for (uint32_t v = 0; v < 4; ++v) {
+  bool is_twin[6] = {};
+  for (uint32_t v = 0; v < 6; ++v) {
+    if (matmul_twins[v] >= 0) is_twin[matmul_twins[v]] = true;
+  }
+  for (uint32_t candidate = 0; candidate < 6; ++candidate) {
+    if (is_twin[candidate]) continue;
+    const bool paired = straddle && matmul_twins[candidate] >= 0 && M > matmul_costs[candidate].bm &&
+                        (K + matmul_costs[candidate].bk - 1) / matmul_costs[candidate].bk >= 16;
+    const uint32_t v = paired ? static_cast<uint32_t>(matmul_twins[candidate]) : candidate;
     const uint64_t groups = matmul_groups(matmul_costs[v], M, N), slots = matmul_slots(matmul_costs[v], sms);
     const uint64_t tail_from = groups / slots * slots;
     for (uint32_t s = 1; s <= max_splits && s <= k_steps; ++s) {
@@ -414,13 +437,14 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* v
 struct cached_choice {
   uint64_t M = 0, N = 0, K = 0;
   uint32_t sms = 0, variant = 0, splits = 1, split_from = 0;
+  bool straddle = false;
 };
 
-void matmul_choose_cached(cached_choice& slot, uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* variant,
-                          uint32_t* splits, uint32_t* split_from) {
-  if (slot.sms != sms || slot.M != M || slot.N != N || slot.K != K) {
-    matmul_choose(M, N, K, sms, &slot.variant, &slot.splits, &slot.split_from);
-    slot.M = M, slot.N = N, slot.K = K, slot.sms = sms;
+void matmul_choose_cached(cached_choice& slot, uint64_t M, uint64_t N, uint64_t K, uint32_t sms, bool straddle,
+                          uint32_t* variant, uint32_t* splits, uint32_t* split_from) {
+  if (slot.sms != sms || slot.M != M || slot.N != N || slot.K != K || slot.straddle != straddle) {
+    matmul_choose(M, N, K, sms, straddle, &slot.variant, &slot.splits, &slot.split_from);
+    slot.M = M, slot.N = N, slot.K = K, slot.sms = sms, slot.straddle = straddle;
   }
   *variant = slot.variant, *splits = slot.splits, *split_from = slot.split_from;
 }
@@ -526,7 +550,9 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_choice(uint64_t M, uint
   if (kernel == nullptr || splits == nullptr || split_from == nullptr) {
     return fail(matmul_fp8_e4m3_bad_argument, "matmul_choice: kernel, splits and split_from are required");
   }
-  matmul_choose(M, N, K, sms ? sms : 1, kernel, splits, split_from);
+  // dense A and B (pitch K, or N for an MN-major B) at aligned pointers (MatmulFamily.dense_rows_straddle)
+  const bool straddle = matmul_rows_straddle(nullptr, K) || matmul_rows_straddle(nullptr, K);
+  matmul_choose(M, N, K, sms ? sms : 1, straddle, kernel, splits, split_from);
   return ok();
 }
 
@@ -596,7 +622,9 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
     if (status != matmul_fp8_e4m3_ok) return status;
   }
   uint32_t variant = 0, splits = 1, split_from = 0;
-  matmul_choose_cached(choice_cache, M, N, K, sms, &variant, &splits, &split_from);
+  const bool straddle = K != 0 && (matmul_rows_straddle(a, static_cast<uint64_t>(a_strides[0])) ||
+                                   matmul_rows_straddle(b, static_cast<uint64_t>(b_strides[0])));
+  matmul_choose_cached(choice_cache, M, N, K, sms, straddle, &variant, &splits, &split_from);
   uint64_t groups = matmul_groups(matmul_costs[variant], M, N);
   if (groups * splits * matmul_costs[variant].cluster > 0xFFFFFFFFull) {
     return fail(matmul_fp8_e4m3_bad_shape, "matmul: %llu groups of tiles are more than 2^32", (unsigned long long)groups);
@@ -610,7 +638,7 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
                               &split.counters, &split.partials, &capturing);
     if (status != matmul_fp8_e4m3_ok) return status;
     if (capturing) {  // no workspace can be had in a capture: the best launch without one
-      matmul_choose(M, N, K, sms, &variant, &splits, &split_from, 1);
+      matmul_choose(M, N, K, sms, straddle, &variant, &splits, &split_from, 1);
       split.splits = 1, split.split_from = 0;
       groups = matmul_groups(matmul_costs[variant], M, N);
     }
@@ -643,6 +671,16 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
       thread_local launchable kernel;
       return driver_launch(reinterpret_cast<const void*>(&matmul_fp8_e4m3_matmul_64x64), &kernel, "matmul_fp8_e4m3_matmul_64x64", grid,
                            matmul_fp8_e4m3_matmul_64x64_threads, matmul_fp8_e4m3_matmul_64x64_smem_bytes, stream, args, true);
+    }
+    case 4: {
+      thread_local launchable kernel;
+      return driver_launch(reinterpret_cast<const void*>(&matmul_fp8_e4m3_matmul_128x192_pairs), &kernel, "matmul_fp8_e4m3_matmul_128x192_pairs", grid,
+                           matmul_fp8_e4m3_matmul_128x192_pairs_threads, matmul_fp8_e4m3_matmul_128x192_pairs_smem_bytes, stream, args, true);
+    }
+    case 5: {
+      thread_local launchable kernel;
+      return driver_launch(reinterpret_cast<const void*>(&matmul_fp8_e4m3_matmul_64x128_pairs), &kernel, "matmul_fp8_e4m3_matmul_64x128_pairs", grid,
+                           matmul_fp8_e4m3_matmul_64x128_pairs_threads, matmul_fp8_e4m3_matmul_64x128_pairs_smem_bytes, stream, args, true);
     }
   }
   return fail(matmul_fp8_e4m3_bad_argument, "matmul: no kernel %u", variant);

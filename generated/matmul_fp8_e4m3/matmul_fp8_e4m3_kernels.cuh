@@ -10,8 +10,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-// C = alpha * A x B^T + beta * C_in + bias on the tensor cores, in a family of 4 kernel(s) of different tile
-// shapes: matmul_fp8_e4m3_matmul (128 x 128, 6 stages), matmul_fp8_e4m3_matmul_128x192 (128 x 192, 4 stages), matmul_fp8_e4m3_matmul_64x128 (64 x 128, 8 stages), matmul_fp8_e4m3_matmul_64x64 (64 x 64, 12 stages).
+// C = alpha * A x B^T + beta * C_in + bias on the tensor cores, in a family of 6 kernel(s) of different tile
+// shapes: matmul_fp8_e4m3_matmul (128 x 128, 6 stages), matmul_fp8_e4m3_matmul_128x192 (128 x 192, 4 stages), matmul_fp8_e4m3_matmul_64x128 (64 x 128, 8 stages), matmul_fp8_e4m3_matmul_64x64 (64 x 64, 12 stages), matmul_fp8_e4m3_matmul_128x192_pairs (128 x 192, 4 stages), matmul_fp8_e4m3_matmul_64x128_pairs (64 x 128, 8 stages).
 // Each launch picks one, and a split of K, for its M, N and K (matmul_fp8_e4m3_matmul_choice).
 // Warpgroup 0 produces: one thread keeps a ring of stages full with TMA (full/empty mbarriers).
 // Warpgroups 1..consumers consume: each multiplies 64-row blocks of the tile with wgmma (m64nBNk32),
@@ -31,6 +31,10 @@ constexpr uint32_t matmul_fp8_e4m3_matmul_64x128_threads = 256;
 constexpr uint32_t matmul_fp8_e4m3_matmul_64x128_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_fp8_e4m3_matmul_64x64_threads = 256;
 constexpr uint32_t matmul_fp8_e4m3_matmul_64x64_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_fp8_e4m3_matmul_128x192_pairs_threads = 384;
+constexpr uint32_t matmul_fp8_e4m3_matmul_128x192_pairs_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_fp8_e4m3_matmul_64x128_pairs_threads = 256;
+constexpr uint32_t matmul_fp8_e4m3_matmul_64x128_pairs_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_fp8_e4m3_matmul_tile_m = 128, matmul_fp8_e4m3_matmul_tile_n = 128, matmul_fp8_e4m3_matmul_tile_k = 128;
 
 namespace matmul_fp8_e4m3 {
@@ -195,7 +199,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   constexpr uint32_t a_stage = A::wgmma::box_stride * ABoxes * a_k_boxes;
   constexpr uint32_t stage_bytes = a_stage + B::wgmma::box_stride * BBoxes * b_k_boxes;
   constexpr uint32_t a_tx = A::tx_bytes * ABoxes * a_k_boxes, stage_tx = a_tx + B::tx_bytes * BBoxes * b_k_boxes;
-  static_assert((BBoxes * b_k_boxes) % Cluster == 0, "a cluster's CTAs load equal shares of B");
+  // A cluster's CTAs take turns loading B's boxes for all of them (box % Cluster == rank): a stage of
+  // three boxes is two and one. Each CTA's full barrier expects the whole stage either way.
+  static_assert(BBoxes * b_k_boxes >= Cluster, "every CTA of a cluster loads a share of B");
   // C staging: CBuffers per consumer, one per piece of its rows where they fit (it writes a whole tile
   // without waiting for its own stores, which drain during the next tile's K loop), else two.
   constexpr uint32_t c_cols = C::dim(1), c_stride = 8192, c_buffers = CBuffers;
@@ -895,5 +901,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_fp8_e4m3_matmul_64x6
     const matmul_fp8_e4m3::matmul_epilogue epilogue, const matmul_fp8_e4m3::matmul_split split) {
   matmul_fp8_e4m3::matmul_body<64, 64, 1, 12, 1, 1,
                           56, 240, 2, 1, true>(
+      &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
+}
+
+// 128 x 192 tiles, 2 consumer warpgroup(s), 4 stages of 40960 bytes, 3 C staging buffers per consumer.
+// Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) matmul_fp8_e4m3_matmul_128x192_pairs(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_fp8_e4m3::matmul_epilogue epilogue, const matmul_fp8_e4m3::matmul_split split) {
+  matmul_fp8_e4m3::matmul_body<128, 192, 2, 4, 2, 3,
+                          56, 224, 3, 2>(
+      &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
+}
+
+// 64 x 128 tiles, 1 consumer warpgroup(s), 8 stages of 24576 bytes, 2 C staging buffers per consumer.
+// Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
+extern "C" __global__ void __launch_bounds__(256, 1) __cluster_dims__(2, 1, 1) matmul_fp8_e4m3_matmul_64x128_pairs(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_fp8_e4m3::matmul_epilogue epilogue, const matmul_fp8_e4m3::matmul_split split) {
+  matmul_fp8_e4m3::matmul_body<64, 128, 1, 8, 1, 2,
+                          56, 240, 2, 2, true>(
       &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }

@@ -113,16 +113,20 @@ def test_tiles_at_the_edge_of_m_read_every_row_above_it(device, name: str) -> No
 
 
 def test_pairs_in_clusters_give_the_bits_of_the_kernels_alone(device) -> None:
-    """The 128-row kernels run in clusters of two CTAs, one above the other, each loading half of the
-    B boxes for both (multicast); with ``cluster: 1`` each CTA loads its own. Both sum the same
-    products in the same order, so C must be equal bit for bit: on odd numbers of tile rows (a CTA
-    past M that loads B for its partner alone), even ones, rows not whole 128 bytes, every split."""
+    """The 128-row kernels run in clusters of two CTAs, one above the other, each loading its share of
+    the B boxes for both (multicast: half of them, or two and one of three for the twins in pairs of
+    128 x 192 and 192 x 192; the twins of the 64-row tiles too); with ``cluster: 1`` each CTA loads
+    its own. Both sum the same products
+    in the same order, so C must be equal bit for bit: on odd numbers of tile rows (a CTA past M
+    that loads B for its partner alone), even ones, rows not whole 128 bytes, every split."""
     raw = json.loads((REPO / "specs" / "matmul_bf16_tn.json").read_text())
     alone_raw = {**raw, "name": "matmul_bf16_tn_alone", "kernel": {**raw["kernel"], "cluster": 1}}
     paired, alone = tmagen.load(parse_spec(raw)), tmagen.load(parse_spec(alone_raw))
     family = resolve(parse_spec(raw)).kernel.detail
-    assert [p.cluster for p in family.kernels] == [2, 1, 2, 1, 1, 1, 1], "128 x 192 and 192 x 192 have 3 B boxes: alone"
-    assert all(p.cluster == 1 for p in resolve(parse_spec(alone_raw)).kernel.detail.kernels)
+    assert [p.cluster for p in family.kernels] == [2, 1, 2, 1, 1, 1, 1, 2, 2, 2, 2], "alone, and twins in pairs"
+    alone_family = resolve(parse_spec(alone_raw)).kernel.detail
+    assert all(p.cluster == 1 for p in alone_family.kernels) and len(alone_family.kernels) == 7
+    alone_of = {(p.bm, p.bn): p.variant for p in alone_family.kernels}
     compared = 0
     for m, n, k in ((1, 72, 520), (129, 264, 1000), (300, 520, 456), (640, 1032, 2056), (1000, 2056, 136)):
         plan, a, b_nk, b = _operands(parse_spec(raw), m, n, k, seed=m)
@@ -131,12 +135,13 @@ def test_pairs_in_clusters_give_the_bits_of_the_kernels_alone(device) -> None:
                 got = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
                 want = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
                 paired(a, b, out=got, choice=(variant, splits, 0))
-                alone(a, b, out=want, choice=(variant, splits, 0))
+                p = family.kernels[variant]
+                alone(a, b, out=want, choice=(alone_of[p.bm, p.bn], splits, 0))
                 torch.cuda.synchronize()
                 assert torch.equal(got, want), (m, n, k, variant, splits)
                 compared += 1
         _check(got, a, b_nk, "bfloat16")
-    assert compared == 20
+    assert compared == 60
 
 
 @pytest.mark.parametrize("name", SPECS)

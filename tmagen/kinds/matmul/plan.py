@@ -4,7 +4,7 @@ choice among them (with a split of K) that each launch makes from its M, N and K
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tmagen.dtypes import FP8_NAMES
 from tmagen.kinds.matmul.dispatch import DISPATCH, Choice, Dispatch, TileCost, TileShape
@@ -145,6 +145,7 @@ class MatmulFamily:
     fp8: bool = False
     stmatrix: bool = False  # the epilogue stores C a 16 x 16 block per stmatrix (16-bit C, boxes of whole 16 columns)
     edge_rows: int = 0  # rows per box of A at M's edge, through the a_rows map (0: A's own boxes there too)
+    twins: tuple[int, ...] = ()  # per kernel: the index of its twin in pairs (`pair_twin`), or -1
 
     @property
     def b_major(self) -> str:
@@ -155,10 +156,39 @@ class MatmulFamily:
         """The model's constants of each kernel, as the C API's choice prints them."""
         return tuple(self.dispatch.cost(p.shape) for p in self.kernels)
 
-    def choose(self, m: int, n: int, k: int, multiprocessors: int, max_splits: int | None = None) -> Choice:
+    @property
+    def pair_min_k_steps(self) -> int:
+        """K steps from which a twin in pairs is taken (`pair_pays`)."""
+        return PAIR_MIN_K_STEPS
+
+    @property
+    def row_sector(self) -> int:
+        """Bytes a row must start on a multiple of not to straddle (`rows_straddle`)."""
+        return ROW_SECTOR
+
+    def candidates(self, straddle: bool, m: int = 0, k: int = 0) -> list[int]:
+        """The kernels the model chooses among, in order: every kernel but the twins, or, where the
+        rows straddle 32-byte sectors (`rows_straddle`), each one's twin in pairs in its place where
+        M spans more than one of its tiles and K at least PAIR_MIN_K_STEPS steps (`pair_pays`)."""
+        twins = self.twins or (-1,) * len(self.kernels)
+        return [twins[i] if straddle and twins[i] >= 0 and pair_pays(self.kernels[i], m, k) else i
+                for i in range(len(self.kernels)) if i not in twins]
+
+    def dense_rows_straddle(self, n: int, k: int) -> bool:
+        """Whether dense A and B (pitch K, or N for an MN-major B) at 128-byte aligned pointers have rows
+        that straddle: what ``NAME_matmul_choice`` assumes."""
+        element = self.kernels[0].element_bytes
+        return rows_straddle(0, k * element) or rows_straddle(0, (k if self.b_major == "k" else n) * element)
+
+    def choose(self, m: int, n: int, k: int, multiprocessors: int, max_splits: int | None = None,
+               straddle: bool | None = None) -> Choice:
+        """The model's choice for a launch; ``straddle``: whether A's or B's rows straddle 32-byte
+        sectors (None: as dense rows at aligned pointers would)."""
         splits = self.max_splits if max_splits is None else min(max_splits, self.max_splits)
-        choice = self.dispatch.choose([p.shape for p in self.kernels], m, n, k, multiprocessors, splits)
-        return choice if choice.splits > 1 else Choice(choice.variant, 1, 0)
+        kernels = self.candidates(self.dense_rows_straddle(n, k) if straddle is None else straddle, m, k)
+        choice = self.dispatch.choose([self.kernels[i].shape for i in kernels], m, n, k, multiprocessors, splits)
+        variant = kernels[choice.variant]
+        return Choice(variant, choice.splits, choice.split_from) if choice.splits > 1 else Choice(variant, 1, 0)
 
     def groups(self, variant: int, m: int, n: int) -> int:
         """A kernel's groups of tiles covering C: a cluster's tiles, one above the other."""
@@ -344,14 +374,53 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
 
 def tile_cluster(k: MatmulKernel, bm: int, b_loads: int) -> int:
     """CTAs per cluster for a tile of ``bm`` rows whose stage is ``b_loads`` B boxes: the spec's
-    ``cluster`` (a tile whose B boxes do not split evenly between the pair runs alone: rule
-    matmul-cluster refuses that for the spec's own tile), or by default pairs for tiles of 128 rows
-    or more. On an H200 (bf16, 128 x 256 tiles), a pair took 197 us at 4096 x 4096 x 4104, whose rows
-    are not whole 32-byte sectors, where the tile alone took 242 (cuBLAS 190), and 9.7 ms at 15000^3
-    against 12.8; on whole-sector rows both took 188 us at 4096^3 (scratch probe of 2026-11-24, in
-    the note of issue 18)."""
+    ``cluster`` (a tile with fewer B boxes than CTAs runs alone: rule matmul-cluster refuses that
+    for the spec's own tile), or by default pairs for tiles of 128 rows or more whose B boxes split
+    evenly; a tile whose stage is an odd number of boxes runs alone, and its pair (`pair_twin`)
+    is a kernel of its own, for rows that straddle. On an H200 (bf16, 128 x 256 tiles), a pair took
+    197 us at 4096 x 4096 x 4104, whose rows are not whole 32-byte sectors, where the tile alone took
+    242 (cuBLAS 190), and 9.7 ms at 15000^3 against 12.8; on whole-sector rows both took 188 us at
+    4096^3 (scratch probe of 2026-11-24, in the note of issue 18)."""
     cluster = k.cluster if k.cluster is not None else 2 if bm >= 128 else 1
-    return cluster if b_loads % cluster == 0 else 1
+    return cluster if b_loads >= cluster and (k.cluster is not None or b_loads % cluster == 0) else 1
+
+
+# A tile that runs alone (its stage an odd number of B boxes, as 128 x 192 and 192 x 192, or of 64
+# rows) keeps doing so where A's and B's rows start on whole 32-byte sectors, and runs as its twin in
+# pairs (the B boxes multicast in turns: three are two and one) where they do not: a box row then
+# spans one more sector, the loads bound the step, and a pair reads its B once for both. H100,
+# 2026-11-27 (tests/data/hw_h100/matmul_pairs.json): 4096 x 4096 x K bf16, 128 x 192 alone / in
+# pairs: pitch 16 mod 128 bytes 324 / 245 us, the pointer 16 bytes in 372 / 271; pitch 32 mod 128
+# 217 / 217, 64 mod 128 216 / 216, aligned 198 / 201; fp8 the same (16 mod 128: 175 / 129; 32: 122 /
+# 124; aligned 118.5 / 120.5). Whole shapes: bf16 2056^3 39.4 / 36.8 (192 x 192), 1000^3 14.1 / 12.4
+# and 256 x 4096 x 4104 38.1 / 28.9 (64 x 128); fp8 10000^3 2368 / 1735 (128 x 192; cuBLASLt 1839).
+ROW_SECTOR = 32  # bytes: a row whose start is off a multiple of this straddles (see `rows_straddle`)
+
+
+def rows_straddle(pointer: int, pitch_bytes: int) -> bool:
+    """Whether a matrix's rows start off whole 32-byte sectors: its pointer, or its pitch, is not a
+    multiple of ROW_SECTOR (then the pairs of `pair_twin` are taken)."""
+    return pointer % ROW_SECTOR != 0 or pitch_bytes % ROW_SECTOR != 0
+
+
+# Pairs pay on straddling rows where the loads outweigh what a cluster costs beyond a lone CTA. H100,
+# 2026-11-27 (tests/data/hw_h100/matmul_pairs.json), alone / in pairs: M within one tile, whose
+# partner computes nothing, 64 x 14336 x 4104 bf16 54.0 / 54.4 us (64 x 128), 53.9 / 62.8 (128 x 192);
+# few K steps, fp8 1000 x 1000 x 1008 (8 steps) 9.4 / 9.8 and 264 x 264 x 272 (3) 6.2 / 7.1, where
+# bf16 1000^3 (16 steps) took 14.1 / 12.4.
+PAIR_MIN_K_STEPS = 16
+
+
+def pair_pays(p: MatmulPlan, m: int, k: int) -> bool:
+    """Whether kernel ``p``'s twin in pairs is taken on straddling rows: M spans more than one of
+    its tiles and K at least PAIR_MIN_K_STEPS of its steps."""
+    return m > p.bm and -(-k // p.bk) >= PAIR_MIN_K_STEPS
+
+
+def pair_twin(k: MatmulKernel, bm: int, cluster: int) -> bool:
+    """Whether a tile that runs alone gets a twin in pairs (one whose B boxes did not split evenly,
+    or of 64 rows), in a spec that leaves ``cluster`` to tmagen."""
+    return k.cluster is None and cluster == 1
 
 
 def pieces(bm: int, bn: int, consumers: int, c_map: MapSpec) -> int:
@@ -393,7 +462,8 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     every = promote_every(k, spec)
     instruction_k = 32 if is_fp8(k, spec) else 16
     plans: list[MatmulPlan] = []
-    for i, (bm, bn, consumers) in enumerate(family_tiles(k, a, b, c_map.tensor.box[1], every > 0, k.block_scales)):
+    tiles = family_tiles(k, a, b, c_map.tensor.box[1], every > 0, k.block_scales)
+    for i, (bm, bn, consumers) in enumerate(tiles):
         a_boxes, b_boxes = bm // a.mn_per_box, bn // b.mn_per_box
         b_loads = b_boxes * (bk // b.k_per_box)
         stage = a_step * a_boxes + b_step * b_boxes
@@ -410,10 +480,19 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
                                 c_buffers=buffers, cluster=tile_cluster(k, bm, b_loads), b_loads=b_loads,
                                 pipelined=sets == 3,
                                 ordered=issue_in_turn(consumers, every // bk, sets, k.block_scales)))
+    # the twins in pairs come last, so that the kernels before them keep their indices (``choice=``);
+    # only in a family (a spec's own tile alone stays alone, as ``dispatch: "single"`` asks, or as
+    # boxes the family is not proven on keep it)
+    twins = [-1] * len(plans)
+    for p in list(plans) if len(tiles) > 1 else []:
+        if pair_twin(k, p.bm, p.cluster) and p.b_loads >= 2:
+            twins[p.variant] = len(plans)
+            plans.append(replace(p, symbol=f"{p.symbol}_pairs", variant=len(plans), cluster=2))
     family = MatmulFamily(tuple(plans), DISPATCH, max_splits=1 if k.dispatch == "single" else k.max_splits,
                           promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec),
                           stmatrix=c_map.tensor.dt.nbytes == 2 and c_map.tensor.box[1] % 16 == 0,
-                          edge_rows=EDGE_BOX_ROWS if "a_rows" in roles else 0)
+                          edge_rows=EDGE_BOX_ROWS if "a_rows" in roles else 0,
+                          twins=tuple(twins + [-1] * (len(plans) - len(twins))))
     views = [KernelPlan(p.symbol, roles, p.threads, p.smem_bytes, p.stage_bytes, p.stages,
                         persistent=True, detail=p, barriers=2 * p.stages,  # full and empty
                         registers=p.register_budget, dependent_launch=True) for p in plans]

@@ -231,12 +231,12 @@ def _boxes(spec: Spec) -> Iterator[Violation]:
                         "the wgmma's accumulators", f"use [64, n] with n a multiple of 8 dividing {bn}", KERNEL)
 
 
-CLUSTER_SOURCE = (f"{KERNEL}: a pair's CTAs each multicast half of a stage's B boxes; PTX ISA 9.7.10.28.5.3 "
+CLUSTER_SOURCE = (f"{KERNEL}: a pair's CTAs take turns multicasting a stage's B boxes; PTX ISA 9.7.10.28.5.3 "
                   "cp.async.bulk.tensor (.multicast::cluster)")
 
 
-@RULES.rule("matmul-cluster", "a tile in clusters of 2 has an even number of B boxes per stage (each CTA of the "
-            "pair loads half of them for both)", CLUSTER_SOURCE)
+@RULES.rule("matmul-cluster", "a tile in clusters of 2 has at least 2 B boxes per stage (the pair's CTAs take turns "
+            "loading them for both; with one box there is nothing to share)", CLUSTER_SOURCE)
 def _cluster(spec: Spec) -> Iterator[Violation]:
     ops = _matrices(spec)
     if ops is None or ops.kernel.cluster is None or ops.kernel.cluster == 1:
@@ -247,8 +247,8 @@ def _cluster(spec: Spec) -> Iterator[Violation]:
     if bn % b_mn or bk % b_k:
         return  # rule matmul-boxes
     loads = bn // b_mn * (bk // b_k)
-    if loads % cluster:
+    if loads < cluster:
         yield Violation("matmul-cluster", "kernel.cluster", str(cluster),
-                        f"the tile's stage is {loads} B box(es) ({bn // b_mn} along N x {bk // b_k} along K), which do "
-                        f"not split evenly between the {cluster} CTAs of a cluster",
+                        f"the tile's stage is {loads} B box ({bn // b_mn} along N x {bk // b_k} along K), fewer than "
+                        f"the {cluster} CTAs of a cluster: one would load no B and the cluster would share nothing",
                         "use boxes of half as many rows of B, or cluster 1", CLUSTER_SOURCE)

@@ -47,9 +47,10 @@ class MatmulKernel(Section):
         "applied in the epilogue.")
     cluster: int | None = Field(
         None, ge=1, le=2, description="CTAs per cluster: 2 pairs tiles that lie one above the other (along M) and "
-        "loads each stage's B boxes once for both, half by each CTA, multicast to the pair (half the B traffic "
-        "through L2); 1: "
-        "no clusters. Default: 2 for tiles of 128 rows or more whose B loads per stage are even in number, 1 for "
-        "the others (a 64-row tile is for small M, where a pair would have little to share).")
+        "loads each stage's B boxes once for both, the CTAs taking them in turns (three boxes are two and one), "
+        "multicast to the pair (half the B traffic through L2); a stage of one B box cannot be shared (rule "
+        "matmul-cluster); 1: no clusters. Default: 2 for tiles of 128 rows or more whose B loads per stage are "
+        "even in number, 1 for the others, each of which (in a family) also gets a twin in pairs that launches "
+        "take where A's or B's rows straddle 32-byte sectors (README, Twins in pairs).")
     raster_group: int = Field(8, ge=1, le=64, description="Tile rows walked together, column by column, so that "
                               "the blocks running at once share A and B in L2.")
