@@ -24,6 +24,8 @@ import itertools
 import json
 import math
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -135,13 +137,29 @@ def _median_us(torch: Any, launch: Any, count: int) -> float:
     return ms[len(ms) // 2] * 1000.0
 
 
-def _score(d: Dispatch, data: dict[str, Any], shapes: list[TileShape]) -> tuple[float, list[tuple[Any, ...]]]:
+def _candidates(data: dict[str, Any]) -> Callable[[int, int, int], list[int]] | None:
+    """The kernels a launch of the measured (dense) operands chooses among, as the family's
+    ``candidates`` says (the twins in pairs where rows straddle sectors); None where the data was
+    measured on a family without twins (every kernel is a candidate)."""
+    from tmagen.plan import load
+
+    spec = Path(data["spec"])
+    family = load(spec if spec.is_absolute() else REPO / spec).kernel.detail
+    if [p.shape.key for p in family.kernels] != data["kernels"]:
+        return None
+    return lambda m, n, k: family.candidates(family.dense_rows_straddle(n, k), m, k)
+
+
+def _score(d: Dispatch, data: dict[str, Any], shapes: list[TileShape],
+           candidates: Callable[[int, int, int], list[int]] | None = None) -> tuple[float, list[tuple[Any, ...]]]:
     """Sum over shapes of log(measured time of the model's choice / measured best), and each shape's line."""
     total, lines = 0.0, []
     for row in data["rows"]:
         times = {_key(key): t for key, t in row["us"].items()}
         best = min(times.values())
-        c = d.choose(shapes, row["m"], row["n"], row["k"], data["sms"], 16)
+        kernels = candidates(row["m"], row["n"], row["k"]) if candidates else list(range(len(shapes)))
+        c = d.choose([shapes[i] for i in kernels], row["m"], row["n"], row["k"], data["sms"], 16)
+        c = replace(c, variant=kernels[c.variant])
         got = times.get((c.variant, c.splits, c.split_from if c.splits > 1 else 0))
         if got is None:  # a split the measurement did not try: the nearest it did
             near = [key for key in times if key[0] == c.variant and (key[2] > 0) == (c.split_from > 0)]
@@ -165,7 +183,8 @@ def _fit(args: argparse.Namespace) -> None:
     start = Dispatch(base["gpu"], base["measured"], base["sm_bytes_per_us"], base["hbm_bytes_per_us"],
                      {key: TileCost(**v) for key, v in base["tiles"].items()}, TileCost(**base["default"]),
                      max(1000, int(base.get("split_ns", 0))))
-    best_d, best_score = start, _score(start, data, shapes)[0]
+    candidates = _candidates(data)
+    best_d, best_score = start, _score(start, data, shapes, candidates)[0]
     # coordinate descent over the constants, by factors; an fp8 family's measurement fits its own
     # tiles' constants only, the memory system's being the 16-bit families' too
     fp8 = any(s.element_bytes == 1 for s in shapes)
@@ -174,10 +193,10 @@ def _fit(args: argparse.Namespace) -> None:
         for field in shared + [f"{s.key}.{f}" for s in shapes for f in ("step_ns", "tile_ns")]:
             for factor in (0.25, 0.5, 0.7, 0.85, 0.93, 1.08, 1.2, 1.4, 2.0, 4.0):
                 trial = _scaled(best_d, field, factor)
-                score = _score(trial, data, shapes)[0]
+                score = _score(trial, data, shapes, candidates)[0]
                 if score < best_score - 1e-9:
                     best_d, best_score = trial, score
-    score, lines = _score(best_d, data, shapes)
+    score, lines = _score(best_d, data, shapes, candidates)
     print(f"sum of log(choice / best) over {len(lines)} shapes: {score:.3f} (geometric mean "
           f"{math.exp(score / max(1, len(lines))):.3f} of the best)")
     for m, n, k, choice, got, best, cublas in lines:
