@@ -175,7 +175,7 @@ class MatmulFamily:
                 for i in range(len(self.kernels)) if i not in twins]
 
     def dense_rows_straddle(self, n: int, k: int) -> bool:
-        """Whether dense A and B (pitch K, or N for an MN-major B) at 128-byte aligned pointers have rows
+        """Whether dense A and B (pitch K, or N for an MN-major B) at pointers on whole sectors have rows
         that straddle: what ``NAME_matmul_choice`` assumes."""
         element = self.kernels[0].element_bytes
         return rows_straddle(0, k * element) or rows_straddle(0, (k if self.b_major == "k" else n) * element)
