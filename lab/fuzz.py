@@ -31,7 +31,7 @@ from typing import Any
 from tmagen.dtypes import DTYPES
 from tmagen.errors import SpecError
 from tmagen.limits import TARGETS
-from tmagen.plan import check
+from tmagen.plan import check, resolve
 from tmagen.plan import kernels as planned_kernels
 from tmagen.spec import parse_spec
 from tmagen.toolbox import REDUCE_OPS, reduce_ops_for
@@ -100,8 +100,24 @@ class Case:
             "coords": [_coords_class(self.spec)] if self.kind == "inspect" else [],
             "matmul_epilogue": ([str(r["args"].get("epilogue", "none")) for r in self.runs]
                                 if self.kind == "matmul" else []),
+            "matmul_launch": self._matmul_launches() if self.kind == "matmul" else [],
             "kernel": [f"{key}={value}" for key, value in sorted(k.items()) if key not in ("kind", "coords")],
         }
+
+
+    def _matmul_launches(self) -> list[str]:
+        """Each run's kernel as the family chooses it on 132 SMs (an H100's or H200's): the spec's
+        own tile, another tile of the family, or a twin in pairs (rows that straddle sectors)."""
+        family = resolve(parse_spec(self.spec)).kernel.detail
+        launches = []
+        for run in self.runs:
+            variant = family.choose(*run["args"]["mnk"], MULTIPROCESSORS).variant
+            launches.append("twin in pairs" if variant in family.twins else "own tile" if variant == 0
+                            else "family tile")
+        return launches
+
+
+MULTIPROCESSORS = 132  # an H100's or H200's SMs, for the choices a report tallies
 
 
 def _swizzle_name(t: dict[str, Any]) -> str:
@@ -465,6 +481,13 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
         bk = k_step * rng.randint(1, 4)
     bn = 8 * rng.randint(1, 32) if b_major == "k" else atom * rng.randint(1, 256 // atom)
     a_rows = rng.choice([r for r in (64, 128, 192, 256) if bm % r == 0])
+    # a family's boxes (plan.family_tiles: 64 rows of one 128-byte swizzled line, one box of K per
+    # stage, B K-major), where a launch chooses among the family's tiles and their twins in pairs
+    family = _chance(rng, 0.25)
+    if family:
+        swizzle, b_major = "128B", "k"
+        atom = SPANS[swizzle] // es
+        bk, a_rows, bn = atom, 64, 64 * rng.randint(1, 4)
     k_rows = rng.choice([r for r in range(16, bk + 1, 16) if bk % r == 0])
     c_swizzle = _weighted(rng, {"128B": 4, "64B": 1, "32B": 1, "none": 1})
     c_es = DTYPES[out].nbytes
@@ -472,7 +495,8 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
     c_cols = rng.choice([c for c in range(8, c_limit // c_es + 1, 8) if bn % c == 0] or [8])
     offset = (lambda: _smem_offset(rng)) if _chance(rng, 0.2) else (lambda: 0)
     a = {"name": "a", "dtype": dtype, "box": [a_rows, atom], "swizzle": {"mode": swizzle}, "smem_offset": offset()}
-    b = {"name": "b", "dtype": b_dtype, "box": [bn, atom] if b_major == "k" else [k_rows, atom],
+    b_rows = 64 if family else bn  # B's box along N (K-major B): a family's tile is several boxes
+    b = {"name": "b", "dtype": b_dtype, "box": [b_rows, atom] if b_major == "k" else [k_rows, atom],
          "swizzle": {"mode": swizzle}, "smem_offset": offset()}
     c = {"name": "c", "dtype": out, "box": [64, c_cols], "swizzle": {"mode": c_swizzle}, "smem_offset": offset()}
     for t in (a, b, c):
@@ -485,9 +509,9 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
             kernel.update(promote_every=128, block_scales=True)
     # Tiles in pairs (B multicast, the boxes taken in turns: three are two and one) or alone; 2 only where
     # the stage has two B boxes or more (rule matmul-cluster).
-    b_mn, b_k = (bn, atom) if b_major == "k" else (atom, k_rows)  # b's box along N and along K
+    b_mn, b_k = (b_rows, atom) if b_major == "k" else (atom, k_rows)  # b's box along N and along K
     b_loads = bn // b_mn * (bk // b_k)
-    clusters = [None, 1, 2] if b_loads >= 2 else [None, 1]
+    clusters = [None] if family else [None, 1, 2] if b_loads >= 2 else [None, 1]
     if (cluster := rng.choice(clusters)) is not None:
         kernel["cluster"] = cluster
     mnk = [_matmul_sizes(rng, bm, bn, bk) for _ in range(2)]
@@ -500,6 +524,10 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
     # each run with an epilogue or none: alpha, a bias along N or M, beta C_in in pairs of columns,
     # of an odd pitch, or everything (verify.MATMUL_EPILOGUES: each of the kernel's epilogues)
     epilogues = [rng.choice([None, None, None, *MATMUL_EPILOGUES[1:]]) for _ in mnk]
+    if family or _chance(rng, 0.35):  # where a family's launch takes a twin in pairs (MatmulFamily.candidates):
+        # rows 16 bytes off whole 32-byte sectors, M over one tile, K of 16 steps and more
+        mnk.append((rng.randint(bm + 1, 3 * bm), _round_up(_extent(rng, bn), 16), 16 * bk + 16 // es))
+        epilogues.append(None)
     return spec, [{"call": "matmul", "args": {"mnk": list(s), **({"epilogue": e} if e else {})}}
                   for s, e in zip(mnk, epilogues)]
 

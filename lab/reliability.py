@@ -16,6 +16,7 @@ DIMENSIONS = [  # (key in the run's "by", heading)
     ("strides", "global strides"), ("shape", "shape against the box"), ("box_bytes", "box bytes"),
     ("smem_offset", "smem_offset"), ("l2_promotion", "L2 promotion"), ("tensors", "tensors per spec"),
     ("coords", "inspect start coordinates"), ("matmul_epilogue", "matmul epilogue (verify.MATMUL_EPILOGUES)"),
+    ("matmul_launch", "matmul launch (the family's choice at the run's shape)"),
 ]
 
 

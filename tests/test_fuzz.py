@@ -228,3 +228,22 @@ def test_matmul_runs_draw_every_epilogue(drawn) -> None:
     # and the campaign's report tallies them (its "matmul epilogue" table)
     tallied = {v for c in drawn if c.kind == "matmul" for v in c.features()["matmul_epilogue"]}
     assert tallied == {e or "none" for e in MATMUL_EPILOGUES}, tallied
+
+
+def test_matmul_runs_launch_twins_in_pairs(drawn) -> None:
+    """The campaign reaches the family's twins in pairs (taken where rows straddle 32-byte sectors,
+    M spans more than one tile and K 16 steps or more), and kernels in pairs whose B stage is an odd
+    number of boxes (the CTAs take them in turns)."""
+    twins = odd_pairs = 0
+    for c in drawn:
+        if c.kind != "matmul":
+            continue
+        family = resolve(parse_spec(c.spec)).kernel.detail
+        odd_pairs += any(p.cluster == 2 and p.b_loads % 2 for p in family.kernels)
+        for run in c.runs:
+            m, n, k = run["args"]["mnk"]
+            twins += family.choose(m, n, k, 132).variant in family.twins
+    assert twins > 0 and odd_pairs > 0, (twins, odd_pairs)
+    # and the campaign's report tallies them (its "matmul launch" table)
+    tallied = {v for c in drawn if c.kind == "matmul" for v in c.features()["matmul_launch"]}
+    assert tallied == {"own tile", "family tile", "twin in pairs"}, tallied
