@@ -417,10 +417,11 @@ def pair_pays(p: MatmulPlan, m: int, k: int) -> bool:
     return m > p.bm and -(-k // p.bk) >= PAIR_MIN_K_STEPS
 
 
-def pair_twin(k: MatmulKernel, bm: int, cluster: int) -> bool:
-    """Whether a tile that runs alone gets a twin in pairs (one whose B boxes did not split evenly,
-    or of 64 rows), in a spec that leaves ``cluster`` to tmagen."""
-    return k.cluster is None and cluster == 1
+def pair_twin(k: MatmulKernel, p: MatmulPlan) -> bool:
+    """Whether kernel ``p``, which runs alone (its B boxes did not split evenly, or it is of 64 rows),
+    gets a twin in pairs: in a spec that leaves ``cluster`` to tmagen, where its stage has two B boxes
+    or more to share (rule matmul-cluster)."""
+    return k.cluster is None and p.cluster == 1 and p.b_loads >= 2
 
 
 def pieces(bm: int, bn: int, consumers: int, c_map: MapSpec) -> int:
@@ -485,7 +486,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     # boxes the family is not proven on keep it)
     twins = [-1] * len(plans)
     for p in list(plans) if len(tiles) > 1 else []:
-        if pair_twin(k, p.bm, p.cluster) and p.b_loads >= 2:
+        if pair_twin(k, p):
             twins[p.variant] = len(plans)
             plans.append(replace(p, symbol=f"{p.symbol}_pairs", variant=len(plans), cluster=2))
     family = MatmulFamily(tuple(plans), DISPATCH, max_splits=1 if k.dispatch == "single" else k.max_splits,
