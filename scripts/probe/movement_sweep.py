@@ -2,7 +2,10 @@
 ragged and odd-stride 1 GiB tensors, every variant of a case in one interleaved loop.
 
 Run on a GPU machine from the repository root:
-    python3 scripts/probe/movement_sweep.py OUTDIR [transpose] [copy] [ncu-targets NAME...]
+    python3 scripts/probe/movement_sweep.py OUTDIR [transpose] [copy] [v2|v3|v4] [ncu-targets NAME...]
+
+v2 and v3 are later rounds of variants (v3: per-block grids); v4 times the tuned copy and transpose
+specs of tmagen/ops_specs under each L2 eviction priority (``l2_hint``) on 1 GiB tensors.
 
 Writes OUTDIR/sweep.json and prints one table per case. ``ncu-targets`` launches the named
 variants once each (after a warm-up) for ``ncu`` to profile; see scripts/probe/movement_ncu.sh.
@@ -14,6 +17,7 @@ import json
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from lab import peers
@@ -36,6 +40,7 @@ COPY_SHAPES = {
 }
 TRANSPOSE_BOX = {"float32": [64, 64], "bfloat16": [128, 128], "uint8": [256, 128]}
 METHOD = Method(rounds=10, repetitions=3, warmup=2)
+SPECS = Path(__file__).resolve().parents[2] / "tmagen" / "ops_specs"
 
 
 def transpose_variants() -> dict[str, dict]:
@@ -142,6 +147,32 @@ def copy_variants_v3() -> dict[str, dict]:
     return out
 
 
+HINT_SHAPES = {"float32": {"square": [16384, 16384], "ragged": [16352, 16352], "odd": [16368, 16380]},
+               "float64": {"square": [16384, 8192]}, "bfloat16": {"square": [16384, 32768]},
+               "uint8": {"square": [16384, 65536], "odd": [16368, 65520]}}
+HINTS = ("normal", "evict_last", "evict_first")
+
+
+def hint_variants(kind: str, dtypes: Any) -> dict[str, dict]:
+    """The tuned specs of ``kind`` that tmagen.ops runs, under each L2 eviction priority (l2_hint)."""
+    out = {}
+    for dtype in dtypes:
+        tuned = json.loads((SPECS / f"bench_{kind}_{dtype}.json").read_text())
+        for hint in HINTS:
+            name = f"{kind[0]}_{dtype}_tuned_{hint}"
+            out[name] = {**tuned, "name": name, "description": "",
+                         "tensors": [{**t, "l2_hint": hint} for t in tuned["tensors"]]}
+    return out
+
+
+def copy_variants_v4() -> dict[str, dict]:
+    return hint_variants("copy", HINT_SHAPES)
+
+
+def transpose_variants_v4() -> dict[str, dict]:
+    return hint_variants("transpose", TRANSPOSE_SHAPES)
+
+
 GRID_MULTIPLIERS = (1, 2, 4, 16, 0)  # blocks per multiprocessor in the grid; 0: one block per 2 stage units
 
 
@@ -240,16 +271,18 @@ def time_variants(kind: str, dtype: str, shape_kind: str, shape: list[int], spec
     return {"kind": kind, "dtype": dtype, "shape_kind": shape_kind, **rec}
 
 
-V2 = V3 = False
+V2 = V3 = V4 = False
 
 
 def main() -> None:
-    global V2, V3
+    global V2, V3, V4
     out_dir = sys.argv[1]
     what = sys.argv[2:] or ["transpose", "copy"]
-    V2, V3 = "v2" in what, "v3" in what
+    V2, V3, V4 = "v2" in what, "v3" in what, "v4" in what
+    V3 = V3 or V4  # the launch path views odd contiguous copies flat itself
     os.makedirs(out_dir, exist_ok=True)
-    tv, cv = (transpose_variants_v3, copy_variants_v3) if V3 else \
+    tv, cv = (transpose_variants_v4, copy_variants_v4) if V4 else \
+        (transpose_variants_v3, copy_variants_v3) if V3 else \
         (transpose_variants_v2, copy_variants_v2) if V2 else (transpose_variants, copy_variants)
     raw = {**(tv() if "transpose" in what else {}), **(cv() if "copy" in what else {})}
     specs, cubins = build(raw)
@@ -257,7 +290,7 @@ def main() -> None:
     records = []
     path = os.path.join(out_dir, "sweep.json")
     groups = ([("transpose", TRANSPOSE_SHAPES)] if "transpose" in what else []) + \
-        ([("copy", COPY_SHAPES)] if "copy" in what else [])
+        ([("copy", HINT_SHAPES if V4 else COPY_SHAPES)] if "copy" in what else [])
     skip = set(os.environ.get("SKIP_DTYPES", "").split(","))
     for kind, table in groups:
         for dtype, shapes in table.items():
