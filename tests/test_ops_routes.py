@@ -6,6 +6,7 @@ size has two tile sides, the side the planner picks is within noise of the faste
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +71,21 @@ def test_where_a_size_has_two_tile_sides_the_planner_picks_the_faster() -> None:
         assert picked <= NOISE * min(times), (case.describe(), case.shape, move.strided.side, small["us"], large["us"])
         compared += 1
     assert compared >= 8, compared
+
+
+L2_HINTS = json.loads((Path(__file__).parent / "data" / "hw_h100" / "movement_l2_hints.json").read_text())
+
+
+@pytest.mark.parametrize("kind", ["copy", "transpose"])
+def test_the_tuned_moves_carry_the_l2_hint_measured_fastest(kind: str) -> None:
+    """Each l2_hint's speed over `normal`'s on the 1 GiB moves an H100 timed
+    (tests/data/hw_h100/movement_l2_hints.json, scripts/probe/movement_sweep.py v4), as a geometric
+    mean: every tuned spec of the kind marks its tensors with the fastest, which beat normal."""
+    cases = [c["gbps"] for c in L2_HINTS["cases"] if c["kind"] == kind]
+    assert len(cases) >= 6
+    gain = {hint: math.exp(sum(math.log(c[f"tuned {hint}"] / c["tuned normal"]) for c in cases) / len(cases))
+            for hint in ("normal", "evict_first", "evict_last")}
+    fastest = max(gain, key=gain.__getitem__)
+    assert gain[fastest] > 1.004, gain
+    tuned = {name: raw for name, raw in ops.tuned_specs().items() if raw["kernel"]["kind"] == kind}
+    assert tuned and all(t.get("l2_hint") == fastest for raw in tuned.values() for t in raw["tensors"]), tuned
