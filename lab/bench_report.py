@@ -3,6 +3,9 @@ data (no GPU), so that the page is regenerated and tested anywhere.
 
     python -m lab.bench_report BENCH_JSON [--markdown BENCHMARKS.md] [--plot benchmarks/bandwidth.svg]
 
+BENCHMARKS.md renders the newest run in benchmarks/results/: the latest `date`, then the last name
+(tests/test_bench.py holds it to that).
+
 The run is of the interleaved suite with its peers (``"format": 2``), whose page states the method
 and its noise and judges every target with it. The first suite's format 1 (one candidate at a
 time, benchmarks/results/h200-2026-11-21.json) is no longer rendered: its page is in git history.
