@@ -161,9 +161,11 @@ def host_only() -> dict[str, float]:
     from tmagen.arrays import ArrayView, describe
 
     k = ops.kernel("transpose", "float32", 2)
-    k._loaded[0] = kernels._Loaded(context=1, function=0, multiprocessors=132, module=None)  # type: ignore[arg-type]
-    runtime.current_context = lambda: 1  # type: ignore[assignment]
-    kernels._LAUNCH = lambda *args: 0
+    k._loaded[0] = kernels._Loaded(context=1, functions=(0,) * len(k.view.family), module=None)  # type: ignore[arg-type]
+    runtime.current_context = lambda: 1
+    kernels.launch_function = lambda: (lambda *args: 0)
+    runtime.launch_dependent = lambda *args: 0
+    kernels.multiprocessors = lambda device: 132  # type: ignore[assignment]
     runtime._FUNCTIONS["cuTensorMapEncodeTiled"] = lambda *args: 0
     runtime._PRIMARY[0] = 1
     src = ArrayView(None, "cuda_array_interface", 0x7F0000000000, (16, 16), (16, 1), 4, "float32", "float32", 0,
