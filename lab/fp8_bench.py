@@ -180,8 +180,12 @@ def candidates_of(shape: MatmulShape, triton: bool = True) -> int:
 # Triton's fp8 matmul: configurations (lab.triton_peers.MATMUL_FP8_TILES; tests/test_triton_peers.py
 # checks the count) and one compile each (the kernel does not specialise on M, N, K).
 TRITON_FP8_CONFIGS = 12
-CASE_OVERHEAD_S = 1.0  # random data, scales, the references, the checks, freeing the pools
-OPS_FIRST_CALL_S = 15.0  # tmagen.ops.matmul's first fp8 calls compile its kernels (three scale modes)
+# random data, scales, the references, the checks, freeing the pools: past its first two cases, the
+# section of the H200 run of 2026-11-25 took 4.9 s a case, 1.4 of them what the terms below count
+CASE_OVERHEAD_S = 3.5
+# tmagen.ops.matmul's first fp8 calls compile its families (three scale modes): that run's first two
+# cases took 163 and 45 s, Triton's ~8 s of compiles among them
+OPS_FIRST_CALL_S = 190.0
 
 
 def estimate(shapes: Sequence[MatmulShape], base: Method = FP8_METHOD, triton: bool = True) -> tuple[float, str]:

@@ -395,15 +395,15 @@ def test_suite_plan_covers_every_spec_shape_and_matmul() -> None:
     assert [(c.shape, c.shape_kind, c.ld) for c in cases if c.group == "matmul"] == [
         ([s.m, s.n, s.k], s.shape_class, s.ld) for s in shapes]
     assert [c.group for c in run.plan(specs, {"matmul"})] == ["matmul"] * len(shapes)
-    # the whole suite by default, autotuning included, fits one 10-minute GPU call with room for compiling the
-    # specs; the fp8 section is measured apart (--only fp8 --merge) in under 4 minutes
+    # the whole suite by default, autotuning included, fits one 10-minute GPU call with a minute for compiling
+    # the specs; the fp8 section is measured apart (--only fp8 --merge), in a call of its own
     seconds, _ = run.estimate(cases, run.FULL)
-    assert 0 < seconds < 400
+    assert 0 < seconds < 540
     fp8 = run.plan(specs, {"fp8"})
     assert [(c.shape, c.shape_kind, c.ld, c.dtype) for c in fp8] == [
         ([s.m, s.n, s.k], s.shape_class, s.ld, "float8_e4m3") for s in fp8_bench.fp8_shapes()]
     seconds, _ = run.estimate(fp8, run.FULL)
-    assert 0 < seconds < 240
+    assert 0 < seconds < 540
     assert "fp8" in run.GROUPS and "fp8" not in run.DEFAULT_GROUPS
 
 
@@ -461,13 +461,13 @@ def test_matmul_shape_set_has_every_class_it_names() -> None:
 
 
 def test_matmul_section_fits_its_budget() -> None:
-    """The whole section, autotuning and checks included, in under 4 minutes (the estimate's rates
+    """The whole section, autotuning and checks included, in under 6 minutes (the estimate's rates
     are an H200's); long launches are timed in fewer rounds, short ones several to a sample, and
     no case rotates through more than ROTATION_BYTES of buffers."""
     run = _run_module()
     shapes = matmul_bench.matmul_shapes()
     seconds, _ = matmul_bench.estimate(shapes, run.FULL, ops=True)
-    assert 0 < seconds < 240
+    assert 0 < seconds < 360
     big = matmul_bench.MatmulShape(16384, 16384, 16384, "square-tile-multiple")
     small = matmul_bench.MatmulShape(1, 4096, 4096, "llm-projection")
     assert matmul_bench.method_for(big, run.FULL).rounds * matmul_bench.method_for(big, run.FULL).repetitions < 20
@@ -629,3 +629,18 @@ def test_matmul_spec_path_binds_sliced_views_by_their_strides(monkeypatch) -> No
     c = (out.download(np.uint16, (m, n)).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     reference = av @ bv.T
     assert np.abs(c - reference).max() <= 2.0 ** -7 * np.abs(reference).max()
+
+
+def test_each_section_s_estimate_covers_what_the_newest_run_took() -> None:
+    """`benchmarks/run.py --estimate` budgets the 10-minute device calls a run is split into: each
+    section's estimate must reach at least 0.8 of the seconds its cases took in the newest committed
+    run (a section estimated at 145 s took 460, and a call budgeted on it lost the section)."""
+    run = _run_module()
+    data = _data()
+    specs = [load_plan(p).spec for p in sorted(run.SPECS.glob("*.json"))]
+    for group in ("copy", "transpose", "matmul", "fp8", "ops"):
+        took = sum(c.get("seconds", 0.0) for c in data["cases"] if c["group"] == group)
+        if took == 0:
+            continue
+        seconds, _ = run.estimate(run.plan(specs, {group}, "ops"), run.FULL)
+        assert seconds >= 0.8 * took, (group, seconds, took)

@@ -70,14 +70,15 @@ def test_block_scaled_candidate_runs_on_the_large_square_shapes() -> None:
 
 
 def test_fp8_section_fits_its_budget() -> None:
-    """The section, autotuning and checks included, under 4 minutes on an H200 with the suite's
-    full method; long launches in fewer rounds, no case rotating through more than ROTATION_BYTES."""
+    """The section, autotuning and checks included, in one 10-minute call of its own (under 9
+    minutes) with the suite's full method; long launches in fewer rounds, no case rotating through
+    more than ROTATION_BYTES."""
     spec = importlib.util.spec_from_file_location("bench_run_fp8", REPO / "benchmarks" / "run.py")
     run = importlib.util.module_from_spec(spec)
     sys.modules["bench_run_fp8"] = run
     spec.loader.exec_module(run)
     seconds, line = fp8_bench.estimate(fp8_bench.fp8_shapes(), run.FULL)
-    assert 0 < seconds < 240 and "fp8       53 shapes" in line
+    assert 0 < seconds < 540 and "fp8       53 shapes" in line
     big = MatmulShape(16384, 16384, 16384, "square-tile-multiple")
     assert fp8_bench.method_for(big, run.FULL).rounds < run.FULL.rounds
     assert fp8_bench.launches_per_sample(MatmulShape(1, 4096, 4096, "llm-projection")) > 1
