@@ -82,6 +82,41 @@ def test_every_example_compiles_with_nvrtc_to_a_cubin_with_its_kernels(
     assert re.search(rf"\.param \.align {align} \.b8 {spec.name}_\w+_param_0\[128\]", ptx)
 
 
+def test_a_family_compiled_on_several_threads_is_the_same_code(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVRTC compiles with PARALLEL_OPTIONS (a family's kernels side by side), which stay out of the
+    cache key: the cubin of the fp8 matmul family holds the same SASS and resource usage without them."""
+    _nvrtc_or_skip()
+    from tmagen import toolchain
+
+    cuobjdump = toolchain.binary_tool("cuobjdump", None)
+    if cuobjdump is None:
+        assert not IN_CI, "CI installs cuobjdump with the toolchain extra"
+        pytest.skip("no cuobjdump")
+    assert nvrtc.PARALLEL_OPTIONS and not set(nvrtc.PARALLEL_OPTIONS) & set(nvrtc.OPTIONS)
+    source, headers = nvrtc.kernel_program(load_plan(REPO / "specs" / "matmul_fp8_e4m3.json"))
+
+    def code(cubin: bytes, tmp: Path) -> tuple[str, str]:
+        tmp.write_bytes(cubin)
+        sass = subprocess.run([str(cuobjdump), "-sass", str(tmp)], capture_output=True, text=True, check=True).stdout
+        usage = subprocess.run([str(cuobjdump), "-res-usage", str(tmp)], capture_output=True, text=True,
+                               check=True).stdout
+        return re.sub(r"/\*[0-9a-f]{4,}\*/", "", sass), "\n".join(sorted(usage.splitlines()))
+
+    parallel = code(nvrtc.compile_source(source, headers, "sm_90a"), tmp_path / "parallel.cubin")
+    monkeypatch.setattr(nvrtc, "PARALLEL_OPTIONS", ())
+    serial = code(nvrtc.compile_source(source, headers, "sm_90a"), tmp_path / "serial.cubin")
+    assert "QGMMA" in parallel[0] and parallel[0].count("Function :") >= 4
+    assert parallel == serial
+
+
+def test_an_nvrtc_without_the_parallel_options_compiles_without_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    _nvrtc_or_skip()
+    monkeypatch.setattr(nvrtc, "PARALLEL_OPTIONS", ("--no-such-option-in-any-nvrtc",))
+    ptx = nvrtc.compile_source("extern \"C\" __global__ void k(int* p) { *p = 1; }\n", {}, "sm_90a", kind="ptx")
+    assert b".entry k" in ptx
+
+
 def test_a_compile_error_names_the_file_and_the_line() -> None:
     _nvrtc_or_skip()
     with pytest.raises(nvrtc.NvrtcError, match=r"broken\.cu.*\n.*broken\.cu\(2\).*undefined"):
