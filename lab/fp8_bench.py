@@ -181,7 +181,8 @@ def candidates_of(shape: MatmulShape, triton: bool = True) -> int:
 # checks the count) and one compile each (the kernel does not specialise on M, N, K).
 TRITON_FP8_CONFIGS = 12
 # random data, scales, the references, the checks, freeing the pools: past its first two cases, the
-# section of the H200 run of 2026-11-25 took 4.9 s a case, 1.4 of them what the terms below count
+# section of the H200 run of 2026-11-25 took 4.9 s a case, of which estimate()'s timing, reference and
+# autotuning terms account for 1.4
 CASE_OVERHEAD_S = 3.5
 # tmagen.ops.matmul's first fp8 calls compile its families (three scale modes): that run's first two
 # cases took 163 and 45 s, Triton's ~8 s of compiles among them
