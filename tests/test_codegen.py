@@ -186,6 +186,25 @@ def _toolchain_or_skip() -> toolchain.Toolchain:
         pytest.skip(f"no CUDA compiler: {exc}")
 
 
+def test_a_source_nvcc_refuses_fails_with_nvcc_s_words_and_leaves_no_products(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cubin, the PTX and the shared library compile side by side: a source nvcc refuses raises
+    ToolchainError naming the spec, the first command (the cubin's) and nvcc's message, and nothing
+    is left in the cache to be taken for a product."""
+    tc = _toolchain_or_skip()
+    monkeypatch.setenv("TMAGEN_CACHE", str(tmp_path))
+    rendered = build.render_spec_file(_rel(REPO / "specs" / "copy_f32_3d.json"))
+    files = dict(rendered.files)
+    source = next(name for name in files if name.endswith(".cu"))
+    files[source] += "\nthis_is_not_cuda;\n"
+    with pytest.raises(toolchain.ToolchainError) as err:
+        toolchain.compile_folder(resolve(rendered.spec), files, tc)
+    message = str(err.value)
+    assert message.startswith(f"nvcc failed compiling {rendered.spec.name} (") and "-cubin" in message.splitlines()[0]
+    assert "this_is_not_cuda" in message
+    assert not list(tmp_path.rglob("*.cubin")) and not list(tmp_path.rglob("*.so"))
+
+
 @pytest.mark.parametrize("spec_path", SPECS, ids=lambda p: p.stem)
 def test_every_spec_compiles_for_its_target(spec_path: Path, in_repo: None, example_builds: ExampleBuilds) -> None:
     """Every example compiles for its target, ptxas reports each kernel, none spills, and each kernel's SASS
