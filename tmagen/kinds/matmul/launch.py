@@ -15,7 +15,7 @@ from typing import Any
 from tmagen.errors import NoWorkspace, Violation
 from tmagen.kinds.base import Call, MapBinding, Operand, Plan
 from tmagen.kinds.matmul.dispatch import Choice
-from tmagen.kinds.matmul.plan import SCALE_BLOCK, rows_straddle
+from tmagen.kinds.matmul.plan import SCALE_BLOCK
 from tmagen.limits import MAX_SPLITS
 
 COORDINATE_LIMIT = 1 << 31  # TMA coordinates are signed 32-bit
@@ -195,8 +195,7 @@ class MatmulLauncher:
         if k == 0 and epilogue.plain == 1 and alpha == 1.0 and scale_a is None and scale_b is None:
             # an empty sum, unscaled: TMA cannot describe an extent of 0
             return Call((out_map,), clear_output=True)
-        element = family.kernels[0].element_bytes
-        straddle = k > 0 and any(rows_straddle(x.ptr, x.strides[0] * element) for x in (a, b))
+        straddle = k > 0 and any(family.operand_rows_straddle(x.ptr, x.strides[0]) for x in (a, b))
         picked = family.choose(m, n, k, multiprocessors, straddle=straddle) if choice is None else Choice(*choice)
         split = MatmulSplit(None, None, picked.splits, picked.split_from)
         if picked.splits > 1:

@@ -174,11 +174,15 @@ class MatmulFamily:
         return [twins[i] if straddle and twins[i] >= 0 and pair_pays(self.kernels[i], m, k) else i
                 for i in range(len(self.kernels)) if i not in twins]
 
+    def operand_rows_straddle(self, pointer: int, pitch: int) -> bool:
+        """`rows_straddle` of an A or B at ``pointer`` whose rows are ``pitch`` elements apart (the C
+        launcher's ``matmul_rows_straddle``)."""
+        return rows_straddle(pointer, pitch * self.kernels[0].element_bytes)
+
     def dense_rows_straddle(self, n: int, k: int) -> bool:
         """Whether dense A and B (pitch K, or N for an MN-major B) at pointers on whole sectors have rows
         that straddle: what ``NAME_matmul_choice`` assumes."""
-        element = self.kernels[0].element_bytes
-        return rows_straddle(0, k * element) or rows_straddle(0, (k if self.b_major == "k" else n) * element)
+        return self.operand_rows_straddle(0, k) or self.operand_rows_straddle(0, k if self.b_major == "k" else n)
 
     def choose(self, m: int, n: int, k: int, multiprocessors: int, max_splits: int | None = None,
                straddle: bool | None = None) -> Choice:
