@@ -218,7 +218,8 @@ def tmagen_spec(spec: Any, cubin: bytes, device: Any) -> MatmulLaunch:
         if key not in prepared:
             prepared[key] = launch_parameters(
                 plan, [Array.of(a.data_ptr(), a.shape, a.stride()), Array.of(b.data_ptr(), b.shape, b.stride())],
-                Array.of(c.data_ptr(), c.shape, c.stride()), device.multiprocessors, workspace)
+                Array.of(c.data_ptr(), c.shape, c.stride()), device.multiprocessors, workspace,
+                device.memory_bytes_per_us)
         call, params = prepared[key]
         kernels[call.kernel].launch(call.grid, family[call.kernel].threads, params,
                                     dependent=family[call.kernel].dependent_launch)

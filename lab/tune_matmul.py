@@ -1,7 +1,7 @@
 """Measures the matmul family on a GPU and fits the dispatch model's constants to it.
 
     python -m lab.tune_matmul measure OUT.json [--spec specs/matmul_bf16_tn.json] [--seconds 240] [--shapes MxNxK,...]
-    python -m lab.tune_matmul fit OUT.json [--write]     # no GPU: fits, reports, writes dispatch.json
+    python -m lab.tune_matmul fit OUT.json [--table dispatch_h100.json] [--write]   # no GPU: fits, reports, writes
 
 An fp8 spec (tmagen/ops_specs/bench_matmul_fp8.json) is measured on e4m3 operands with one scale
 per tensor, against cuBLASLt's ``torch._scaled_mm``; its fit sets its own tiles' constants (keys
@@ -13,8 +13,10 @@ per tensor, against cuBLASLt's ``torch._scaled_mm``; its fit sets its own tiles'
 CUDA events around each launch, the median of the samples. ``fit`` searches the constants of
 `tmagen.kinds.matmul.dispatch.Dispatch` that make the model's choices fastest on the measured
 shapes (the sum over shapes of log(time of the model's choice / time of the best)), prints the
-choice against the best for each shape, and with ``--write`` replaces
-``tmagen/kinds/matmul/dispatch.json``.
+choice against the best for each shape, and with ``--write`` replaces the table of that GPU:
+``--table`` names it among ``tmagen/kinds/matmul/dispatch*.json`` (``dispatch.json``, the H200's, by
+default; a table not there yet starts from that one's constants). Each table records the GPU's
+multiprocessors and DRAM peak, by which a launch picks the table of the GPU most like its own.
 """
 
 from __future__ import annotations
@@ -50,12 +52,14 @@ def _measure(args: argparse.Namespace) -> None:
     import torch
 
     import tmagen
+    from tmagen.kernels import memory_bytes_per_us
     from tmagen.plan import load
 
     plan = load(args.spec)
     family = plan.kernel.detail
     kernel = tmagen.load(plan)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    memory = memory_bytes_per_us(torch.cuda.current_device())
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     deadline = time.monotonic() + args.seconds
     rows: list[dict[str, Any]] = []
@@ -78,7 +82,10 @@ def _measure(args: argparse.Namespace) -> None:
         flops = 2.0 * m * n * k
         reps = max(3, min(20, int(2e12 / flops)))
         times: dict[str, float] = {}
-        for variant, splits, tail in itertools.product(range(len(family.kernels)), SPLITS, (False, True)):
+        # only the kernels a launch of these dense operands chooses among (a twin in pairs is one only
+        # where rows straddle sectors), as `fit` scores them
+        candidates = family.candidates(family.dense_rows_straddle(n, k), m, k)
+        for variant, splits, tail in itertools.product(candidates, SPLITS, (False, True)):
             shape = family.kernels[variant].shape
             groups, slots = shape.groups(m, n), shape.slots(sms)
             tail_from = groups // slots * slots
@@ -110,7 +117,7 @@ def _measure(args: argparse.Namespace) -> None:
         del a, b, c, ref
         torch.cuda.empty_cache()
     spec = Path(args.spec).resolve()
-    out = {"gpu": torch.cuda.get_device_name(0), "sms": sms,
+    out = {"gpu": torch.cuda.get_device_name(0), "sms": sms, "memory_bytes_per_us": memory,
            "spec": str(spec.relative_to(REPO)) if spec.is_relative_to(REPO) else str(spec),
            "kernels": [p.shape.key for p in family.kernels], "bk": family.kernels[0].bk, "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
@@ -179,7 +186,8 @@ def _key(key: str) -> tuple[int, int, int]:
 def _fit(args: argparse.Namespace) -> None:
     data = json.loads(Path(args.out).read_text())
     shapes = [TileShape.from_key(key, int(data["bk"])) for key in data["kernels"]]
-    base = json.loads(DISPATCH_JSON.read_text())
+    table = DISPATCH_JSON.parent / args.table
+    base = json.loads((table if table.exists() else DISPATCH_JSON).read_text())
     start = Dispatch(base["gpu"], base["measured"], base["sm_bytes_per_us"], base["hbm_bytes_per_us"],
                      {key: TileCost(**v) for key, v in base["tiles"].items()}, TileCost(**base["default"]),
                      max(1000, int(base.get("split_ns", 0))))
@@ -204,13 +212,14 @@ def _fit(args: argparse.Namespace) -> None:
               f"  ({cublas / got:.2f} of cuBLAS)")
     if args.write:
         what = f"python -m lab.tune_matmul on {len(lines)} shapes of {data['spec']}"
-        raw = {"gpu": data["gpu"], "measured": f"{base['measured']}; {what}" if fp8 else what,
+        raw = {"gpu": data["gpu"], "measured": f"{base['measured']}; {what}" if fp8 and table.exists() else what,
+               "sms": int(data["sms"]), "memory_bytes_per_us": int(data.get("memory_bytes_per_us", 0)),
                "sm_bytes_per_us": best_d.sm_bytes_per_us, "hbm_bytes_per_us": best_d.hbm_bytes_per_us,
                "tiles": {key: {"step_ns": c.step_ns, "tile_ns": c.tile_ns} for key, c in best_d.tiles.items()},
                "default": {"step_ns": best_d.default.step_ns, "tile_ns": best_d.default.tile_ns},
                "split_ns": best_d.split_ns}
-        DISPATCH_JSON.write_text(json.dumps(raw, indent=2) + "\n")
-        print(f"wrote {DISPATCH_JSON}")
+        table.write_text(json.dumps(raw, indent=2) + "\n")
+        print(f"wrote {table}")
 
 
 def _scaled(d: Dispatch, field: str, factor: float) -> Dispatch:
@@ -237,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
     f = sub.add_parser("fit")
     f.add_argument("out")
     f.add_argument("--write", action="store_true")
+    f.add_argument("--table", default=DISPATCH_JSON.name, help="the table fitted and written: dispatch.json (the "
+                   "H200's) or dispatch_<gpu>.json, beside it")
     args = parser.parse_args(argv)
     (_measure if args.command == "measure" else _fit)(args)
 

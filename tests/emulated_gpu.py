@@ -278,6 +278,7 @@ class Device:
     compute_capability: tuple[int, int] = (9, 0)
     multiprocessors: int = 132
     driver_version: int = 13000
+    memory_bytes_per_us: int = 0  # not known: a matmul takes the first dispatch table
     hang_error: type = type("KernelHang", (Exception,), {})
 
     def synchronize(self) -> None:

@@ -493,4 +493,4 @@ def test_matmul_launches_take_the_pairs_where_rows_straddle_sectors(spec_name: s
     host = render(plan, f"specs/{spec_name}.json")[f"{plan.name}.cu"]
     assert f"constexpr int32_t matmul_twins[{len(family.kernels)}] = {{{', '.join(map(str, family.twins))}}};" in host
     assert "const bool straddle = K != 0 && (matmul_rows_straddle(a, " in host
-    assert "matmul_choose_cached(choice_cache, M, N, K, sms, straddle," in host
+    assert "matmul_choose_cached(choice_cache, M, N, K, sms, table, straddle," in host

@@ -436,7 +436,8 @@ class Kernel:
             device = runtime.pointer_device(inputs[0].ptr)
         if self._parameters:
             call = self.launcher.bind(self.plan, inputs, out, multiprocessors(device),  # type: ignore[call-arg]
-                                      workspace=lambda c, p: self._workspace(device, stream, c, p), **(params or {}))
+                                      workspace=lambda c, p: self._workspace(device, stream, c, p),
+                                      memory_bytes_per_us=memory_bytes_per_us(device), **(params or {}))
         else:
             call = self.launcher.bind(self.plan, inputs, out, multiprocessors(device))
         if call.skip:
@@ -518,6 +519,20 @@ def multiprocessors(device: int) -> int:
     dev = runtime.check(drv.cuDeviceGet(device), "cuDeviceGet")
     return int(runtime.check(drv.cuDeviceGetAttribute(
         drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute"))
+
+
+@cache
+def memory_bytes_per_us(device: int) -> int:
+    """The DRAM peak of ``device`` in bytes per microsecond, from its memory clock and bus width (by
+    which a matmul picks the dispatch table of the GPU most like this one); asked once per device."""
+    from tmagen.kinds.matmul.dispatch import peak_memory_bytes_per_us
+
+    drv = runtime._driver()
+    dev = runtime.check(drv.cuDeviceGet(device), "cuDeviceGet")
+    attr = drv.CUdevice_attribute
+    clock = runtime.check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev), "attribute")
+    bus = runtime.check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev), "attribute")
+    return peak_memory_bytes_per_us(int(clock), int(bus))
 
 
 def load(spec: Spec | Plan | dict | str | Path) -> Kernel:

@@ -73,11 +73,12 @@ class Workspaces:
 
 
 def launch_parameters(plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int,
-                      workspace: Callable[[int, int], tuple[int, int]] | None = None,
+                      workspace: Callable[[int, int], tuple[int, int]] | None = None, memory_bytes_per_us: int = 0,
                       **params: Any) -> tuple[Call, list[Any]]:
     """The launcher's call on ``inputs`` into ``out``, and the kernel's parameters: each map
     encoded, then the kind's own values. ``workspace`` ((counter bytes, partial bytes) -> (zeroed
-    counters, partials): a matmul's split of K) and
+    counters, partials): a matmul's split of K), ``memory_bytes_per_us`` (the GPU's DRAM peak, by
+    which a matmul picks its dispatch table; 0: the first) and
     ``params`` go to a launcher that takes them (the matmul's split of K and epilogue);
     ``call.kernel`` says which kernel of the family (`KernelPlan.family`) to launch."""
     launcher = plan.launcher
@@ -85,7 +86,7 @@ def launch_parameters(plan: Plan, inputs: Sequence[Operand], out: Operand, multi
         raise TypeError(f"{plan.name}: {plan.description} has no launcher")
     if getattr(launcher, "parameters", ()):
         call = launcher.bind(plan, inputs, out, multiprocessors, workspace=workspace,  # type: ignore[call-arg]
-                             **params)
+                             memory_bytes_per_us=memory_bytes_per_us, **params)
     else:
         call = launcher.bind(plan, inputs, out, multiprocessors)
     return call, [*encode_each(call.maps, lambda b: encode_binding(plan, b)), *call.extra]

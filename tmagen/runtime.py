@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tmagen.errors import GpuError, NoGpu
+from tmagen.kinds.matmul.dispatch import peak_memory_bytes_per_us
 
 
 def _driver() -> Any:
@@ -78,6 +79,7 @@ class Device:
     multiprocessors: int
     driver_version: int
     context: Any
+    memory_bytes_per_us: int = 0  # the DRAM peak (by which a matmul picks its dispatch table)
 
     @classmethod
     def open(cls, ordinal: int = 0) -> Device:
@@ -91,10 +93,12 @@ class Device:
         major = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attribute")
         minor = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attribute")
         sms = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "attribute")
+        clock = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev), "attribute")
+        bus = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev), "attribute")
         version = check(drv.cuDriverGetVersion(), "cuDriverGetVersion")
         ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
         check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-        return cls(ordinal, name, (major, minor), sms, version, ctx)
+        return cls(ordinal, name, (major, minor), sms, version, ctx, peak_memory_bytes_per_us(int(clock), int(bus)))
 
     def synchronize(self) -> None:
         check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")

@@ -333,7 +333,7 @@ class Verifier:
                 params_in.update(bias=Array.of(dbias.ptr, (bias.size,)), bias_along=along)
             call, params = launch_parameters(self.plan, [Array.of(da.ptr, (m, kk)), Array.of(db.ptr, b_global.shape)],
                                              Array.of(dc.ptr, (m, n)), self.device.multiprocessors, workspace,
-                                             **params_in)
+                                             self.device.memory_bytes_per_us, **params_in)
             view = self.plan.kernel.family[call.kernel]
             kernel = self._kernel(view)
 

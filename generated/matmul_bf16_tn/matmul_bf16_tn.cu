@@ -330,9 +330,22 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_encode_a_rows(matmul_bf16_tn_ten
 namespace {
 
 // The family's choice for (M, N, K) on `sms` multiprocessors: the cost model of
-// tmagen/kinds/matmul/dispatch.py in the same integer arithmetic (constants measured on NVIDIA H200).
+// tmagen/kinds/matmul/dispatch.py in the same integer arithmetic, with the constants of one of
+// 2 tables, each measured on a GPU; a launch takes the table of the GPU most like its own
+// (matmul_table_for).
 struct matmul_tile_cost {
   uint64_t bm, bn, bk, element_bytes, consumers, cluster, raster, step_ns, tile_ns;
+};
+
+// A table's GPU (its multiprocessors and DRAM peak, by which matmul_table_for picks it) and its memory
+// system's constants.
+struct matmul_table {
+  uint64_t sms, memory_bytes_per_us, sm_bytes_per_us, hbm_bytes_per_us, split_ns;
+};
+constexpr uint32_t matmul_table_count = 2;
+constexpr matmul_table matmul_tables[matmul_table_count] = {
+    {132, 4800000, 72000, 5397840, 5712},  // NVIDIA H200
+    {132, 3352320, 77760, 5019991, 5712},  // NVIDIA H100 80GB HBM3
 };
 
 // Groups of `cluster` tiles (a cluster's work, one above the other) covering C, and the clusters
@@ -341,7 +354,9 @@ uint64_t matmul_groups(const matmul_tile_cost& c, uint64_t M, uint64_t N) {
   return ((M + c.bm - 1) / c.bm + c.cluster - 1) / c.cluster * ((N + c.bn - 1) / c.bn);
 }
 uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.cluster > 0 ? sms / c.cluster : 1; }
-constexpr matmul_tile_cost matmul_costs[11] = {
+// Per table, per kernel: its tile and the table's measured costs of it.
+constexpr matmul_tile_cost matmul_costs[matmul_table_count][11] = {
+  {  // NVIDIA H200
     {128, 256, 64, 2, 2, 2, 8, 651, 750},  // matmul_bf16_tn_matmul
     {128, 192, 64, 2, 2, 1, 8, 1060, 1200},  // matmul_bf16_tn_matmul_128x192
     {128, 128, 64, 2, 2, 2, 8, 399, 4000},  // matmul_bf16_tn_matmul_128x128
@@ -353,7 +368,41 @@ constexpr matmul_tile_cost matmul_costs[11] = {
     {64, 256, 64, 2, 1, 2, 8, 400, 1000},  // matmul_bf16_tn_matmul_64x256_pairs
     {64, 128, 64, 2, 1, 2, 8, 220, 800},  // matmul_bf16_tn_matmul_64x128_pairs
     {192, 192, 64, 2, 3, 2, 8, 800, 4000},  // matmul_bf16_tn_matmul_192x192_pairs
+  },
+  {  // NVIDIA H100 80GB HBM3
+    {128, 256, 64, 2, 2, 2, 8, 703, 750},  // matmul_bf16_tn_matmul
+    {128, 192, 64, 2, 2, 1, 8, 1060, 1200},  // matmul_bf16_tn_matmul_128x192
+    {128, 128, 64, 2, 2, 2, 8, 558, 4000},  // matmul_bf16_tn_matmul_128x128
+    {64, 256, 64, 2, 1, 1, 8, 400, 1000},  // matmul_bf16_tn_matmul_64x256
+    {64, 128, 64, 2, 1, 1, 8, 220, 800},  // matmul_bf16_tn_matmul_64x128
+    {64, 64, 64, 2, 1, 1, 8, 130, 700},  // matmul_bf16_tn_matmul_64x64
+    {192, 192, 64, 2, 3, 1, 8, 864, 4000},  // matmul_bf16_tn_matmul_192x192
+    {128, 192, 64, 2, 2, 2, 8, 1060, 1200},  // matmul_bf16_tn_matmul_128x192_pairs
+    {64, 256, 64, 2, 1, 2, 8, 400, 1000},  // matmul_bf16_tn_matmul_64x256_pairs
+    {64, 128, 64, 2, 1, 2, 8, 220, 800},  // matmul_bf16_tn_matmul_64x128_pairs
+    {192, 192, 64, 2, 3, 2, 8, 864, 4000},  // matmul_bf16_tn_matmul_192x192_pairs
+  },
 };
+// A kernel's tile, the same in every table.
+const matmul_tile_cost& matmul_tile(uint32_t variant) { return matmul_costs[0][variant]; }
+
+// The table of the GPU most like one of `sms` multiprocessors and a DRAM peak of `memory_bytes_per_us`
+// (0: not known, the first): the nearest peak by ratio, then the nearest SM count (table_for in
+// tmagen/kinds/matmul/dispatch.py, ratios in the same double arithmetic; the first of equals).
+uint32_t matmul_table_for(uint64_t sms, uint64_t memory_bytes_per_us) {
+  if (memory_bytes_per_us == 0) return 0;
+  auto ratio = [](uint64_t x, uint64_t y) {
+    const uint64_t hi = x > y ? x : y, lo = x < y ? x : y;
+    return static_cast<double>(hi) / static_cast<double>(lo > 0 ? lo : 1);
+  };
+  uint32_t best = 0;
+  for (uint32_t t = 1; t < matmul_table_count; ++t) {
+    const double m = ratio(matmul_tables[t].memory_bytes_per_us, memory_bytes_per_us);
+    const double b = ratio(matmul_tables[best].memory_bytes_per_us, memory_bytes_per_us);
+    if (m < b || (m == b && ratio(matmul_tables[t].sms, sms) < ratio(matmul_tables[best].sms, sms))) best = t;
+  }
+  return best;
+}
 // Per kernel: its twin in pairs, taken in its place where A's or B's rows straddle 32-byte sectors, or -1
 // (MatmulFamily.candidates); a twin is never chosen otherwise.
 constexpr int32_t matmul_twins[11] = {-1, 7, -1, 8, 9, -1, 10, -1, -1, -1, -1};
@@ -365,15 +414,13 @@ bool matmul_rows_straddle(const void* p, uint64_t pitch) {
   return reinterpret_cast<uintptr_t>(p) % matmul_row_sector != 0 || pitch * matmul_element_bytes % matmul_row_sector != 0;
 }
 
-constexpr uint64_t matmul_sm_bytes_per_us = 72000, matmul_hbm_bytes_per_us = 5397840;
-constexpr uint64_t matmul_split_ns = 5712;
 constexpr uint32_t matmul_max_splits = 16;
 
 // `units` work units of `steps` K steps each, `ways` of them per tile (a split's), on a persistent grid
 // of `slots` clusters over `tile_rows` rows of tiles: a step loads what a CTA reads from L2, or what
 // no two running CTAs share from HBM, whichever takes longer.
-uint64_t matmul_phase_ns(const matmul_tile_cost& c, uint64_t units, uint64_t steps, uint64_t slots, uint64_t tile_rows,
-                         uint64_t ways) {
+uint64_t matmul_phase_ns(const matmul_table& d, const matmul_tile_cost& c, uint64_t units, uint64_t steps, uint64_t slots,
+                         uint64_t tile_rows, uint64_t ways) {
   if (units == 0) return 0;
   const uint64_t waves = (units + slots - 1) / slots, ctas = (units < slots ? units : slots) * c.cluster;
   const uint64_t row_bytes = c.bk * c.element_bytes, cta_bytes = (c.bm + c.bn / c.cluster) * row_bytes;
@@ -381,24 +428,24 @@ uint64_t matmul_phase_ns(const matmul_tile_cost& c, uint64_t units, uint64_t ste
   uint64_t rows = tile_rows < c.raster ? tile_rows : c.raster;
   if (tiles < rows) rows = tiles;
   const uint64_t unique = (rows * c.bm + (tiles + rows - 1) / rows * c.bn) * row_bytes * (ways < ctas ? ways : ctas);
-  const uint64_t sm_ns = cta_bytes * 1000 / matmul_sm_bytes_per_us, hbm_ns = unique * 1000 / matmul_hbm_bytes_per_us;
+  const uint64_t sm_ns = cta_bytes * 1000 / d.sm_bytes_per_us, hbm_ns = unique * 1000 / d.hbm_bytes_per_us;
   const uint64_t load_ns = sm_ns > hbm_ns ? sm_ns : hbm_ns;
   return waves * (c.tile_ns + steps * (c.step_ns > load_ns ? c.step_ns : load_ns));
 }
 
 // The whole groups before `split_from`, then the rest split `splits` ways, and their partials' traffic.
-uint64_t matmul_time_ns(const matmul_tile_cost& c, uint64_t M, uint64_t N, uint64_t K, uint64_t sms, uint64_t splits,
-                        uint64_t split_from) {
+uint64_t matmul_time_ns(const matmul_table& d, const matmul_tile_cost& c, uint64_t M, uint64_t N, uint64_t K, uint64_t sms,
+                        uint64_t splits, uint64_t split_from) {
   const uint64_t groups = matmul_groups(c, M, N), slots = matmul_slots(c, sms);
   const uint64_t whole = splits == 1 ? groups : (split_from < groups ? split_from : groups);
   const uint64_t k_steps = (K + c.bk - 1) / c.bk;
   const uint64_t split_units = (groups - whole) * splits;
   const uint64_t tile_rows = (M + c.bm - 1) / c.bm;
-  uint64_t time = matmul_phase_ns(c, whole, k_steps, slots, tile_rows, 1) +
-                  matmul_phase_ns(c, split_units, (k_steps + splits - 1) / splits, slots, tile_rows, splits);
+  uint64_t time = matmul_phase_ns(d, c, whole, k_steps, slots, tile_rows, 1) +
+                  matmul_phase_ns(d, c, split_units, (k_steps + splits - 1) / splits, slots, tile_rows, splits);
   if (splits > 1) {
-    time += 2 * split_units * c.cluster * c.bm * c.bn * 4 * 1000 / matmul_hbm_bytes_per_us +
-            (split_units + slots - 1) / slots * matmul_split_ns;
+    time += 2 * split_units * c.cluster * c.bm * c.bn * 4 * 1000 / d.hbm_bytes_per_us +
+            (split_units + slots - 1) / slots * d.split_ns;
   }
   return time;
 }
@@ -406,12 +453,14 @@ uint64_t matmul_time_ns(const matmul_tile_cost& c, uint64_t M, uint64_t N, uint6
 // A split on every tile, or on the tail alone (the tiles past the last whole wave); the first of equals.
 // The kernels but the twins, each twin in its kernel's place where the rows straddle, M spans more
 // than one of its tiles and K at least 16 of its steps (MatmulFamily.candidates).
-void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, bool straddle, uint32_t* variant, uint32_t* splits,
-                   uint32_t* split_from, uint32_t max_splits = matmul_max_splits) {
+void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t table, bool straddle, uint32_t* variant,
+                   uint32_t* splits, uint32_t* split_from, uint32_t max_splits = matmul_max_splits) {
+  const matmul_table& d = matmul_tables[table];
+  const matmul_tile_cost* costs = matmul_costs[table];
   uint64_t best_time = 0;
   bool first = true;
   *variant = 0, *splits = 1, *split_from = 0;
-  uint64_t k_steps = (K + matmul_costs[0].bk - 1) / matmul_costs[0].bk;
+  uint64_t k_steps = (K + costs[0].bk - 1) / costs[0].bk;
   if (k_steps == 0) k_steps = 1;
   bool is_twin[11] = {};
   for (uint32_t v = 0; v < 11; ++v) {
@@ -419,16 +468,16 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, bool stradd
   }
   for (uint32_t candidate = 0; candidate < 11; ++candidate) {
     if (is_twin[candidate]) continue;
-    const bool paired = straddle && matmul_twins[candidate] >= 0 && M > matmul_costs[candidate].bm &&
-                        (K + matmul_costs[candidate].bk - 1) / matmul_costs[candidate].bk >= 16;
+    const bool paired = straddle && matmul_twins[candidate] >= 0 && M > costs[candidate].bm &&
+                        (K + costs[candidate].bk - 1) / costs[candidate].bk >= 16;
     const uint32_t v = paired ? static_cast<uint32_t>(matmul_twins[candidate]) : candidate;
-    const uint64_t groups = matmul_groups(matmul_costs[v], M, N), slots = matmul_slots(matmul_costs[v], sms);
+    const uint64_t groups = matmul_groups(costs[v], M, N), slots = matmul_slots(costs[v], sms);
     const uint64_t tail_from = groups / slots * slots;
     for (uint32_t s = 1; s <= max_splits && s <= k_steps; ++s) {
       const int options = s > 1 && tail_from > 0 && tail_from < groups ? 2 : 1;
       for (int o = 0; o < options; ++o) {
         const uint64_t from = o == 0 ? 0 : tail_from;
-        const uint64_t t = matmul_time_ns(matmul_costs[v], M, N, K, sms, s, from);
+        const uint64_t t = matmul_time_ns(d, costs[v], M, N, K, sms, s, from);
         if (first || t < best_time) best_time = t, *variant = v, *splits = s, *split_from = static_cast<uint32_t>(from);
         first = false;
       }
@@ -438,34 +487,47 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, bool stradd
 }
 
 // matmul_choose costs microseconds on shapes of many K steps (every kernel, split and tail is
-// costed): a launch of this thread's last (M, N, K, sms) reuses its choice, as it reuses its maps.
+// costed): a launch of this thread's last (M, N, K, sms, table) reuses its choice, as it reuses its maps.
 struct cached_choice {
   uint64_t M = 0, N = 0, K = 0;
-  uint32_t sms = 0, variant = 0, splits = 1, split_from = 0;
+  uint32_t sms = 0, table = 0, variant = 0, splits = 1, split_from = 0;
   bool straddle = false;
 };
 
-void matmul_choose_cached(cached_choice& slot, uint64_t M, uint64_t N, uint64_t K, uint32_t sms, bool straddle,
-                          uint32_t* variant, uint32_t* splits, uint32_t* split_from) {
-  if (slot.sms != sms || slot.M != M || slot.N != N || slot.K != K || slot.straddle != straddle) {
-    matmul_choose(M, N, K, sms, straddle, &slot.variant, &slot.splits, &slot.split_from);
-    slot.M = M, slot.N = N, slot.K = K, slot.sms = sms, slot.straddle = straddle;
+void matmul_choose_cached(cached_choice& slot, uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t table,
+                          bool straddle, uint32_t* variant, uint32_t* splits, uint32_t* split_from) {
+  if (slot.sms != sms || slot.table != table || slot.M != M || slot.N != N || slot.K != K || slot.straddle != straddle) {
+    matmul_choose(M, N, K, sms, table, straddle, &slot.variant, &slot.splits, &slot.split_from);
+    slot.M = M, slot.N = N, slot.K = K, slot.sms = sms, slot.table = table, slot.straddle = straddle;
   }
   *variant = slot.variant, *splits = slot.splits, *split_from = slot.split_from;
 }
 
-// The multiprocessors of the current device, asked of the runtime once per device.
-matmul_bf16_tn_status current_sms(int* device, uint32_t* sms) {
-  static std::atomic<int> counts[64] = {};  // atomic: threads may launch at once (relaxed: any writer writes the same)
-  if (cudaGetDevice(device) != cudaSuccess) return fail(matmul_bf16_tn_no_driver, "matmul: no current CUDA device");
-  if (*device < 0 || *device >= 64) return fail(matmul_bf16_tn_bad_argument, "matmul: device %d is beyond 64", *device);
-  int count = counts[*device].load(std::memory_order_relaxed);
-  if (count == 0) {
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, *device);
+// A device's multiprocessors and the table of the GPU most like it, by its DRAM peak from the memory
+// clock (kHz) and bus width (bits): two transfers per clock of the whole bus (peak_memory_bytes_per_us).
+// Asked of the runtime once per device and kept packed in one word (SMs << 8 | table; 0: not asked yet).
+bool device_gpu(int device, uint32_t* sms, uint32_t* table) {
+  static std::atomic<uint64_t> known[64] = {};  // atomic: threads may launch at once (relaxed: any writer writes the same)
+  if (device < 0 || device >= 64) return false;
+  uint64_t packed = known[device].load(std::memory_order_relaxed);
+  if (packed == 0) {
+    int count = 0, clock_khz = 0, bus_bits = 0;
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device);
+    cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
     if (count < 1) count = 1;
-    counts[*device].store(count, std::memory_order_relaxed);
+    const uint64_t memory = clock_khz > 0 && bus_bits > 0 ? 2ull * uint64_t(clock_khz) * uint64_t(bus_bits) / 8 / 1000 : 0;
+    packed = uint64_t(count) << 8 | matmul_table_for(uint64_t(count), memory);
+    known[device].store(packed, std::memory_order_relaxed);
   }
-  *sms = static_cast<uint32_t>(count);
+  *sms = static_cast<uint32_t>(packed >> 8), *table = static_cast<uint32_t>(packed & 0xFF);
+  return true;
+}
+
+// The current device, its multiprocessors and its dispatch table.
+matmul_bf16_tn_status current_gpu(int* device, uint32_t* sms, uint32_t* table) {
+  if (cudaGetDevice(device) != cudaSuccess) return fail(matmul_bf16_tn_no_driver, "matmul: no current CUDA device");
+  if (!device_gpu(*device, sms, table)) return fail(matmul_bf16_tn_bad_argument, "matmul: device %d is beyond 64", *device);
   return matmul_bf16_tn_ok;
 }
 
@@ -557,7 +619,11 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_matmul_choice(uint64_t M, uint64
   }
   // dense A and B (pitch K, or N for an MN-major B) at aligned pointers (MatmulFamily.dense_rows_straddle)
   const bool straddle = matmul_rows_straddle(nullptr, K) || matmul_rows_straddle(nullptr, K);
-  matmul_choose(M, N, K, sms ? sms : 1, straddle, kernel, splits, split_from);
+  // the current device's table, as its launches take (the first where there is no device)
+  int device = 0;
+  uint32_t device_sms = 0, table = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || !device_gpu(device, &device_sms, &table)) table = 0;
+  matmul_choose(M, N, K, sms ? sms : 1, table, straddle, kernel, splits, split_from);
   return ok();
 }
 
@@ -600,8 +666,8 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_scaled(
     return ok();
   }
   int device = 0;
-  uint32_t sms = 1;
-  matmul_bf16_tn_status status = current_sms(&device, &sms);
+  uint32_t sms = 1, table = 0;
+  matmul_bf16_tn_status status = current_gpu(&device, &sms, &table);
   if (status != matmul_bf16_tn_ok) return status;
   // K = 0 with an epilogue: the kernel still runs (C = alpha 0 + beta C_in + bias) and loads nothing, over
   // maps of one column (TMA cannot describe an extent of 0).
@@ -629,29 +695,29 @@ extern "C" matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_scaled(
   uint32_t variant = 0, splits = 1, split_from = 0;
   const bool straddle = K != 0 && (matmul_rows_straddle(a, static_cast<uint64_t>(a_strides[0])) ||
                                    matmul_rows_straddle(b, static_cast<uint64_t>(b_strides[0])));
-  matmul_choose_cached(choice_cache, M, N, K, sms, straddle, &variant, &splits, &split_from);
-  uint64_t groups = matmul_groups(matmul_costs[variant], M, N);
-  if (groups * splits * matmul_costs[variant].cluster > 0xFFFFFFFFull) {
+  matmul_choose_cached(choice_cache, M, N, K, sms, table, straddle, &variant, &splits, &split_from);
+  uint64_t groups = matmul_groups(matmul_tile(variant), M, N);
+  if (groups * splits * matmul_tile(variant).cluster > 0xFFFFFFFFull) {
     return fail(matmul_bf16_tn_bad_shape, "matmul: %llu groups of tiles are more than 2^32", (unsigned long long)groups);
   }
   matmul_bf16_tn::matmul_split split = {nullptr, nullptr, splits, split_from};
   if (splits > 1) {  // the sizes of MatmulFamily.workspace_bytes
     bool capturing = false;
-    const uint64_t split_tiles = (groups - split_from) * matmul_costs[variant].cluster;
-    status = matmul_workspace(device, stream, split_tiles * matmul_costs[variant].consumers * 4,
-                              split_tiles * splits * matmul_costs[variant].bm * matmul_costs[variant].bn * 4,
+    const uint64_t split_tiles = (groups - split_from) * matmul_tile(variant).cluster;
+    status = matmul_workspace(device, stream, split_tiles * matmul_tile(variant).consumers * 4,
+                              split_tiles * splits * matmul_tile(variant).bm * matmul_tile(variant).bn * 4,
                               &split.counters, &split.partials, &capturing);
     if (status != matmul_bf16_tn_ok) return status;
     if (capturing) {  // no workspace can be had in a capture: the best launch without one
-      matmul_choose(M, N, K, sms, straddle, &variant, &splits, &split_from, 1);
+      matmul_choose(M, N, K, sms, table, straddle, &variant, &splits, &split_from, 1);
       split.splits = 1, split.split_from = 0;
-      groups = matmul_groups(matmul_costs[variant], M, N);
+      groups = matmul_groups(matmul_tile(variant), M, N);
     }
   }
   // A cluster per unit, as many as the SMs hold at once (MatmulFamily.grid).
   const uint64_t units = splits == 1 ? groups : split_from + (groups - split_from) * splits;
-  const uint64_t slots = matmul_slots(matmul_costs[variant], sms);
-  const uint32_t grid = static_cast<uint32_t>((units < slots ? units : slots) * matmul_costs[variant].cluster);
+  const uint64_t slots = matmul_slots(matmul_tile(variant), sms);
+  const uint32_t grid = static_cast<uint32_t>((units < slots ? units : slots) * matmul_tile(variant).cluster);
   uint32_t m32 = static_cast<uint32_t>(M), n32 = static_cast<uint32_t>(N), k32 = static_cast<uint32_t>(K);
   // The kernel's parameters in order, each by its address (cuLaunchKernel copies them, the maps' 128 bytes too).
   void* args[9] = {&a_cache.map, &b_cache.map, &c_cache.map, a_edge ? &a_rows_cache.map : &a_cache.map, &m32, &n32, &k32,

@@ -62,7 +62,7 @@ matmul_fp8_e4m3_status matmul_fp8_e4m3_encode_a_rows(matmul_fp8_e4m3_tensor_map*
    Each call picks one of the spec's 6 kernel(s) and a split of K (of every tile, or of the last
    wave's) for its M, N and K (matmul_fp8_e4m3_matmul_choice). Each thread keeps its last launch's three
    tensor maps and choice: a map is encoded again only when its pointer, shape or leading dimension
-   changes, the choice only when M, N, K or the device's SM count does. A split
+   changes, the choice only when M, N, K or the device does. A split
    launch sums fp32 partials in a workspace the library allocates per device and stream on first
    need (not while the stream is being captured into a CUDA graph: run the shape once first). */
 matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch(const void* a, const void* b, void* c, uint64_t M, uint64_t N, uint64_t K,
@@ -86,7 +86,9 @@ matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(const void* a, const
 /* Which kernel (0 .. 5: 128x128 in pairs, 128x192, 64x128, 64x64, 128x192 in pairs, 64x128 in pairs), how many splits of K and from which tile on
    (the tiles before it whole) a launch of M x N x K on `sms` multiprocessors runs, with A and B
    dense (pitch K) at pointers on whole 32-byte sectors; a launch whose rows straddle sectors takes
-   the twin in pairs of a tile that runs alone. */
+   the twin in pairs of a tile that runs alone. The model's constants are those of the table fitted
+   on the GPU most like the current device (NVIDIA H200, NVIDIA H100 80GB HBM3; the first
+   without a device), as a launch's are. */
 matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_choice(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* kernel, uint32_t* splits,
     uint32_t* split_from);
 

@@ -170,9 +170,11 @@ class MatmulLauncher:
     def bind(self, plan: Plan, inputs: Sequence[Operand], out: Operand, multiprocessors: int,
              workspace: Workspace | None = None, c: Operand | None = None, alpha: float = 1.0, beta: float = 0.0,
              bias: Operand | None = None, bias_along: str | None = None, scale_a: Operand | None = None,
-             scale_b: Operand | None = None, choice: tuple[int, ...] | None = None) -> Call:
+             scale_b: Operand | None = None, choice: tuple[int, ...] | None = None,
+             memory_bytes_per_us: int = 0) -> Call:
         """``choice``: (kernel, splits[, first split tile]) to run instead of the family's own choice
-        (tests, tuning)."""
+        (tests, tuning); ``memory_bytes_per_us``: the GPU's DRAM peak, by which the family's choice
+        takes the dispatch table of the GPU most like it (0: the first)."""
         a, b = inputs
         m, n, k, _ = self._mnk(plan, [tuple(a.shape), tuple(b.shape)])
         if m == 0 or n == 0:
@@ -196,7 +198,9 @@ class MatmulLauncher:
             # an empty sum, unscaled: TMA cannot describe an extent of 0
             return Call((out_map,), clear_output=True)
         straddle = k > 0 and any(family.operand_rows_straddle(x.ptr, x.strides[0]) for x in (a, b))
-        picked = family.choose(m, n, k, multiprocessors, straddle=straddle) if choice is None else Choice(*choice)
+        table = family.table_for(multiprocessors, memory_bytes_per_us)
+        picked = (family.choose(m, n, k, multiprocessors, straddle=straddle, table=table) if choice is None
+                  else Choice(*choice))
         split = MatmulSplit(None, None, picked.splits, picked.split_from)
         if picked.splits > 1:
             try:
@@ -207,7 +211,7 @@ class MatmulLauncher:
                 if choice is not None:
                     raise
                 # none can be had now (a stream being captured into a CUDA graph): the best unsplit kernel
-                picked = family.choose(m, n, k, multiprocessors, max_splits=1, straddle=straddle)
+                picked = family.choose(m, n, k, multiprocessors, max_splits=1, straddle=straddle, table=table)
                 split = MatmulSplit(None, None, 1, 0)
         if k == 0:  # the epilogue alone (beta c + bias): maps of one column that nothing loads
             a_map = MapBinding("a", a.ptr, (m, 1), (8, 1))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tmagen.dtypes import FP8_NAMES
-from tmagen.kinds.matmul.dispatch import DISPATCH, Choice, Dispatch, TileCost, TileShape
+from tmagen.kinds.matmul.dispatch import DISPATCHES, Choice, Dispatch, TileCost, TileShape, table_for
 from tmagen.limits import TARGETS
 from tmagen.mma import OperandTile
 from tmagen.planning import PATTERN_ALIGN, KernelPlan, MapSpec, RegisterBudget, box_layout, box_stride, operand_tile
@@ -135,10 +135,11 @@ class MatmulPlan:
 @dataclass(frozen=True)
 class MatmulFamily:
     """Every kernel of a matmul spec and how a launch picks one: `choose` (the same arithmetic as
-    the C API's), from the measured model in `dispatch`."""
+    the C API's), from the measured model in `dispatches`: one table per GPU it was fitted on, each
+    launch taking the table of the GPU most like its own (`table_for`)."""
 
     kernels: tuple[MatmulPlan, ...]
-    dispatch: Dispatch
+    dispatches: tuple[Dispatch, ...]
     max_splits: int  # splits of K a launch may choose (1: none)
     promote_every: int = 0  # fp8: K between promotions into fp32 registers (0: never, or not fp8)
     block_scales: bool = False  # fp8: A's scales per 1 x 128 block, B's per 128 x 128, applied as sums are promoted
@@ -152,9 +153,17 @@ class MatmulFamily:
         return self.kernels[0].b_major
 
     @property
-    def costs(self) -> tuple[TileCost, ...]:
-        """The model's constants of each kernel, as the C API's choice prints them."""
-        return tuple(self.dispatch.cost(p.shape) for p in self.kernels)
+    def dispatch(self) -> Dispatch:
+        """The first table: the one a launch takes where its GPU is not known."""
+        return self.dispatches[0]
+
+    def costs(self, table: int = 0) -> tuple[TileCost, ...]:
+        """The model's constants of each kernel in a table, as the C API's choice prints them."""
+        return tuple(self.dispatches[table].cost(p.shape) for p in self.kernels)
+
+    def table_for(self, multiprocessors: int, memory_bytes_per_us: int) -> int:
+        """The table of the GPU most like one of these multiprocessors and DRAM peak (0: not known)."""
+        return table_for(self.dispatches, multiprocessors, memory_bytes_per_us)
 
     @property
     def pair_min_k_steps(self) -> int:
@@ -185,12 +194,14 @@ class MatmulFamily:
         return self.operand_rows_straddle(0, k) or self.operand_rows_straddle(0, k if self.b_major == "k" else n)
 
     def choose(self, m: int, n: int, k: int, multiprocessors: int, max_splits: int | None = None,
-               straddle: bool | None = None) -> Choice:
+               straddle: bool | None = None, table: int = 0) -> Choice:
         """The model's choice for a launch; ``straddle``: whether A's or B's rows straddle 32-byte
-        sectors (None: as dense rows at aligned pointers would)."""
+        sectors (None: as dense rows at aligned pointers would); ``table``: which of `dispatches`
+        (`table_for` the GPU)."""
         splits = self.max_splits if max_splits is None else min(max_splits, self.max_splits)
         kernels = self.candidates(self.dense_rows_straddle(n, k) if straddle is None else straddle, m, k)
-        choice = self.dispatch.choose([self.kernels[i].shape for i in kernels], m, n, k, multiprocessors, splits)
+        choice = self.dispatches[table].choose([self.kernels[i].shape for i in kernels], m, n, k, multiprocessors,
+                                               splits)
         variant = kernels[choice.variant]
         return Choice(variant, choice.splits, choice.split_from) if choice.splits > 1 else Choice(variant, 1, 0)
 
@@ -493,7 +504,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
         if pair_twin(k, p):
             twins[p.variant] = len(plans)
             plans.append(replace(p, symbol=f"{p.symbol}_pairs", variant=len(plans), cluster=2))
-    family = MatmulFamily(tuple(plans), DISPATCH, max_splits=1 if k.dispatch == "single" else k.max_splits,
+    family = MatmulFamily(tuple(plans), DISPATCHES, max_splits=1 if k.dispatch == "single" else k.max_splits,
                           promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec),
                           stmatrix=c_map.tensor.dt.nbytes == 2 and c_map.tensor.box[1] % 16 == 0,
                           edge_rows=EDGE_BOX_ROWS if "a_rows" in roles else 0,

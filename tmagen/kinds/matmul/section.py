@@ -31,8 +31,8 @@ class MatmulKernel(Section):
     stages: int = Field(4, ge=2, le=8, description="Stages of A and B tiles in flight per block.")
     dispatch: Literal["per_shape", "single"] = Field(
         "per_shape", description="per_shape: the spec's tile and the smaller tiles of the family its boxes allow, "
-        "each launch picking one (and a split of K) for its M, N and K by a measured model; single: the spec's tile "
-        "only, never split.")
+        "each launch picking one (and a split of K) for its M, N and K by a model measured on the GPU (one table per "
+        "GPU, the nearest taken); single: the spec's tile only, never split.")
     max_splits: int = Field(MAX_SPLITS, ge=1, le=MAX_SPLITS, description="The most ways a launch may split K "
                             "(1: never). A split launch sums the splits' fp32 partials in a workspace, in a fixed "
                             "order.")
