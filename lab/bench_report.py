@@ -164,7 +164,7 @@ def _report(data: dict[str, Any], plot_file: str) -> str:
         lines += _ragged_lines(moving)
         lines += _every_candidate(moving)
     if matmuls:
-        lines += _matmul_lines(matmuls)
+        lines += _matmul_lines(matmuls, data.get("sections", {}).get("matmul"))
     fp8 = [c for c in cases if c["group"] == "fp8"]
     if fp8:
         lines += _fp8_lines(fp8, data.get("sections", {}).get("fp8"))
@@ -331,8 +331,9 @@ def _matmul_methods(matmuls: list[dict[str, Any]]) -> str:
     return " Per shape: " + ", ".join(parts) + " (fewer for launches of a millisecond or more)."
 
 
-def _matmul_lines(matmuls: list[dict[str, Any]]) -> list[str]:
-    """The shape set's verdicts, each class's geometric means, then every shape."""
+def _matmul_lines(matmuls: list[dict[str, Any]], about: dict[str, Any] | None = None) -> list[str]:
+    """The shape set's verdicts, each class's geometric means, then every shape (``about``: where and
+    when, for a section measured apart and merged)."""
     mine_names = sorted({c["name"] for case in matmuls for c in case["candidates"] if c["role"] == "tmagen"})
     timed = [c for c in matmuls if _mine(c) is not None]
     lines = ["", "## Matmul", "",
@@ -343,7 +344,7 @@ def _matmul_lines(matmuls: list[dict[str, Any]]) -> list[str]:
              "pointer tiles, each autotuned on the shape; \"Triton\" is the faster of the two. Where A and B are "
              "sliced views their rows' padding holds NaN, so that a candidate reading past K fails its check. "
              "Launches shorter than 0.2 ms are timed several to a sample (rotating through the buffer sets)."
-             + _matmul_methods(matmuls), "",
+             + _matmul_methods(matmuls) + _measured_apart(about), "",
              "Targets (issue 18; ratios to cuBLAS in the same loop): the geometric mean over the shape set at or "
              f"above {MATMUL_GEOMEAN_OF_CUBLAS:.2f}, no shape below {MATMUL_FLOOR_OF_CUBLAS:.2f} (small M included), "
              "and ahead of Triton on every shape. A geometric mean is shown as that of each shape's median ratio, "
