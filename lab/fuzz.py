@@ -106,8 +106,9 @@ class Case:
 
 
     def _matmul_launches(self) -> list[str]:
-        """Each run's kernel as the family chooses it on 132 SMs (an H100's or H200's): the spec's
-        own tile, another tile of the family, or a twin in pairs (rows that straddle sectors)."""
+        """Each run's kernel as the family chooses it on 132 SMs with its first dispatch table (the
+        H200's; an H100 launch may take another tile of the family by its own): the spec's own tile,
+        another tile of the family, or a twin in pairs (rows that straddle sectors)."""
         family = resolve(parse_spec(self.spec)).kernel.detail
         launches = []
         for run in self.runs:
