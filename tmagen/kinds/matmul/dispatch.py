@@ -16,6 +16,14 @@ a persistent grid of at most SMs / cluster clusters (slots):
                   the stage bytes no two running CTAs share / HBM bandwidth)
     fixup_ns = (s > 1) * ((partials written and read back) / HBM bandwidth + split waves * split_ns)
 
+Every split writes its fp32 partial tile and the last to arrive reads them all back, so a split's
+cost is mostly that traffic, which the H100's lower bandwidth makes dearer than the H200's (its
+table splits less). Tried on an H100 (2026-11-27, not kept): the last split keeping its own partial
+in registers and writing nothing, which moves s - 1 partials each way instead of s. Splits of 2
+gained 2 to 5% on 128-row tiles (512 x 4096 x 4096, 128 x 256 in pairs: 41.2 -> 39.6 us) but lost
+6% on 64 x 64 tiles (64 x 4096 x 4096: 20.7 -> 21.9 us); splits of 3 or more lost up to 2.2 times,
+the partials before its own summed as chains of dependent loads.
+
 The running CTAs' tiles cover ``raster`` rows of tiles (the walk takes them column by column) and
 as many columns as they fill, each tile at s places along K: what they share (a row of A, a column
 of B) crosses from HBM once, the rest is read from L2.
