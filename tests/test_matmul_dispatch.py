@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from tmagen.kinds.matmul.dispatch import DISPATCH, DISPATCHES, Choice, peak_memory_bytes_per_us, table_for
+from tmagen.kinds.matmul.plan import MatmulFamily
 from tmagen.plan import load
 from tmagen.render import render
 
@@ -47,7 +48,7 @@ def _measured(row: dict, c: Choice) -> float:
     return float(row["us"][min(near, key=lambda k: abs(int(k.split("/")[1]) - c.splits))])
 
 
-def _slowdowns(family, data: dict, table: int, straddle: bool | None) -> list[float]:
+def _slowdowns(family: MatmulFamily, data: dict, table: int, straddle: bool | None) -> list[float]:
     """Per measured shape, the time of the table's choice over the shape's best measured launch."""
     return [_measured(row, family.choose(row["m"], row["n"], row["k"], data["sms"], straddle=straddle, table=table))
             / min(row["us"].values()) for row in data["rows"]]
