@@ -619,15 +619,11 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_choice(uint64_t M, 
   }
   // dense A and B (pitch K, or N for an MN-major B) at aligned pointers (MatmulFamily.dense_rows_straddle)
   const bool straddle = matmul_rows_straddle(nullptr, K) || matmul_rows_straddle(nullptr, N);
-  // the current device's table, as its launches take (the first where there is no device; the error of
-  // asking is cleared, so that it does not surface at the caller's next cudaGetLastError)
+  // the current device's table, as its launches take (the first where there is no device; the caller's
+  // last CUDA error is left alone: clearing it would clear theirs too)
   int device = 0;
   uint32_t device_sms = 0, table = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) {
-    cudaGetLastError();
-  } else if (!device_gpu(device, &device_sms, &table)) {
-    table = 0;
-  }
+  if (cudaGetDevice(&device) != cudaSuccess || !device_gpu(device, &device_sms, &table)) table = 0;
   matmul_choose(M, N, K, sms ? sms : 1, table, straddle, kernel, splits, split_from);
   return ok();
 }
