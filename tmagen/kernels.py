@@ -525,14 +525,7 @@ def multiprocessors(device: int) -> int:
 def memory_bytes_per_us(device: int) -> int:
     """The DRAM peak of ``device`` in bytes per microsecond, from its memory clock and bus width (by
     which a matmul picks the dispatch table of the GPU most like this one); asked once per device."""
-    from tmagen.kinds.matmul.dispatch import peak_memory_bytes_per_us
-
-    drv = runtime._driver()
-    dev = runtime.check(drv.cuDeviceGet(device), "cuDeviceGet")
-    attr = drv.CUdevice_attribute
-    clock = runtime.check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev), "attribute")
-    bus = runtime.check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev), "attribute")
-    return peak_memory_bytes_per_us(int(clock), int(bus))
+    return runtime.memory_bytes_per_us(runtime.check(runtime._driver().cuDeviceGet(device), "cuDeviceGet"))
 
 
 def load(spec: Spec | Plan | dict | str | Path) -> Kernel:

@@ -71,6 +71,16 @@ def require_gpu() -> None:
         _GPU_READY = True
 
 
+def memory_bytes_per_us(dev: Any) -> int:
+    """The DRAM peak of a CUdevice in bytes per microsecond, from the driver's memory clock and bus
+    width (by which a matmul picks the dispatch table of the GPU most like it)."""
+    drv = _driver()
+    attr = drv.CUdevice_attribute
+    clock = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev), "attribute")
+    bus = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev), "attribute")
+    return peak_memory_bytes_per_us(int(clock), int(bus))
+
+
 @dataclass
 class Device:
     ordinal: int
@@ -93,12 +103,10 @@ class Device:
         major = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "attribute")
         minor = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "attribute")
         sms = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "attribute")
-        clock = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev), "attribute")
-        bus = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev), "attribute")
         version = check(drv.cuDriverGetVersion(), "cuDriverGetVersion")
         ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
         check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-        return cls(ordinal, name, (major, minor), sms, version, ctx, peak_memory_bytes_per_us(int(clock), int(bus)))
+        return cls(ordinal, name, (major, minor), sms, version, ctx, memory_bytes_per_us(dev))
 
     def synchronize(self) -> None:
         check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
