@@ -311,3 +311,20 @@ def test_the_tuner_scores_a_family_with_twins_as_launches_choose(kind: str) -> N
     for row, line in zip(data["rows"], lines, strict=True):
         c = family.choose(row["m"], row["n"], row["k"], data["sms"], max_splits=16)
         assert line[3] == f"{c.variant}/{c.splits}/{c.split_from}"
+
+
+def test_operands_fetch_whole_lines_into_l2_unless_the_spec_says_otherwise() -> None:
+    """A's and B's maps (and A's edge-row map) promote L2 fetches to 128 bytes where the spec names
+    no l2_promotion, which cut 15000^3's DRAM reads by a third on an H100 (plan.py, ROW_SECTOR's
+    note); C's stays none, and a spec's own value is kept, "none" included."""
+    from tmagen.plan import resolve
+    from tmagen.spec import parse_spec
+
+    path = REPO / "specs/matmul_bf16_tn.json"
+    promoted = {r: load(path).map(r).args.l2_promotion for r in ("a", "b", "c", "a_rows")}
+    assert promoted == {"a": 2, "b": 2, "c": 0, "a_rows": 2}  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B, _NONE
+    raw = json.loads(path.read_text())
+    raw["tensors"][0]["l2_promotion"], raw["tensors"][1]["l2_promotion"] = "none", "256B"
+    plan = resolve(parse_spec(raw))
+    assert [plan.map(r).args.l2_promotion for r in ("a", "b", "a_rows")] == [0, 3, 0]
+    assert "CU_TENSOR_MAP_L2_PROMOTION_L2_256B" in render(plan, "spec.json")[f"{plan.name}.cu"]

@@ -103,7 +103,10 @@ class TensorSpec(Section):
                                  "shared memory; the mode alone (\"64B\") is short for {\"mode\": \"64B\"}.")
     interleave: Literal["none", "16B", "32B"] = Field("none", description="Interleaved layouts (NC/8HWC8, "
                                                       "NC/16HWC16) for rank 3 and up.")
-    l2_promotion: Literal["none", "64B", "128B", "256B"] = Field("none", description="L2 fetch size.")
+    l2_promotion: Literal["none", "64B", "128B", "256B"] = Field(
+        "none", description="L2 fetch size: what the L2 reads from DRAM on a miss. A matmul's A and B "
+        "that leave it out take 128B (rows that start off whole 32-byte sectors read about a third less "
+        "from DRAM; tmagen/kinds/matmul/plan.py), every other map none.")
     l2_hint: Literal["normal", "evict_first", "evict_last"] = Field(
         "normal", description="L2 eviction priority of the bytes TMA reads and writes through the map "
         "(createpolicy with .L2::cache_hint): evict_first for data used once, evict_last for data read again "

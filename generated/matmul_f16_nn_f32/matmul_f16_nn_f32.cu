@@ -235,7 +235,7 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_a(matmul_f16_nn_f32
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult result = encode(reinterpret_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(ptr),
                                  dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
     return fail(matmul_f16_nn_f32_encode_failed, "a: cuTensorMapEncodeTiled returned %s (%d) although tmagen's checks "
                 "passed; run `tmagen diagnose` on these arguments", driver_error_name(result), static_cast<int>(result));
@@ -262,7 +262,7 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_b(matmul_f16_nn_f32
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult result = encode(reinterpret_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(ptr),
                                  dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
     return fail(matmul_f16_nn_f32_encode_failed, "b: cuTensorMapEncodeTiled returned %s (%d) although tmagen's checks "
                 "passed; run `tmagen diagnose` on these arguments", driver_error_name(result), static_cast<int>(result));
@@ -316,7 +316,7 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_a_rows(matmul_f16_n
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult result = encode(reinterpret_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(ptr),
                                  dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
     return fail(matmul_f16_nn_f32_encode_failed, "a_rows: cuTensorMapEncodeTiled returned %s (%d) although tmagen's checks "
                 "passed; run `tmagen diagnose` on these arguments", driver_error_name(result), static_cast<int>(result));

@@ -332,6 +332,7 @@ def maps(spec: Spec) -> list[MapSpec]:
     k = spec.kernel
     assert isinstance(k, MatmulKernel)
     (ia, a), (ib, b), (ic, c) = spec.tensor(k.a), spec.tensor(k.b), spec.tensor(k.c)
+    a, b = operand_promotion(a), operand_promotion(b)
     b_mn = b.box[0] if k.b_major == "k" else b.box[1]
     found = [MapSpec(role="a", tensor=a, index=ia, mma=MmaSpec(operand="a", major="k", mn_boxes=k.tile[0] // a.box[0])),
              MapSpec(role="b", tensor=b, index=ib,
@@ -341,6 +342,17 @@ def maps(spec: Spec) -> list[MapSpec]:
         found.append(MapSpec(role="a_rows", tensor=a.model_copy(update={"box": [EDGE_BOX_ROWS, a.box[1]]}), index=ia,
                              derived=f"A in boxes of {EDGE_BOX_ROWS} rows, for the tiles at M's edge"))
     return found
+
+
+OPERAND_L2_PROMOTION = "128B"  # what A and B fetch into L2 where the spec leaves it out (see ROW_SECTOR's note)
+
+
+def operand_promotion(t: TensorSpec) -> TensorSpec:
+    """An operand's tensor with the matmul's L2 promotion where the spec does not name one (a spec
+    that says "none" keeps it)."""
+    if "l2_promotion" in t.model_fields_set:
+        return t
+    return t.model_copy(update={"l2_promotion": OPERAND_L2_PROMOTION})
 
 
 # At M's edge (every tile when M is below a tile, as in LLM decoding), A's rows are loaded in boxes of
@@ -410,6 +422,17 @@ def tile_cluster(k: MatmulKernel, bm: int, b_loads: int) -> int:
 # 124; aligned 118.5 / 120.5). Whole shapes: bf16 2056^3 39.4 / 36.8 (192 x 192), 1000^3 14.1 / 12.4
 # and 256 x 4096 x 4104 38.1 / 28.9 (64 x 128); fp8 10000^3 2368 / 1735 (128 x 192; cuBLASLt 1839).
 ROW_SECTOR = 32  # bytes: a row whose start is off a multiple of this straddles (see `rows_straddle`)
+# What the L2 reads from DRAM decides the large shapes whose rows straddle: A's and B's maps fetch
+# whole 128-byte lines where the spec names no l2_promotion (`operand_promotion`), and tmagen.ops's
+# bf16 spec (tmagen/ops_specs/bench_matmul_bfloat16.json) walks groups of 16 tile rows. H100,
+# 2026-11-27, 15000^3 bf16 under ncu: without promotion 12.7 ms, 28.6 GB read from DRAM, L2 hit rate
+# 49% (another run: 10.0 ms, 18.7 GB); 128B 9.7 ms, 19.2 GB, 68%; 128B in groups of 16 9.6 ms, 17.6
+# GB, 72%; 256B 12.6 ms, 32.2 GB; cuBLAS 8.9 ms, 12.6 GB, 75%. Over the benchmark's 53 shapes (ratio
+# to cuBLAS, interleaved): 128B lifted every straddling shape (2056^3 0.90 -> 0.95, 4096 x 4096 x
+# 4104 0.975 -> 0.994, 64 x 14336 x 4096 with rows 4104 apart 0.922 -> 0.969) and left aligned ones
+# within noise; groups of 16 then gained 1 to 5% on large ones (4104^3 0.853 -> 0.902, 8192^3 1.042
+# -> 1.071) and lost at most 1% (1024 x 4096 x 4096, 8192 x 4096 x 14336). fp8 (128B against none):
+# within 0.5%.
 
 
 def rows_straddle(pointer: int, pitch_bytes: int) -> bool:
