@@ -129,7 +129,7 @@ def test_the_exported_kernel_launched_with_k_zero_writes_zeros(device, compiler,
             device.synchronize()
             assert np.any(dc.download() != 0), "the K = k launch wrote its products"
             dc.fill(0xA5)
-            params[5] = ctypes.c_uint32(0)  # K (after the three maps, M and N)
+            params[len(call.maps) + 2] = ctypes.c_uint32(0)  # K (after the maps, A's edge-row map too, M and N)
             kernel.launch(call.grid, plan.kernel.threads, params)
             device.synchronize()
             got = dc.download()
