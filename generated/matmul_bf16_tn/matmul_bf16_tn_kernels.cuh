@@ -11,7 +11,7 @@
 #include <cuda_fp16.h>
 
 // C = alpha * A x B^T + beta * C_in + bias on the tensor cores, in a family of 11 kernel(s) of different tile
-// shapes: matmul_bf16_tn_matmul (128 x 256, 4 stages), matmul_bf16_tn_matmul_128x192 (128 x 192, 4 stages), matmul_bf16_tn_matmul_128x128 (128 x 128, 6 stages), matmul_bf16_tn_matmul_64x256 (64 x 256, 5 stages), matmul_bf16_tn_matmul_64x128 (64 x 128, 8 stages), matmul_bf16_tn_matmul_64x64 (64 x 64, 12 stages), matmul_bf16_tn_matmul_192x192 (192 x 192, 3 stages), matmul_bf16_tn_matmul_128x192_pairs (128 x 192, 4 stages), matmul_bf16_tn_matmul_64x256_pairs (64 x 256, 5 stages), matmul_bf16_tn_matmul_64x128_pairs (64 x 128, 8 stages), matmul_bf16_tn_matmul_192x192_pairs (192 x 192, 3 stages).
+// shapes: matmul_bf16_tn_matmul (128 x 256, 4 stages), matmul_bf16_tn_matmul_128x192 (128 x 192, 4 stages), matmul_bf16_tn_matmul_128x128 (128 x 128, 6 stages), matmul_bf16_tn_matmul_64x256 (64 x 256, 5 stages), matmul_bf16_tn_matmul_64x128 (64 x 128, 8 stages), matmul_bf16_tn_matmul_64x64 (64 x 64, 12 stages), matmul_bf16_tn_matmul_192x192 (192 x 192, 4 stages), matmul_bf16_tn_matmul_128x192_pairs (128 x 192, 4 stages), matmul_bf16_tn_matmul_64x256_pairs (64 x 256, 5 stages), matmul_bf16_tn_matmul_64x128_pairs (64 x 128, 8 stages), matmul_bf16_tn_matmul_192x192_pairs (192 x 192, 4 stages).
 // Each launch picks one, and a split of K, for its M, N and K (matmul_bf16_tn_matmul_choice).
 // Warpgroup 0 produces: one thread keeps a ring of stages full with TMA (full/empty mbarriers).
 // Warpgroups 1..consumers consume: each multiplies 64-row blocks of the tile with wgmma (m64nBNk16),
@@ -727,14 +727,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_tn_matmul_64x64
       &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }
 
-// 192 x 192 tiles, 3 consumer warpgroup(s), 3 stages of 49152 bytes, 3 C staging buffers per consumer.
+// 192 x 192 tiles, 3 consumer warpgroup(s), 4 stages of 49152 bytes, 1 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 384 consumer threads at 152 take 512 threads x 128.
 extern "C" __global__ void __launch_bounds__(512, 1) matmul_bf16_tn_matmul_192x192(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
-  matmul_bf16_tn::matmul_body<192, 192, 3, 3, 3, 3,
-                          56, 152, 3, 1>(
+  matmul_bf16_tn::matmul_body<192, 192, 3, 4, 3, 3,
+                          56, 152, 1, 1>(
       &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }
 
@@ -771,13 +771,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) __cluster_dims__(2, 1, 1) m
       &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }
 
-// 192 x 192 tiles, 3 consumer warpgroup(s), 3 stages of 49152 bytes, 3 C staging buffers per consumer.
+// 192 x 192 tiles, 3 consumer warpgroup(s), 4 stages of 49152 bytes, 1 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 384 consumer threads at 152 take 512 threads x 128.
 extern "C" __global__ void __launch_bounds__(512, 1) __cluster_dims__(2, 1, 1) matmul_bf16_tn_matmul_192x192_pairs(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_tn::matmul_epilogue epilogue, const matmul_bf16_tn::matmul_split split) {
-  matmul_bf16_tn::matmul_body<192, 192, 3, 3, 3, 3,
-                          56, 152, 3, 2>(
+  matmul_bf16_tn::matmul_body<192, 192, 3, 4, 3, 3,
+                          56, 152, 1, 2>(
       &a_map, &b_map, &c_map, &a_rows_map, M, N, K, epilogue, split);
 }

@@ -23,6 +23,13 @@ REGISTERS_BESIDE_ACCUMULATORS = 32  # addresses, descriptors, loop state, the ep
 REGISTERS_FOR_BLOCK_SCALES = 24  # a stage's scales and their products at the promotion (ptxas spilled 5 to 12
 # registers' worth with two sets of partial sums and 32 beside them, 2026-11-24)
 C_STAGING_BUFFERS = 2  # per consumer at least: one being filled while TMA stores the other
+# A family tile with fewer stages than this beside two C buffers per consumer takes one buffer, for a
+# stage more: 192 x 192 (48 KB a stage) had 3 stages and 3 buffers, now 4 and 1. H100, 2026-11-27,
+# interleaved (a scratch probe, bf16, its pairs): 2056^3 38.0 -> 33.9 us, 3000^3 104.2 -> 91.7, 4104^3
+# 293 -> 256; the family's measurement (tests/data/hw_h100/matmul_tune.json against the one before)
+# had its best 192 x 192 launch 5 to 13% faster on every shape (3000^3 95.6 -> 83.6, 4096^3 213 ->
+# 198). The one buffer makes each piece of C wait for the last one's store to leave shared memory.
+MIN_RING_STAGES = 4
 MAX_FAMILY_STAGES = 12  # deeper rings stop paying once a block has ~100 KB in flight (tmagen tune)
 FP8_TYPES = FP8_NAMES  # any pair: wgmma has e4m3 x e5m2 instructions too
 DEFAULT_PROMOTE_EVERY = 128  # K between promotions of fp8 partial sums (DeepSeek-V3 technical report, 3.3.2)
@@ -481,10 +488,13 @@ def stages_and_buffers(limit: int, stage: int, consumers: int, c_stride: int, pi
     def fit_stages(buffers: int) -> int:
         return min(MAX_FAMILY_STAGES, (limit - consumers * buffers * c_stride - PATTERN_ALIGN - barriers) // stage)
 
+    least = C_STAGING_BUFFERS
     if stages is None:
         stages = fit_stages(C_STAGING_BUFFERS)
+        if stages < MIN_RING_STAGES and fit_stages(1) > stages:
+            stages, least = fit_stages(1), 1
     spare = (limit - stages * stage - PATTERN_ALIGN - barriers) // (consumers * c_stride)
-    return stages, max(C_STAGING_BUFFERS, min(pieces, spare))
+    return stages, max(least, min(pieces, spare))
 
 
 def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tuple[KernelPlan, ...]:
