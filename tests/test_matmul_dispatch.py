@@ -334,12 +334,14 @@ def test_a_short_ring_trades_a_c_buffer_for_a_stage() -> None:
     """192 x 192 tiles (48 KB a stage) fit 3 stages beside two C buffers per consumer and 4 beside
     one; with 4 they ran 5 to 13% faster on an H100 (MIN_RING_STAGES). Every other tile keeps two
     buffers or more, and every kernel fits the opt-in shared memory."""
+    from tmagen.kinds.matmul.plan import MAX_FAMILY_STAGES
     from tmagen.limits import TARGETS
 
+    barriers = 2 * 8 * MAX_FAMILY_STAGES  # static shared memory beside the dynamic smem_bytes
     for name in ("specs/matmul_bf16_tn.json", "specs/matmul_f16_nn_f32.json", "tmagen/ops_specs/bench_matmul_fp8.json"):
         plan = load(REPO / name)
         for p in plan.kernel.detail.kernels:
-            assert p.smem_bytes + 2 * 8 * 12 <= TARGETS[plan.target.name].smem_per_block_optin, (name, p.symbol)
+            assert p.smem_bytes + barriers <= TARGETS[plan.target.name].smem_per_block_optin, (name, p.symbol)
             if (p.bm, p.bn) == (192, 192):
                 assert (p.stages, p.c_buffers) == (4, 1), (name, p.symbol)
             else:
