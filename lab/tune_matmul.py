@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tmagen.kinds.matmul.dispatch import Dispatch, TileCost, TileShape
+from tmagen.kinds.matmul.dispatch import Dispatch, TileCost, TileShape, load_dispatch
 
 REPO = Path(__file__).resolve().parents[1]
 DISPATCH_JSON = REPO / "tmagen" / "kinds" / "matmul" / "dispatch.json"
@@ -187,10 +187,10 @@ def _fit(args: argparse.Namespace) -> None:
     data = json.loads(Path(args.out).read_text())
     shapes = [TileShape.from_key(key, int(data["bk"])) for key in data["kernels"]]
     table = DISPATCH_JSON.parent / args.table
-    base = json.loads((table if table.exists() else DISPATCH_JSON).read_text())
-    start = Dispatch(base["gpu"], base["measured"], base["sm_bytes_per_us"], base["hbm_bytes_per_us"],
-                     {key: TileCost(**v) for key, v in base["tiles"].items()}, TileCost(**base["default"]),
-                     max(1000, int(base.get("split_ns", 0))))
+    base_path = table if table.exists() else DISPATCH_JSON
+    base = json.loads(base_path.read_text())
+    loaded = load_dispatch(base_path)
+    start = replace(loaded, split_ns=max(1000, loaded.split_ns))
     candidates = _candidates(data)
     best_d, best_score = start, _score(start, data, shapes, candidates)[0]
     # coordinate descent over the constants, by factors; an fp8 family's measurement fits its own
@@ -224,15 +224,13 @@ def _fit(args: argparse.Namespace) -> None:
 
 def _scaled(d: Dispatch, field: str, factor: float) -> Dispatch:
     if "." not in field:
-        values = {"sm_bytes_per_us": d.sm_bytes_per_us, "hbm_bytes_per_us": d.hbm_bytes_per_us, "split_ns": d.split_ns}
-        values[field] = max(1, int(values[field] * factor))
-        return Dispatch(d.gpu, d.measured, values["sm_bytes_per_us"], values["hbm_bytes_per_us"], d.tiles, d.default,
-                        values["split_ns"])
+        scaled: dict[str, Any] = {field: max(1, int(getattr(d, field) * factor))}  # a memory-system constant
+        return replace(d, **scaled)
     key, name = field.split(".")
     tiles = dict(d.tiles)
     cost = tiles[key] if key in tiles else d.cost(TileShape.from_key(key, 64))  # a new key: what the model used
     tiles[key] = TileCost(**{**cost.__dict__, name: max(1, int(getattr(cost, name) * factor))})
-    return Dispatch(d.gpu, d.measured, d.sm_bytes_per_us, d.hbm_bytes_per_us, tiles, d.default, d.split_ns)
+    return replace(d, tiles=tiles)
 
 
 def main(argv: list[str] | None = None) -> None:
