@@ -1,7 +1,8 @@
 """Measures the matmul family on a GPU and fits the dispatch model's constants to it.
 
     python -m lab.tune_matmul measure OUT.json [--spec specs/matmul_bf16_tn.json] [--seconds 240] [--shapes MxNxK,...]
-    python -m lab.tune_matmul fit OUT.json [--table dispatch_h100.json] [--write]   # no GPU: fits, reports, writes
+                                               [--every-kernel]
+    python -m lab.tune_matmul fit OUT.json [--table dispatch_h100.json] [--keys 64x128c2,...] [--write]  # no GPU
 
 An fp8 spec (tmagen/ops_specs/bench_matmul_fp8.json) is measured on e4m3 operands with one scale
 per tensor, against cuBLASLt's ``torch._scaled_mm``; its fit sets its own tiles' constants (keys
@@ -43,9 +44,11 @@ def tuning_shapes() -> list[tuple[int, int, int]]:
     llm = [(m, n, k) for m in (1, 16, 64, 128, 256, 512, 1024, 2048, 4096)
            for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
     odd = [(1000, 1000, 1000), (777, 1032, 4104), (3000, 5000, 2056), (200, 8192, 8192), (96, 1024, 8192)]
+    # squares whose rows straddle sectors or whose tiles fill a little over whole waves
+    ragged = [(2056, 2056, 2056), (4104, 4104, 4104), (6000, 6000, 6000), (10000, 10000, 10000)]
     short_k = [(4096, 4096, 128), (8192, 8192, 256), (2048, 8192, 512), (16384, 4096, 64)]
     long_k = [(1024, 1024, 16384), (256, 4096, 32768), (2048, 2048, 32768), (64, 1024, 65536)]
-    return squares + llm + odd + short_k + long_k
+    return squares + llm + odd + short_k + long_k + ragged
 
 
 def _measure(args: argparse.Namespace) -> None:
@@ -84,7 +87,8 @@ def _measure(args: argparse.Namespace) -> None:
         times: dict[str, float] = {}
         # only the kernels a launch of these dense operands chooses among (a twin in pairs is one only
         # where rows straddle sectors), as `fit` scores them
-        candidates = family.candidates(family.dense_rows_straddle(n, k), m, k)
+        candidates = (list(range(len(family.kernels))) if args.every_kernel
+                      else family.candidates(family.dense_rows_straddle(n, k), m, k, family.table_for(sms, memory)))
         for variant, splits, tail in itertools.product(candidates, SPLITS, (False, True)):
             shape = family.kernels[variant].shape
             groups, slots = shape.groups(m, n), shape.slots(sms)
@@ -119,7 +123,8 @@ def _measure(args: argparse.Namespace) -> None:
     spec = Path(args.spec).resolve()
     out = {"gpu": torch.cuda.get_device_name(0), "sms": sms, "memory_bytes_per_us": memory,
            "spec": str(spec.relative_to(REPO)) if spec.is_relative_to(REPO) else str(spec),
-           "kernels": [p.shape.key for p in family.kernels], "bk": family.kernels[0].bk, "rows": rows}
+           "kernels": [p.shape.key for p in family.kernels], "bk": family.kernels[0].bk,
+           "every_kernel": bool(args.every_kernel), "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -144,17 +149,30 @@ def _median_us(torch: Any, launch: Any, count: int) -> float:
     return ms[len(ms) // 2] * 1000.0
 
 
-def _candidates(data: dict[str, Any]) -> Callable[[int, int, int], list[int]] | None:
+def _candidates(data: dict[str, Any],
+                aligned_pairs: tuple[str, ...] = ()) -> Callable[[int, int, int], list[int]] | None:
     """The kernels a launch of the measured (dense) operands chooses among, as the family's
-    ``candidates`` says (the twins in pairs where rows straddle sectors); None where the data was
-    measured on a family without twins (every kernel is a candidate)."""
+    ``candidates`` says (the twins in pairs where rows straddle sectors, and beside their kernels
+    where they do not those of ``aligned_pairs``); None where the data was measured on a family
+    without twins (every kernel is a candidate)."""
     from tmagen.plan import load
 
     spec = Path(data["spec"])
     family = load(spec if spec.is_absolute() else REPO / spec).kernel.detail
     if [p.shape.key for p in family.kernels] != data["kernels"]:
         return None
+    family = replace(family, dispatches=(replace(family.dispatches[0], aligned_pairs=aligned_pairs),))
     return lambda m, n, k: family.candidates(family.dense_rows_straddle(n, k), m, k)
+
+
+def _measured_twins(data: dict[str, Any]) -> tuple[str, ...]:
+    """The twins in pairs a measurement of every kernel (``--every-kernel``) timed on rows that do not
+    straddle: those the table it fits may offer there."""
+    if not data.get("every_kernel"):
+        return ()
+    shapes = {key: TileShape.from_key(key, int(data["bk"])) for key in data["kernels"]}
+    alone = {replace(shape, cluster=1) for shape in shapes.values() if shape.cluster == 1}
+    return tuple(key for key, shape in shapes.items() if shape.cluster > 1 and replace(shape, cluster=1) in alone)
 
 
 def _score(d: Dispatch, data: dict[str, Any], shapes: list[TileShape],
@@ -191,14 +209,18 @@ def _fit(args: argparse.Namespace) -> None:
     base = json.loads(base_path.read_text())
     loaded = load_dispatch(base_path)
     start = replace(loaded, split_ns=max(1000, loaded.split_ns))
-    candidates = _candidates(data)
+    # the twins this table offers on aligned rows: those it offered before, and those this data measured there
+    aligned_pairs = tuple(dict.fromkeys(loaded.aligned_pairs + _measured_twins(data)))
+    start = replace(start, aligned_pairs=aligned_pairs)
+    candidates = _candidates(data, aligned_pairs)
     best_d, best_score = start, _score(start, data, shapes, candidates)[0]
     # coordinate descent over the constants, by factors; an fp8 family's measurement fits its own
     # tiles' constants only, the memory system's being the 16-bit families' too
     fp8 = any(s.element_bytes == 1 for s in shapes)
-    shared = [] if fp8 else ["sm_bytes_per_us", "hbm_bytes_per_us", "split_ns"]
+    shared = [] if fp8 or args.keys else ["sm_bytes_per_us", "hbm_bytes_per_us", "split_ns"]
+    keys = [s.key for s in shapes if not args.keys or s.key in args.keys.split(",")]
     for _ in range(8):
-        for field in shared + [f"{s.key}.{f}" for s in shapes for f in ("step_ns", "tile_ns")]:
+        for field in shared + [f"{key}.{f}" for key in keys for f in ("step_ns", "tile_ns")]:
             for factor in (0.25, 0.5, 0.7, 0.85, 0.93, 1.08, 1.2, 1.4, 2.0, 4.0):
                 trial = _scaled(best_d, field, factor)
                 score = _score(trial, data, shapes, candidates)[0]
@@ -212,12 +234,14 @@ def _fit(args: argparse.Namespace) -> None:
               f"  ({cublas / got:.2f} of cuBLAS)")
     if args.write:
         what = f"python -m lab.tune_matmul on {len(lines)} shapes of {data['spec']}"
-        raw = {"gpu": data["gpu"], "measured": f"{base['measured']}; {what}" if fp8 and table.exists() else what,
+        # what the table's other element type was fitted on stays named beside this fit
+        kept = [part for part in base["measured"].split("; ") if ("fp8" in part) != fp8] if table.exists() else []
+        raw = {"gpu": data["gpu"], "measured": "; ".join([what, *kept] if not fp8 else [*kept, what]),
                "sms": int(data["sms"]), "memory_bytes_per_us": int(data.get("memory_bytes_per_us", 0)),
                "sm_bytes_per_us": best_d.sm_bytes_per_us, "hbm_bytes_per_us": best_d.hbm_bytes_per_us,
                "tiles": {key: {"step_ns": c.step_ns, "tile_ns": c.tile_ns} for key, c in best_d.tiles.items()},
                "default": {"step_ns": best_d.default.step_ns, "tile_ns": best_d.default.tile_ns},
-               "split_ns": best_d.split_ns}
+               "split_ns": best_d.split_ns, "aligned_pairs": list(aligned_pairs)}
         table.write_text(json.dumps(raw, indent=2) + "\n")
         print(f"wrote {table}")
 
@@ -241,9 +265,13 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--spec", default=str(REPO / "specs" / "matmul_bf16_tn.json"))
     m.add_argument("--seconds", type=float, default=240.0)
     m.add_argument("--shapes", help="MxNxK,... in place of the tuning set (a probe of a few shapes)")
+    m.add_argument("--every-kernel", action="store_true", help="every kernel of the family, its twins in pairs "
+                   "too whatever the rows (a probe of what a kernel the dispatch does not offer would give)")
     f = sub.add_parser("fit")
     f.add_argument("out")
     f.add_argument("--write", action="store_true")
+    f.add_argument("--keys", help="KEY,... (as in the data's kernels): fit these tiles' constants alone, keeping "
+                   "the table's others and its memory system's")
     f.add_argument("--table", default=DISPATCH_JSON.name, help="the table fitted and written: dispatch.json (the "
                    "H200's) or dispatch_<gpu>.json, beside it")
     args = parser.parse_args(argv)

@@ -28,8 +28,8 @@ DATA = json.loads((REPO / "tests" / "data" / "hw_h200" / "matmul_tune.json").rea
 FP8_DATA = json.loads((REPO / "tests" / "data" / "hw_h200" / "matmul_tune_fp8.json").read_text())
 MEASURED = [(REPO / "specs" / "matmul_bf16_tn.json", DATA),
             (REPO / "tmagen" / "ops_specs" / "bench_matmul_fp8.json", FP8_DATA)]
-# the same on an H100 (2026-11-27), with the twins in pairs among the kernels, which its own table,
-# tmagen/kinds/matmul/dispatch_h100.json, was fitted to
+# the same on an H100 (2026-11-27), every kernel with its twins in pairs on every shape (--every-kernel:
+# the twins on aligned rows too), which its own table, tmagen/kinds/matmul/dispatch_h100.json, was fitted to
 H100_DATA = json.loads((REPO / "tests" / "data" / "hw_h100" / "matmul_tune.json").read_text())
 H100_FP8_DATA = json.loads((REPO / "tests" / "data" / "hw_h100" / "matmul_tune_fp8.json").read_text())
 H200, H100 = ([i for i, d in enumerate(DISPATCHES) if d.gpu == gpu][0]
@@ -273,6 +273,36 @@ def test_tiles_that_run_alone_gain_in_pairs_on_large_straddling_shapes(kind: str
             assert pairs <= 1.02 * alone, (alone_row["m"], alone_row["n"], alone_row["k"], key)
             ratios.append(pairs / alone)
     assert ratios and min(ratios) < 0.8
+
+
+def test_a_table_offers_twins_on_aligned_rows_where_it_measured_them_there() -> None:
+    """The H100's table was fitted on every kernel, its twins in pairs too, on rows that do not
+    straddle (tests/data/hw_h100/matmul_tune.json, ``measure --every-kernel``): it offers those twins
+    after the kernels alone, where pairs pay; the H200's, fitted before, offers none. At 256 x 4096 x
+    14336 the H100 then takes the 64 x 128 tiles in pairs, which measured fastest, where without them
+    it split 128 x 256 pairs four ways, a tenth slower."""
+    from dataclasses import replace
+
+    from lab.tune_matmul import _measured_twins
+
+    # the fit offers the twins its data measured on aligned rows, and no others
+    assert set(_measured_twins(H100_DATA)) == set(DISPATCHES[H100].aligned_pairs) == {
+        "128x192c2", "64x256c2", "64x128c2", "192x192c2"}
+    assert _measured_twins(PAIRS["family"]["bf16"]) == () == DISPATCHES[H200].aligned_pairs
+    family = load(REPO / "tmagen" / "ops_specs" / "bench_matmul_bfloat16.json").kernel.detail
+    twins = family.twins
+    alone = [i for i in range(len(family.kernels)) if i not in twins]
+    assert family.candidates(False, 256, 14336, table=H200) == alone
+    offered = family.candidates(False, 256, 14336, table=H100)
+    assert offered[:len(alone)] == alone and sorted(offered[len(alone):]) == sorted(t for t in twins if t >= 0)
+    assert family.candidates(False, 64, 14336, table=H100) == alone, "M within one tile: pairs do not pay"
+    assert family.candidates(True, 256, 14336, table=H100) == family.candidates(True, 256, 14336, table=H200)
+
+    row = next(r for r in H100_DATA["rows"] if (r["m"], r["n"], r["k"]) == (256, 4096, 14336))
+    took = family.choose(256, 4096, 14336, 132, table=H100)
+    assert took.variant in twins and _measured(row, took) <= 1.01 * min(row["us"].values())
+    without = replace(family, dispatches=tuple(replace(d, aligned_pairs=()) for d in family.dispatches))
+    assert _measured(row, without.choose(256, 4096, 14336, 132, table=H100)) > 1.05 * _measured(row, took)
 
 
 def test_rows_straddle_by_pointer_or_pitch() -> None:

@@ -335,6 +335,7 @@ namespace {
 // (matmul_table_for).
 struct matmul_tile_cost {
   uint64_t bm, bn, bk, element_bytes, consumers, cluster, raster, step_ns, tile_ns;
+  bool aligned_pair;  // a twin in pairs the table offers on rows that do not straddle too
 };
 
 // A table's GPU (its multiprocessors and DRAM peak, by which matmul_table_for picks it) and its memory
@@ -345,7 +346,7 @@ struct matmul_table {
 constexpr uint32_t matmul_table_count = 2;
 constexpr matmul_table matmul_tables[matmul_table_count] = {
     {132, 4800000, 72000, 5397840, 5712},  // NVIDIA H200
-    {132, 3352320, 77760, 5019991, 5712},  // NVIDIA H100 80GB HBM3
+    {132, 3352320, 93312, 5019991, 2856},  // NVIDIA H100 80GB HBM3
 };
 
 // Groups of `cluster` tiles (a cluster's work, one above the other) covering C, and the clusters
@@ -357,30 +358,30 @@ uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.
 // Per table, per kernel: its tile and the table's measured costs of it.
 constexpr matmul_tile_cost matmul_costs[matmul_table_count][11] = {
   {  // NVIDIA H200
-    {128, 256, 64, 2, 2, 2, 8, 651, 750},  // matmul_bf16_tn_matmul
-    {128, 192, 64, 2, 2, 1, 8, 1060, 1200},  // matmul_bf16_tn_matmul_128x192
-    {128, 128, 64, 2, 2, 2, 8, 399, 4000},  // matmul_bf16_tn_matmul_128x128
-    {64, 256, 64, 2, 1, 1, 8, 400, 1000},  // matmul_bf16_tn_matmul_64x256
-    {64, 128, 64, 2, 1, 1, 8, 220, 800},  // matmul_bf16_tn_matmul_64x128
-    {64, 64, 64, 2, 1, 1, 8, 130, 700},  // matmul_bf16_tn_matmul_64x64
-    {192, 192, 64, 2, 3, 1, 8, 800, 4000},  // matmul_bf16_tn_matmul_192x192
-    {128, 192, 64, 2, 2, 2, 8, 1060, 1200},  // matmul_bf16_tn_matmul_128x192_pairs
-    {64, 256, 64, 2, 1, 2, 8, 400, 1000},  // matmul_bf16_tn_matmul_64x256_pairs
-    {64, 128, 64, 2, 1, 2, 8, 220, 800},  // matmul_bf16_tn_matmul_64x128_pairs
-    {192, 192, 64, 2, 3, 2, 8, 800, 4000},  // matmul_bf16_tn_matmul_192x192_pairs
+    {128, 256, 64, 2, 2, 2, 8, 651, 750, false},  // matmul_bf16_tn_matmul
+    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, false},  // matmul_bf16_tn_matmul_128x192
+    {128, 128, 64, 2, 2, 2, 8, 399, 4000, false},  // matmul_bf16_tn_matmul_128x128
+    {64, 256, 64, 2, 1, 1, 8, 400, 1000, false},  // matmul_bf16_tn_matmul_64x256
+    {64, 128, 64, 2, 1, 1, 8, 220, 800, false},  // matmul_bf16_tn_matmul_64x128
+    {64, 64, 64, 2, 1, 1, 8, 130, 700, false},  // matmul_bf16_tn_matmul_64x64
+    {192, 192, 64, 2, 3, 1, 8, 800, 4000, false},  // matmul_bf16_tn_matmul_192x192
+    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, false},  // matmul_bf16_tn_matmul_128x192_pairs
+    {64, 256, 64, 2, 1, 2, 8, 400, 1000, false},  // matmul_bf16_tn_matmul_64x256_pairs
+    {64, 128, 64, 2, 1, 2, 8, 220, 800, false},  // matmul_bf16_tn_matmul_64x128_pairs
+    {192, 192, 64, 2, 3, 2, 8, 800, 4000, false},  // matmul_bf16_tn_matmul_192x192_pairs
   },
   {  // NVIDIA H100 80GB HBM3
-    {128, 256, 64, 2, 2, 2, 8, 759, 750},  // matmul_bf16_tn_matmul
-    {128, 192, 64, 2, 2, 1, 8, 1060, 1200},  // matmul_bf16_tn_matmul_128x192
-    {128, 128, 64, 2, 2, 2, 8, 558, 4000},  // matmul_bf16_tn_matmul_128x128
-    {64, 256, 64, 2, 1, 1, 8, 400, 1000},  // matmul_bf16_tn_matmul_64x256
-    {64, 128, 64, 2, 1, 1, 8, 220, 800},  // matmul_bf16_tn_matmul_64x128
-    {64, 64, 64, 2, 1, 1, 8, 130, 700},  // matmul_bf16_tn_matmul_64x64
-    {192, 192, 64, 2, 3, 1, 8, 803, 4000},  // matmul_bf16_tn_matmul_192x192
-    {128, 192, 64, 2, 2, 2, 8, 1060, 1200},  // matmul_bf16_tn_matmul_128x192_pairs
-    {64, 256, 64, 2, 1, 2, 8, 400, 1000},  // matmul_bf16_tn_matmul_64x256_pairs
-    {64, 128, 64, 2, 1, 2, 8, 220, 800},  // matmul_bf16_tn_matmul_64x128_pairs
-    {192, 192, 64, 2, 3, 2, 8, 803, 4000},  // matmul_bf16_tn_matmul_192x192_pairs
+    {128, 256, 64, 2, 2, 2, 8, 761, 750, false},  // matmul_bf16_tn_matmul
+    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, false},  // matmul_bf16_tn_matmul_128x192
+    {128, 128, 64, 2, 2, 2, 8, 558, 4000, false},  // matmul_bf16_tn_matmul_128x128
+    {64, 256, 64, 2, 1, 1, 8, 466, 1000, false},  // matmul_bf16_tn_matmul_64x256
+    {64, 128, 64, 2, 1, 1, 8, 220, 400, false},  // matmul_bf16_tn_matmul_64x128
+    {64, 64, 64, 2, 1, 1, 8, 130, 700, false},  // matmul_bf16_tn_matmul_64x64
+    {192, 192, 64, 2, 3, 1, 8, 803, 4000, false},  // matmul_bf16_tn_matmul_192x192
+    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, true},  // matmul_bf16_tn_matmul_128x192_pairs
+    {64, 256, 64, 2, 1, 2, 8, 466, 1000, true},  // matmul_bf16_tn_matmul_64x256_pairs
+    {64, 128, 64, 2, 1, 2, 8, 220, 3200, true},  // matmul_bf16_tn_matmul_64x128_pairs
+    {192, 192, 64, 2, 3, 2, 8, 803, 3400, true},  // matmul_bf16_tn_matmul_192x192_pairs
   },
 };
 // A kernel's tile, the same in every table.
@@ -404,7 +405,7 @@ uint32_t matmul_table_for(uint64_t sms, uint64_t memory_bytes_per_us) {
   return best;
 }
 // Per kernel: its twin in pairs, taken in its place where A's or B's rows straddle 32-byte sectors, or -1
-// (MatmulFamily.candidates); a twin is never chosen otherwise.
+// (MatmulFamily.candidates); elsewhere a twin is offered beside its kernel where the table says so.
 constexpr int32_t matmul_twins[11] = {-1, 7, -1, 8, 9, -1, 10, -1, -1, -1, -1};
 constexpr uint64_t matmul_row_sector = 32, matmul_element_bytes = 2;
 
@@ -452,9 +453,11 @@ uint64_t matmul_time_ns(const matmul_table& d, const matmul_tile_cost& c, uint64
 
 // A split on every tile, or on the tail alone (the tiles past the last whole wave); the first of equals.
 // The kernels but the twins, each twin in its kernel's place where the rows straddle, M spans more
-// than one of its tiles and K at least 16 of its steps (MatmulFamily.candidates).
+// than one of its tiles and K at least 16 of its steps (MatmulFamily.candidates); where
+// the rows do not straddle, after them the twins that pay and that the table offers there.
 void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t table, bool straddle, uint32_t* variant,
                    uint32_t* splits, uint32_t* split_from, uint32_t max_splits = matmul_max_splits) {
+  constexpr uint32_t kernels = 11;
   const matmul_table& d = matmul_tables[table];
   const matmul_tile_cost* costs = matmul_costs[table];
   uint64_t best_time = 0;
@@ -462,15 +465,22 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t ta
   *variant = 0, *splits = 1, *split_from = 0;
   uint64_t k_steps = (K + costs[0].bk - 1) / costs[0].bk;
   if (k_steps == 0) k_steps = 1;
-  bool is_twin[11] = {};
-  for (uint32_t v = 0; v < 11; ++v) {
+  bool is_twin[kernels] = {};
+  for (uint32_t v = 0; v < kernels; ++v) {
     if (matmul_twins[v] >= 0) is_twin[matmul_twins[v]] = true;
   }
-  for (uint32_t candidate = 0; candidate < 11; ++candidate) {
-    if (is_twin[candidate]) continue;
-    const bool paired = straddle && matmul_twins[candidate] >= 0 && M > costs[candidate].bm &&
-                        (K + costs[candidate].bk - 1) / costs[candidate].bk >= 16;
-    const uint32_t v = paired ? static_cast<uint32_t>(matmul_twins[candidate]) : candidate;
+  auto pays = [&](uint32_t v) {  // pair_pays
+    return matmul_twins[v] >= 0 && M > costs[v].bm && (K + costs[v].bk - 1) / costs[v].bk >= 16;
+  };
+  uint32_t candidates[2 * kernels], count = 0;
+  for (uint32_t v = 0; v < kernels; ++v) {
+    if (!is_twin[v]) candidates[count++] = straddle && pays(v) ? static_cast<uint32_t>(matmul_twins[v]) : v;
+  }
+  for (uint32_t v = 0; v < kernels && !straddle; ++v) {
+    if (!is_twin[v] && pays(v) && costs[matmul_twins[v]].aligned_pair) candidates[count++] = static_cast<uint32_t>(matmul_twins[v]);
+  }
+  for (uint32_t c = 0; c < count; ++c) {
+    const uint32_t v = candidates[c];
     const uint64_t groups = matmul_groups(costs[v], M, N), slots = matmul_slots(costs[v], sms);
     const uint64_t tail_from = groups / slots * slots;
     for (uint32_t s = 1; s <= max_splits && s <= k_steps; ++s) {

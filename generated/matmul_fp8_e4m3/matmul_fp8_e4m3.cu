@@ -335,6 +335,7 @@ namespace {
 // (matmul_table_for).
 struct matmul_tile_cost {
   uint64_t bm, bn, bk, element_bytes, consumers, cluster, raster, step_ns, tile_ns;
+  bool aligned_pair;  // a twin in pairs the table offers on rows that do not straddle too
 };
 
 // A table's GPU (its multiprocessors and DRAM peak, by which matmul_table_for picks it) and its memory
@@ -345,7 +346,7 @@ struct matmul_table {
 constexpr uint32_t matmul_table_count = 2;
 constexpr matmul_table matmul_tables[matmul_table_count] = {
     {132, 4800000, 72000, 5397840, 5712},  // NVIDIA H200
-    {132, 3352320, 77760, 5019991, 5712},  // NVIDIA H100 80GB HBM3
+    {132, 3352320, 93312, 5019991, 2856},  // NVIDIA H100 80GB HBM3
 };
 
 // Groups of `cluster` tiles (a cluster's work, one above the other) covering C, and the clusters
@@ -357,20 +358,20 @@ uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.
 // Per table, per kernel: its tile and the table's measured costs of it.
 constexpr matmul_tile_cost matmul_costs[matmul_table_count][6] = {
   {  // NVIDIA H200
-    {128, 128, 128, 1, 2, 2, 8, 406, 4800},  // matmul_fp8_e4m3_matmul
-    {128, 192, 128, 1, 2, 1, 8, 265, 2400},  // matmul_fp8_e4m3_matmul_128x192
-    {64, 128, 128, 1, 1, 1, 8, 110, 800},  // matmul_fp8_e4m3_matmul_64x128
-    {64, 64, 128, 1, 1, 1, 8, 364, 700},  // matmul_fp8_e4m3_matmul_64x64
-    {128, 192, 128, 1, 2, 2, 8, 265, 2400},  // matmul_fp8_e4m3_matmul_128x192_pairs
-    {64, 128, 128, 1, 1, 2, 8, 110, 800},  // matmul_fp8_e4m3_matmul_64x128_pairs
+    {128, 128, 128, 1, 2, 2, 8, 406, 4800, false},  // matmul_fp8_e4m3_matmul
+    {128, 192, 128, 1, 2, 1, 8, 265, 2400, false},  // matmul_fp8_e4m3_matmul_128x192
+    {64, 128, 128, 1, 1, 1, 8, 110, 800, false},  // matmul_fp8_e4m3_matmul_64x128
+    {64, 64, 128, 1, 1, 1, 8, 364, 700, false},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 192, 128, 1, 2, 2, 8, 265, 2400, false},  // matmul_fp8_e4m3_matmul_128x192_pairs
+    {64, 128, 128, 1, 1, 2, 8, 110, 800, false},  // matmul_fp8_e4m3_matmul_64x128_pairs
   },
   {  // NVIDIA H100 80GB HBM3
-    {128, 128, 128, 1, 2, 2, 8, 372, 4800},  // matmul_fp8_e4m3_matmul
-    {128, 192, 128, 1, 2, 1, 8, 265, 2400},  // matmul_fp8_e4m3_matmul_128x192
-    {64, 128, 128, 1, 1, 1, 8, 440, 1600},  // matmul_fp8_e4m3_matmul_64x128
-    {64, 64, 128, 1, 1, 1, 8, 236, 700},  // matmul_fp8_e4m3_matmul_64x64
-    {128, 192, 128, 1, 2, 2, 8, 530, 2400},  // matmul_fp8_e4m3_matmul_128x192_pairs
-    {64, 128, 128, 1, 1, 2, 8, 440, 1600},  // matmul_fp8_e4m3_matmul_64x128_pairs
+    {128, 128, 128, 1, 2, 2, 8, 316, 3360, false},  // matmul_fp8_e4m3_matmul
+    {128, 192, 128, 1, 2, 1, 8, 265, 2592, false},  // matmul_fp8_e4m3_matmul_128x192
+    {64, 128, 128, 1, 1, 1, 8, 110, 1600, false},  // matmul_fp8_e4m3_matmul_64x128
+    {64, 64, 128, 1, 1, 1, 8, 236, 700, false},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 192, 128, 1, 2, 2, 8, 530, 2400, false},  // matmul_fp8_e4m3_matmul_128x192_pairs
+    {64, 128, 128, 1, 1, 2, 8, 110, 1600, false},  // matmul_fp8_e4m3_matmul_64x128_pairs
   },
 };
 // A kernel's tile, the same in every table.
@@ -394,7 +395,7 @@ uint32_t matmul_table_for(uint64_t sms, uint64_t memory_bytes_per_us) {
   return best;
 }
 // Per kernel: its twin in pairs, taken in its place where A's or B's rows straddle 32-byte sectors, or -1
-// (MatmulFamily.candidates); a twin is never chosen otherwise.
+// (MatmulFamily.candidates); elsewhere a twin is offered beside its kernel where the table says so.
 constexpr int32_t matmul_twins[6] = {-1, 4, 5, -1, -1, -1};
 constexpr uint64_t matmul_row_sector = 32, matmul_element_bytes = 1;
 
@@ -442,9 +443,11 @@ uint64_t matmul_time_ns(const matmul_table& d, const matmul_tile_cost& c, uint64
 
 // A split on every tile, or on the tail alone (the tiles past the last whole wave); the first of equals.
 // The kernels but the twins, each twin in its kernel's place where the rows straddle, M spans more
-// than one of its tiles and K at least 16 of its steps (MatmulFamily.candidates).
+// than one of its tiles and K at least 16 of its steps (MatmulFamily.candidates); where
+// the rows do not straddle, after them the twins that pay and that the table offers there.
 void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t table, bool straddle, uint32_t* variant,
                    uint32_t* splits, uint32_t* split_from, uint32_t max_splits = matmul_max_splits) {
+  constexpr uint32_t kernels = 6;
   const matmul_table& d = matmul_tables[table];
   const matmul_tile_cost* costs = matmul_costs[table];
   uint64_t best_time = 0;
@@ -452,15 +455,22 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t ta
   *variant = 0, *splits = 1, *split_from = 0;
   uint64_t k_steps = (K + costs[0].bk - 1) / costs[0].bk;
   if (k_steps == 0) k_steps = 1;
-  bool is_twin[6] = {};
-  for (uint32_t v = 0; v < 6; ++v) {
+  bool is_twin[kernels] = {};
+  for (uint32_t v = 0; v < kernels; ++v) {
     if (matmul_twins[v] >= 0) is_twin[matmul_twins[v]] = true;
   }
-  for (uint32_t candidate = 0; candidate < 6; ++candidate) {
-    if (is_twin[candidate]) continue;
-    const bool paired = straddle && matmul_twins[candidate] >= 0 && M > costs[candidate].bm &&
-                        (K + costs[candidate].bk - 1) / costs[candidate].bk >= 16;
-    const uint32_t v = paired ? static_cast<uint32_t>(matmul_twins[candidate]) : candidate;
+  auto pays = [&](uint32_t v) {  // pair_pays
+    return matmul_twins[v] >= 0 && M > costs[v].bm && (K + costs[v].bk - 1) / costs[v].bk >= 16;
+  };
+  uint32_t candidates[2 * kernels], count = 0;
+  for (uint32_t v = 0; v < kernels; ++v) {
+    if (!is_twin[v]) candidates[count++] = straddle && pays(v) ? static_cast<uint32_t>(matmul_twins[v]) : v;
+  }
+  for (uint32_t v = 0; v < kernels && !straddle; ++v) {
+    if (!is_twin[v] && pays(v) && costs[matmul_twins[v]].aligned_pair) candidates[count++] = static_cast<uint32_t>(matmul_twins[v]);
+  }
+  for (uint32_t c = 0; c < count; ++c) {
+    const uint32_t v = candidates[c];
     const uint64_t groups = matmul_groups(costs[v], M, N), slots = matmul_slots(costs[v], sms);
     const uint64_t tail_from = groups / slots * slots;
     for (uint32_t s = 1; s <= max_splits && s <= k_steps; ++s) {

@@ -32,6 +32,15 @@ A CTA of a pair loads its own A boxes and half of the B boxes, which reach both 
 A split runs on every group, or on the tail alone: the groups past the last whole wave, so that
 the last wave fills the GPU (``split_from``).
 
+Where rows straddle 32-byte sectors, a kernel's twin in pairs takes its place (`MatmulFamily.candidates`).
+Where they do not, a table may offer a twin beside its kernel: those named in ``aligned_pairs``,
+whose constants were fitted on a measurement of every kernel, twins too, on aligned rows
+(``python -m lab.tune_matmul measure --every-kernel``). On an H100 (2026-11-27), where M spans two to
+four 64-row tiles and K is long, the 64-row tiles in pairs were the fastest launch: 256 x 4096 x
+14336 60.6 us against 61.7 alone and 66.4 for the 128 x 256 pairs split 4 ways that the table chose
+before; 128 x 4096 x 14336 50.6 against 51.9 (split 2 ways, each). A table without the list (the
+H200's, fitted before) offers twins where rows straddle only.
+
 ``step_ns`` is one K step of the tile when the tensor cores bound it, ``tile_ns`` what a tile
 costs beyond its steps (filling the ring, the epilogue). All integer arithmetic (nanoseconds,
 bytes per microsecond), so C and Python agree to the unit.
@@ -112,6 +121,8 @@ class Dispatch:
     # and its DRAM's peak bandwidth from the driver's attributes (`peak_memory_bytes_per_us`).
     sms: int = 132
     memory_bytes_per_us: int = 0
+    # the twins in pairs (their keys) offered beside their kernels on rows that do not straddle
+    aligned_pairs: tuple[str, ...] = ()
 
     def cost(self, shape: TileShape) -> TileCost:
         """The tile's measured constants; one the table lacks takes those of the nearest it has: the
@@ -197,7 +208,8 @@ def load_dispatch(path: Path) -> Dispatch:
     return Dispatch(raw["gpu"], raw["measured"], int(raw["sm_bytes_per_us"]), int(raw["hbm_bytes_per_us"]),
                     {key: TileCost(int(v["step_ns"]), int(v["tile_ns"])) for key, v in raw["tiles"].items()},
                     TileCost(int(raw["default"]["step_ns"]), int(raw["default"]["tile_ns"])),
-                    int(raw.get("split_ns", 0)), int(raw.get("sms", 132)), int(raw.get("memory_bytes_per_us", 0)))
+                    int(raw.get("split_ns", 0)), int(raw.get("sms", 132)), int(raw.get("memory_bytes_per_us", 0)),
+                    tuple(raw.get("aligned_pairs", ())))
 
 
 HERE = Path(__file__).resolve().parent

@@ -182,13 +182,25 @@ class MatmulFamily:
         """Bytes a row must start on a multiple of not to straddle (`rows_straddle`)."""
         return ROW_SECTOR
 
-    def candidates(self, straddle: bool, m: int = 0, k: int = 0) -> list[int]:
+    def candidates(self, straddle: bool, m: int = 0, k: int = 0, table: int = 0) -> list[int]:
         """The kernels the model chooses among, in order: every kernel but the twins, or, where the
         rows straddle 32-byte sectors (`rows_straddle`), each one's twin in pairs in its place where
-        M spans more than one of its tiles and K at least PAIR_MIN_K_STEPS steps (`pair_pays`)."""
+        M spans more than one of its tiles and K at least PAIR_MIN_K_STEPS steps (`pair_pays`).
+        Where they do not straddle, the twins the table measured on such rows (its ``aligned_pairs``)
+        follow, where they pay: after the kernels alone, which the first of equals keeps."""
         twins = self.twins or (-1,) * len(self.kernels)
-        return [twins[i] if straddle and twins[i] >= 0 and pair_pays(self.kernels[i], m, k) else i
-                for i in range(len(self.kernels)) if i not in twins]
+        kernels = [i for i in range(len(self.kernels)) if i not in twins]
+        pays = [i for i in kernels if twins[i] >= 0 and pair_pays(self.kernels[i], m, k)]
+        if straddle:
+            return [twins[i] if i in pays else i for i in kernels]
+        offered = self.dispatches[table].aligned_pairs
+        return kernels + [twins[i] for i in pays if self.kernels[twins[i]].shape.key in offered]
+
+    def aligned_pair(self, table: int) -> tuple[bool, ...]:
+        """Per kernel: whether the table offers it as a twin on rows that do not straddle (the C
+        launcher's ``matmul_costs[table][v].aligned_pair``)."""
+        offered = self.dispatches[table].aligned_pairs
+        return tuple(i in self.twins and p.shape.key in offered for i, p in enumerate(self.kernels))
 
     def operand_rows_straddle(self, pointer: int, pitch: int) -> bool:
         """`rows_straddle` of an A or B at ``pointer`` whose rows are ``pitch`` elements apart (the C
@@ -206,7 +218,7 @@ class MatmulFamily:
         sectors (None: as dense rows at aligned pointers would); ``table``: which of `dispatches`
         (`table_for` the GPU)."""
         splits = self.max_splits if max_splits is None else min(max_splits, self.max_splits)
-        kernels = self.candidates(self.dense_rows_straddle(n, k) if straddle is None else straddle, m, k)
+        kernels = self.candidates(self.dense_rows_straddle(n, k) if straddle is None else straddle, m, k, table)
         choice = self.dispatches[table].choose([self.kernels[i].shape for i in kernels], m, n, k, multiprocessors,
                                                splits)
         variant = kernels[choice.variant]

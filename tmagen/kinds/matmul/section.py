@@ -51,6 +51,7 @@ class MatmulKernel(Section):
         "multicast to the pair (half the B traffic through L2); a stage of one B box cannot be shared (rule "
         "matmul-cluster); 1: no clusters. Default: 2 for tiles of 128 rows or more whose B loads per stage are "
         "even in number, 1 for the others, each of which (in a family) also gets a twin in pairs that launches "
-        "take where A's or B's rows straddle 32-byte sectors (README, Twins in pairs).")
+        "take where A's or B's rows straddle 32-byte sectors, and elsewhere where the GPU's dispatch table "
+        "offers it (README, Twins in pairs).")
     raster_group: int = Field(8, ge=1, le=64, description="Tile rows walked together, column by column, so that "
                               "the blocks running at once share A and B in L2.")
