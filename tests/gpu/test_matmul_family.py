@@ -150,7 +150,12 @@ def test_the_epilogue(device, name: str) -> None:
     kernel = tmagen.load(spec)
     out_dtype = resolve(spec).map("c").dtype_name
     odt = TORCH[out_dtype]
-    for (m, n, k), choice in (((77, 136, 200), None), ((200, 264, 640), (1, 3)), ((64, 4096, 4096), None)):
+    # the dispatch's own choice, and every kernel whole and split: each epilogue mode (bias alone, C_in
+    # alone, both) stages C through the kernel's own buffers (192 x 192 has one per consumer, each piece
+    # of C waiting for the last to leave shared memory)
+    kernels = len(resolve(spec).kernel.detail.kernels)
+    forced = [((200, 264, 640), (variant, splits)) for variant in range(kernels) for splits in (1, 3)]
+    for (m, n, k), choice in [((77, 136, 200), None), ((64, 4096, 4096), None), *forced]:
         plan, a, b_nk, b = _operands(spec, m, n, k, seed=m)
         c_in = torch.randn(m, n, device="cuda").to(odt)
         bias_n = torch.randn(n, device="cuda").to(odt)
