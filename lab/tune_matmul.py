@@ -46,9 +46,12 @@ def tuning_shapes() -> list[tuple[int, int, int]]:
     odd = [(1000, 1000, 1000), (777, 1032, 4104), (3000, 5000, 2056), (200, 8192, 8192), (96, 1024, 8192)]
     # squares whose rows straddle sectors or whose tiles fill a little over whole waves
     ragged = [(2056, 2056, 2056), (4104, 4104, 4104), (6000, 6000, 6000), (10000, 10000, 10000)]
+    # large enough that what the running tiles share outgrows L2 (which the model does not see)
+    large = [(15000, 15000, 15000), (16384, 16384, 16384), (16384, 14336, 4096), (16384, 4096, 14336),
+             (8192, 4096, 14336)]
     short_k = [(4096, 4096, 128), (8192, 8192, 256), (2048, 8192, 512), (16384, 4096, 64)]
     long_k = [(1024, 1024, 16384), (256, 4096, 32768), (2048, 2048, 32768), (64, 1024, 65536)]
-    return squares + llm + odd + short_k + long_k + ragged
+    return squares + llm + odd + short_k + long_k + ragged + large
 
 
 def _measure(args: argparse.Namespace) -> None:
