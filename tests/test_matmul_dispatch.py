@@ -277,7 +277,7 @@ def test_tiles_that_run_alone_gain_in_pairs_on_large_straddling_shapes(kind: str
 
 def test_a_table_offers_twins_on_aligned_rows_where_it_measured_them_there() -> None:
     """The H100's table was fitted on every kernel, its twins in pairs too, on rows that do not
-    straddle (tests/data/hw_h100/matmul_tune.json, ``measure --every-kernel``): it offers those twins
+    straddle (tests/data/hw_h100/matmul_tune*.json, ``measure --every-kernel``): it offers those twins
     after the kernels alone, where pairs pay; the H200's, fitted before, offers none. At 256 x 4096 x
     14336 the H100 then takes the 64 x 128 tiles in pairs, which measured fastest, where without them
     it split 128 x 256 pairs four ways, a tenth slower."""
@@ -285,9 +285,9 @@ def test_a_table_offers_twins_on_aligned_rows_where_it_measured_them_there() -> 
 
     from lab.tune_matmul import _measured_twins
 
-    # the fit offers the twins its data measured on aligned rows, and no others
-    assert set(_measured_twins(H100_DATA)) == set(DISPATCHES[H100].aligned_pairs) == {
-        "128x192c2", "64x256c2", "64x128c2", "192x192c2"}
+    # the fits offer the twins their data measured on aligned rows, and no others
+    assert set(_measured_twins(H100_DATA) + _measured_twins(H100_FP8_DATA)) == set(DISPATCHES[H100].aligned_pairs) == {
+        "128x192c2", "64x256c2", "64x128c2", "192x192c2", "fp8:128x192c2", "fp8:64x128c2"}
     assert _measured_twins(PAIRS["family"]["bf16"]) == () == DISPATCHES[H200].aligned_pairs
     family = load(REPO / "tmagen" / "ops_specs" / "bench_matmul_bfloat16.json").kernel.detail
     twins = family.twins
