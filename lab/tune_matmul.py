@@ -88,8 +88,9 @@ def _measure(args: argparse.Namespace) -> None:
         flops = 2.0 * m * n * k
         reps = max(3, min(20, int(2e12 / flops)))
         times: dict[str, float] = {}
-        # only the kernels a launch of these dense operands chooses among (a twin in pairs is one only
-        # where rows straddle sectors), as `fit` scores them
+        # only the kernels a launch of these dense operands chooses among (a twin in pairs where rows
+        # straddle sectors, or where the GPU's table offers it on aligned rows), as `fit` scores them;
+        # --every-kernel: all of them, so that a fit can judge twins on aligned rows
         candidates = (list(range(len(family.kernels))) if args.every_kernel
                       else family.candidates(family.dense_rows_straddle(n, k), m, k, family.table_for(sms, memory)))
         for variant, splits, tail in itertools.product(candidates, SPLITS, (False, True)):

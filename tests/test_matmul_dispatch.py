@@ -280,7 +280,7 @@ def test_a_table_offers_twins_on_aligned_rows_where_it_measured_them_there() -> 
     straddle (tests/data/hw_h100/matmul_tune*.json, ``measure --every-kernel``): it offers those twins
     after the kernels alone, where pairs pay; the H200's, fitted before, offers none. At 256 x 4096 x
     14336 the H100 then takes the 64 x 128 tiles in pairs, which measured fastest, where without them
-    it split 128 x 256 pairs four ways, a tenth slower."""
+    it split 128 x 256 pairs four ways, a sixth slower (71.8 against 61.5 us)."""
     from dataclasses import replace
 
     from lab.tune_matmul import _measured_twins

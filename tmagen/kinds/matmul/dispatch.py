@@ -36,10 +36,10 @@ Where rows straddle 32-byte sectors, a kernel's twin in pairs takes its place (`
 Where they do not, a table may offer a twin beside its kernel: those named in ``aligned_pairs``,
 whose constants were fitted on a measurement of every kernel, twins too, on aligned rows
 (``python -m lab.tune_matmul measure --every-kernel``). On an H100 (2026-11-27), where M spans two to
-four 64-row tiles and K is long, the 64-row tiles in pairs were the fastest launch: 256 x 4096 x
-14336 60.6 us against 61.7 alone and 66.4 for the 128 x 256 pairs split 4 ways that the table chose
-before; 128 x 4096 x 14336 50.6 against 51.9 (split 2 ways, each). A table without the list (the
-H200's, fitted before) offers twins where rows straddle only.
+four 64-row tiles and K is long, the 64-row tiles in pairs were the fastest launch (one interleaved
+probe): 256 x 4096 x 14336 60.3 us against 62.2 alone and 66.4 for the 128 x 256 pairs split 4 ways
+that the table chose before (cuBLAS 57.6); 128 x 4096 x 14336 50.3 against 52.3 (split 2 ways,
+each). A table without the list (the H200's, fitted before) offers twins where rows straddle only.
 
 ``step_ns`` is one K step of the tile when the tensor cores bound it, ``tile_ns`` what a tile
 costs beyond its steps (filling the ring, the epilogue). All integer arithmetic (nanoseconds,
