@@ -210,12 +210,10 @@ def _fit(args: argparse.Namespace) -> None:
     shapes = [TileShape.from_key(key, int(data["bk"])) for key in data["kernels"]]
     table = DISPATCH_JSON.parent / args.table
     base_path = table if table.exists() else DISPATCH_JSON
-    base = json.loads(base_path.read_text())
     loaded = load_dispatch(base_path)
-    start = replace(loaded, split_ns=max(1000, loaded.split_ns))
     # the twins this table offers on aligned rows: those it offered before, and those this data measured there
     aligned_pairs = tuple(dict.fromkeys(loaded.aligned_pairs + _measured_twins(data)))
-    start = replace(start, aligned_pairs=aligned_pairs)
+    start = replace(loaded, split_ns=max(1000, loaded.split_ns), aligned_pairs=aligned_pairs)
     candidates = _candidates(data, aligned_pairs)
     best_d, best_score = start, _score(start, data, shapes, candidates)[0]
     # coordinate descent over the constants, by factors; an fp8 family's measurement fits its own
@@ -239,7 +237,7 @@ def _fit(args: argparse.Namespace) -> None:
     if args.write:
         what = f"python -m lab.tune_matmul on {len(lines)} shapes of {data['spec']}"
         # what the table's other element type was fitted on stays named beside this fit
-        kept = [part for part in base["measured"].split("; ") if ("fp8" in part) != fp8] if table.exists() else []
+        kept = [part for part in loaded.measured.split("; ") if ("fp8" in part) != fp8] if table.exists() else []
         raw = {"gpu": data["gpu"], "measured": "; ".join([what, *kept] if not fp8 else [*kept, what]),
                "sms": int(data["sms"]), "memory_bytes_per_us": int(data.get("memory_bytes_per_us", 0)),
                "sm_bytes_per_us": best_d.sm_bytes_per_us, "hbm_bytes_per_us": best_d.hbm_bytes_per_us,

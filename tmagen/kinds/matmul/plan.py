@@ -193,8 +193,8 @@ class MatmulFamily:
         pays = [i for i in kernels if twins[i] >= 0 and pair_pays(self.kernels[i], m, k)]
         if straddle:
             return [twins[i] if i in pays else i for i in kernels]
-        offered = self.dispatches[table].aligned_pairs
-        return kernels + [twins[i] for i in pays if self.kernels[twins[i]].shape.key in offered]
+        offered = self.aligned_pair(table)
+        return kernels + [twins[i] for i in pays if offered[twins[i]]]
 
     def aligned_pair(self, table: int) -> tuple[bool, ...]:
         """Per kernel: whether the table offers it as a twin on rows that do not straddle (the C
