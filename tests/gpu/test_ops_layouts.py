@@ -135,16 +135,18 @@ def test_permute_autograd_and_compile(gen: Any) -> None:
 # (batch, R, C): each way the plane kernel shapes its tile - 32 x 32 units, narrow along C (few
 # source columns: NHWC -> NCHW of 8 channels), narrow along R (NCHW -> NHWC), both small - with
 # extents that are and are not multiples of the packed unit
-PLANES = [(2, 67, 130), (3, 2100, 8), (2, 8, 2100), (1, 5, 3), (4, 33, 1), (2, 1, 70), (1, 4096, 12)]
+PLANES = [(2, 67, 130), (3, 2100, 8), (2, 8, 2100), (1, 5, 3), (4, 33, 1), (2, 1, 70), (1, 4096, 12),
+          (1, 301, 97)]  # several tiles along R and C, every row of odd bytes
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.float64, torch.complex128],
                          ids=str)
 def test_the_plane_kernel_in_every_tile_shape_packed_and_not(dtype: Any, gen: Any) -> None:
     """The plane kernel called directly: out [B, C, R] from x [B, R, C], in each tile shape, with 1- and
-    2-byte elements in units of 4-byte words, each unit row loaded and stored as a word where its
-    address allows and element by element where not: pointers one element off, source rows of odd
-    bytes (padding), output rows of odd bytes (R of 67 or 5: some rows are whole words, some not)."""
+    2-byte elements in units of 4-byte words, each unit row loaded as a word where its address allows
+    and from the two words it straddles where not, and stored as a word or element by element: pointers
+    one element off, source rows of odd bytes (padding), output rows of odd bytes (R of 67, 301 or 5:
+    some rows are whole words, some not)."""
     from tmagen import strided
     from tmagen.kinds.strided import plan as sp
 

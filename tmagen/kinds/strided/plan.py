@@ -21,9 +21,10 @@ loads and launches them).
   along C where both extents allow, long and narrow where one is small (a plane of 8 one-byte
   channels moves 8 x 2048 elements per tile, not 8 x 32). Elements of 1 and 2 bytes are moved
   ``P`` = 4 or 2 to a 4-byte word (``packed``: a unit's rows read along C, transposed in registers
-  by byte permutes, written along R): each unit row is loaded and stored as one word where its
-  address is whole 4 bytes and element by element where not (rows of odd bytes, pointers off a
-  word), so that every layout moves words through shared memory and whole words where it can.
+  by byte permutes, written along R): each unit row is loaded as one word where its address is
+  whole 4 bytes and from the two words it straddles where not (rows of odd bytes, pointers off a
+  word), and stored as one word or element by element alike, so that every layout moves words
+  through shared memory and whole words where it can.
 
 Shapes and strides are outermost first, strides in elements.
 """
@@ -198,8 +199,9 @@ def plane(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: S
         raise ValueError(f"a plane reads along its source's last dimension and writes along its rows: strides "
                          f"{tuple(src)} and {tuple(dst)}")
     shape = [*batch, rows, cols]
-    # each unit row's load and store tests its own address: whole words where it can, elements where not
-    # (on an H200, 4099 x 4101 uint8: 35 us a launch one element at a time, 19 in words); the loads test
+    # each unit row's load and store tests its own address: whole words where it can, where not a load
+    # shifts the two words it straddles and a store goes element by element (on an H200, 4099 x 4101
+    # uint8: 35 us a launch one element at a time, 19 in words); the loads test
     # nothing where the pointer and every stride but C's (1) are whole words (a uint8 NHWC -> NCHW
     # permute of 64 x 512 x 512 x 8: 106 us with the test, 92 without)
     packed = elem_bytes < WORD_BYTES
