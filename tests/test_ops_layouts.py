@@ -5,7 +5,9 @@ layout, the strided kernels everywhere else), and the common cases take TMA."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -288,10 +290,12 @@ def test_a_permute_of_no_dimensions_on_the_per_call_path(monkeypatch: pytest.Mon
 # ----------------------------------------------------------------------------- the plane kernel's plan
 @pytest.mark.parametrize("rows,cols,elem,tile_cw,packed", [
     (4096, 4096, 4, 32, False),  # both sides long: 32 x 32 units
-    (262144, 8, 1, 2, True),  # NHWC -> NCHW of 8 one-byte channels: 2 words along C, 2048 rows along R
+    (262144, 8, 1, 1, True),  # NHWC -> NCHW of 8 one-byte channels: 2 words along C, tiles 1 wide, 4096 long
     (8, 262144, 1, 512, True),  # NCHW -> NHWC: 2 words along R, 2048 columns along C
-    (262144, 8, 4, 8, False),  # 4-byte elements are their own words
-    (102, 6, 2, 4, True),  # 3 words of 2 halves along C (to a power of 2: 4)
+    (262144, 8, 4, 2, False),  # 4-byte elements are their own words: 8 along C, tiles 2 wide
+    (102, 6, 2, 1, True),  # 3 words of 2 halves along C: tiles 1 word wide
+    (40000, 48, 2, 8, True),  # 24 words along C: tiles 8 wide (a third, to a power of 2)
+    (100000, 96, 4, 32, False),  # 96 along C: 32 wide, as planes wide on both sides
     (1, 5000, 8, 512, False),  # one row: tiles of 2 rows (the shared pitch stays within its bound)
 ])
 def test_the_plane_shapes_its_tile_to_the_plane(rows: int, cols: int, elem: int, tile_cw: int, packed: bool) -> None:
@@ -305,6 +309,45 @@ def test_the_plane_shapes_its_tile_to_the_plane(rows: int, cols: int, elem: int,
     assert (call.tiles_r, call.tiles_c) == (-(-rows // tile_r), -(-cols // tile_c))
     assert call.count == 3 * call.tiles_r * call.tiles_c
     assert call.symbol == f"tmagen_strided_plane_e{elem}{'_w4' if packed else ''}_u32"
+
+
+def test_the_width_of_narrow_planes_replays_the_h100_measurement() -> None:
+    """Planes narrow along C take tiles about a third of their units wide, the rest of each tile
+    along R (`plane_tile_cw`): on the H100's measurement of every width (tests/data/hw_h100/
+    plane_widths.json, python -m lab.plane_widths: 36 planes of 3 to 96 columns and 2000 to
+    2,000,000 rows, 1-, 2- and 4-byte elements), the width the rule picks took at most 15% longer
+    than the fastest width of its plane, and 2% over all of them (geometric mean)."""
+    from tmagen.kinds.strided import plan as sp
+
+    data = json.loads((Path(__file__).parent / "data" / "hw_h100" / "plane_widths.json").read_text())
+    assert len(data["cases"]) >= 30 and not any(c["failed"] for c in data["cases"])
+    ratios = []
+    for case in data["cases"]:
+        size = np.dtype({"bfloat16": "uint16"}.get(case["dtype"], case["dtype"])).itemsize
+        rows, cols = case["rows"], case["cols"]
+        call = sp.plane((), rows, cols, (cols, 1), (1, rows), size, 132)
+        widths = {int(name.split()[1]): us for name, us in case["us"].items() if name.startswith("cw ")}
+        ratio = widths[call.tile_cw] / min(widths.values())
+        assert ratio <= 1.15, (case["dtype"], rows, cols, call.tile_cw, widths)
+        ratios.append(ratio)
+    assert math.exp(sum(math.log(r) for r in ratios) / len(ratios)) <= 1.02, ratios
+
+
+def test_the_width_probe_launches_the_plane_in_each_width() -> None:
+    """lab.plane_widths reshapes the planned call to each width it times: the planned width gives back
+    the planned call, and every other one tiles the whole plane with the plan's own pitch rule."""
+    from lab.plane_widths import with_width
+    from tmagen.kinds.strided import plan as sp
+
+    for size, rows, cols in ((2, 40000, 12), (1, 16385, 8), (4, 100000, 96)):
+        call = sp.plane((), rows, cols, (cols, 1), (1, rows), size, 132)
+        assert with_width(call, call.tile_cw, 132) == call
+        for cw in (1, 2, 4, 8):
+            w = with_width(call, cw, 132)
+            tile_r, tile_c = w.tile
+            assert (w.tile_cw, tile_c) == (cw, call.unit * cw)
+            assert w.tiles_r * tile_r >= rows and w.tiles_c * tile_c >= cols and w.count == w.tiles_r * w.tiles_c
+            assert w.pitch == sp.plane_pitch(cw, sp.plane_units(size, call.packed), sp._bank_words(size, call.packed))
 
 
 def test_planes_of_1_and_2_byte_elements_move_words_whatever_their_alignment() -> None:
