@@ -135,6 +135,8 @@ def ops_cases() -> list[OpsCase]:
         c("odd_rows", "transpose", (1000, 1000), "float32"),
         c("odd_rows", "transpose", (4099, 4101), "uint8"),
         c("odd_rows", "copy", (8192, 1001), "float32"),
+        c("odd_rows", "transpose", (2000000, 3), "float32"),  # a point cloud's coordinates
+        c("odd_rows", "transpose", (1000000, 12), "bfloat16"),  # few columns of odd bytes
         # extents no multiple of a tile
         c("ragged", "transpose", (12000, 9000), "float32"),
         c("ragged", "transpose", (16352, 16352), "float32"),
@@ -147,6 +149,7 @@ def ops_cases() -> list[OpsCase]:
         c("permute", "permute", (32, 64, 64, 256), "bfloat16", nhwc),
         c("permute", "permute", (16, 2048, 32, 128), "bfloat16", bshd),
         c("permute", "permute", (64, 512, 512, 8), "uint8", nhwc),
+        c("permute", "permute", (32, 224, 224, 3), "uint8", nhwc),  # images, NHWC -> NCHW of 3 channels
         # views: a copy of a transposed view is a transpose; a sliced one's rows start 4 bytes off 16
         c("views", "copy", (8192, 8192), "float32", view="mT"),
         c("views", "copy", (8192, 8193), "float32", view="[:, 1:]"),
