@@ -51,7 +51,8 @@ _ANY_TMA = {"tma_min_plane": 1, "tma_min_row_bytes": 16}
 VARIANTS: dict[str, dict[str, int]] = {  # the knobs each forced route sets in every class
     "tile": {**_OFF, "tile_max_bytes": EVERY, "tile_max_bytes_strided": EVERY},
     "notile": _NO_TILE,
-    "plane": {**_OFF, **_NO_TILE, "tma_min_plane": 1 << 40, "tma_min_row_bytes": 1 << 40},
+    "plane": {**_OFF, **_NO_TILE, "tma_min_plane": 1 << 40, "tma_min_row_bytes": 1 << 40, "narrow_max_bytes": 0},
+    "narrow": {**_OFF, **_NO_TILE, "tma_min_plane": 1 << 40, "tma_min_row_bytes": 1 << 40, "narrow_max_bytes": EVERY},
     "tma_tuned": {**_OFF, **_NO_TILE, **_ANY_TMA, "tma_tiles_per_sm": 0},
     "tma_small": {**_OFF, **_NO_TILE, **_ANY_TMA, "tma_tiles_per_sm": 1 << 30},
     "tma_mid": {**_OFF, **_NO_TILE, **_ANY_TMA, "tma_tiles_per_sm": 8},

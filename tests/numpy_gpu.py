@@ -148,6 +148,8 @@ def run_strided(prepared: Any, stream: int, device: int) -> None:
             assert call.tiles_c * tile_c >= shape[4] > (call.tiles_c - 1) * tile_c
             assert call.tiles_r * tile_r >= shape[3] > (call.tiles_r - 1) * tile_r
             assert call.src[4] == 1 and call.dst[3] == 1
+            if call.kernel == "narrow":  # the source's rows follow one another: a tile is one span
+                assert call.src[3] == shape[4] and call.tile_rows % 4 == 0
             if call.kernel == "tile":  # every row's address a whole word of the kernel's loads and stores
                 assert src % call.load_bytes == 0 and all(s * es % call.load_bytes == 0 for s in call.src[:4])
                 assert dst % call.store_bytes == 0 and all(

@@ -380,9 +380,31 @@ def test_the_plane_kernel_source_has_a_packed_variant_for_small_elements() -> No
 def test_the_table_names_every_knob_for_every_class() -> None:
     table = ops.table()
     keys = {"tma_min_row_bytes", "tma_min_plane", "strided_blocks_per_sm", "gather_max_bytes",
-            "gather_max_bytes_transposed", "tma_tiles_per_sm", "tile_max_bytes", "tile_max_bytes_strided"}
+            "gather_max_bytes_transposed", "tma_tiles_per_sm", "tile_max_bytes", "tile_max_bytes_strided",
+            "narrow_max_bytes"}
     assert set(table["classes"]) == set(ops.CLASSES)
     assert all(set(config) == keys for config in table["classes"].values()), table["classes"]
+
+
+def test_small_planes_of_short_contiguous_rows_take_the_narrow_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table's per-class narrow_max_bytes sends transposes of short rows that follow one another
+    (a plane narrow along its source rows) that TMA cannot take to the narrow kernel, up to that many
+    bytes; longer rows, rows apart, larger moves and what TMA takes stay where they were. Bit for bit."""
+    base = ops.table()
+    knobs = {"gather_max_bytes": 0, "gather_max_bytes_transposed": 0, "tile_max_bytes": 0,
+             "tile_max_bytes_strided": 0, "narrow_max_bytes": 1 << 16}
+    classes = {name: {**config, **knobs} for name, config in base["classes"].items()}
+    monkeypatch.setattr(ops, "table", lambda: {**base, "classes": classes})
+    ops._MOVES.clear()
+    assert _run("transpose", _data((1000, 8), np.float32)) == "narrow"  # 32 KiB, rows of 32 bytes
+    assert _run("transpose", _data((4099, 3), np.uint8)) == "narrow"  # rows of 3 bytes
+    assert _run("transpose", _data((2, 500, 5), np.float16)) == "narrow"  # batched
+    assert _run("transpose", _data((1001, 5), np.uint8), misalign=1, out_misalign=3) == "narrow"
+    assert _run("permute", _data((2, 40, 30, 3), np.uint8), (0, 3, 1, 2)) == "narrow"  # NHWC -> NCHW
+    assert _run("transpose", _data((3000, 8), np.float32)) == "plane"  # 94 KiB: past the threshold
+    assert _run("transpose", _data((1000, 10), np.float32)[:, :8]) == "plane"  # rows 40 bytes apart
+    assert _run("transpose", _data((100, 41), np.float32)) == "plane"  # rows of 164 bytes
+    assert _run("transpose", _data((1000, 16), np.float32)) == "transpose"  # TMA takes it
 
 
 def test_moves_of_at_most_gather_max_bytes_take_the_gather_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -423,8 +445,10 @@ def test_transposing_moves_up_to_the_tile_thresholds_take_the_tile_kernel(monkey
     assert _run("copy", _data((64, 64), np.float32)) == "copy"
     assert _run("transpose", _data((256, 128), np.float32)) == "transpose"  # 128 KiB: TMA as before
     assert _run("transpose", _data((129, 131), np.float32)) == "plane"  # rows of odd bytes, 66 KiB
-    assert _run("transpose", _data((101, 20), np.float32)) == "plane"  # 20 columns: narrower than a tile
-    assert _run("transpose", _data((67, 65), np.uint8)) == "plane"  # loads of one byte
+    assert _run("transpose", _data((101, 20), np.float32)) == "narrow"  # 20 columns, rows one after the other
+    assert _run("transpose", _data((101, 24), np.float32)[:, :20]) == "plane"  # 20 columns of rows 24 apart
+    assert _run("transpose", _data((67, 65), np.uint8)) == "narrow"  # short rows of one-byte elements
+    assert _run("transpose", _data((67, 130), np.uint8)) == "plane"  # loads of one byte
     assert _run("transpose", _data((20, 30), np.complex128)) == "plane"  # no tile kernel for 16-byte elements
     thresholds(0, 1 << 16)  # the strided threshold alone: TMA keeps what it can take
     assert _run("transpose", _data((64, 64), np.float32)) == "transpose"

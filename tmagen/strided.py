@@ -25,7 +25,8 @@ class Layout(ctypes.Structure):
     _fields_ = [("extent", ctypes.c_int64 * 5), ("src", ctypes.c_int64 * 5), ("dst", ctypes.c_int64 * 5),
                 ("count", ctypes.c_uint64), ("tiles_c", ctypes.c_uint64), ("tiles_r", ctypes.c_uint64),
                 ("dst_linear", ctypes.c_uint32), ("tile_cw", ctypes.c_uint32),
-                ("pitch", ctypes.c_uint32), ("src_linear", ctypes.c_uint32), ("src_words", ctypes.c_uint32)]
+                ("pitch", ctypes.c_uint32), ("src_linear", ctypes.c_uint32), ("src_words", ctypes.c_uint32),
+                ("tile_rows", ctypes.c_uint32)]
 
 
 def source() -> str:
@@ -35,7 +36,8 @@ def source() -> str:
     return environment().get_template("strided/kernels.cu.j2").render(
         version=__version__, sizes=sp.SIZES, vector_bytes=sp.VECTOR_BYTES, plane_kernels=sp.plane_kernels(),
         plane_threads=sp.PLANE_THREADS, gather_threads=sp.GATHER_THREADS, tile_kernels=sp.tile_kernels(),
-        tile_threads=sp.TILE_THREADS, tile_blocks=sp.TILE_BLOCKS_PER_SM, dependent_launch=sp.DEPENDENT_LAUNCH)
+        tile_threads=sp.TILE_THREADS, tile_blocks=sp.TILE_BLOCKS_PER_SM, dependent_launch=sp.DEPENDENT_LAUNCH,
+        narrow_threads=sp.NARROW_THREADS, narrow_words=sp.narrow_span_words())
 
 
 @dataclass
@@ -80,7 +82,7 @@ def prepare(call: StridedCall, src: int, dst: int, device: int, stream: int | No
     """``call`` on the arrays at ``src`` and ``dst``, ready for `run`."""
     layout = Layout((ctypes.c_int64 * 5)(*call.extent), (ctypes.c_int64 * 5)(*call.src),
                     (ctypes.c_int64 * 5)(*call.dst), call.count, call.tiles_c, call.tiles_r, int(call.dst_linear),
-                    call.tile_cw, call.pitch, int(call.src_linear), int(call.src_words))
+                    call.tile_cw, call.pitch, int(call.src_linear), int(call.src_words), call.tile_rows)
     pointers = (ctypes.c_uint64 * 2)(src, dst)
     base = ctypes.addressof(pointers)
     params = (ctypes.c_void_p * 3)(base, base + 8, ctypes.addressof(layout))

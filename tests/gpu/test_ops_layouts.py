@@ -173,6 +173,41 @@ def test_the_plane_kernel_in_every_tile_shape_packed_and_not(dtype: Any, gen: An
     assert size >= 4 or any(packed for packed, _ in seen)
 
 
+# (batch, R, C): planes of short contiguous rows, tiles of a few rows to many, a last tile of 1 to 3 rows
+NARROWS = [(1, 101, 3), (2, 16385, 8), (3, 7, 5), (1, 4099, 31), (2, 1000, 64), (1, 1, 1), (4, 33, 2), (1, 5000, 1)]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.float64, torch.complex128],
+                         ids=str)
+def test_the_narrow_kernel_in_every_tile_size_and_alignment(dtype: Any, gen: Any) -> None:
+    """The narrow kernel called directly: out [B, C, R] from x [B, R, C] whose rows follow one another,
+    each tile one span of the source loaded in whole words from the word its first byte is in: pointers
+    one element off (the span starting mid-word), R of odd counts (output rows of odd bytes, stored
+    element by element), tiles from 4 rows to the largest, rows of up to the kernel's limit."""
+    from tmagen import strided
+    from tmagen.kinds.strided import plan as sp
+
+    size = torch.empty((), dtype=dtype).element_size()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    stream = torch.cuda.current_stream().cuda_stream
+    tried = 0
+    for b, r, c in NARROWS:
+        if c * size > sp.NARROW_MAX_ROW_BYTES:
+            continue
+        for offset, tile_bytes in ((0, None), (1, None), (0, sp.NARROW_MIN_TILE_BYTES), (3, sp.NARROW_TILE_BYTES)):
+            base = random((b * r * c + offset,), dtype, gen)
+            x = base[offset:].view(b, r, c)
+            out_base = poisoned((b * c * r + offset,), dtype)
+            out = out_base[offset:].view(b, c, r)
+            call = sp.narrow((b,), r, c, x.stride(), (c * r, 1, r), size, sms, tile_bytes=tile_bytes)
+            assert call.tile_rows % 4 == 0 and call.tiles_r * call.tile_rows >= r
+            strided.run(strided.prepare(call, x.data_ptr(), out.data_ptr(), 0, stream), stream)
+            _check(out, x.transpose(1, 2).contiguous(), f"narrow {(b, r, c)} offset {offset} {call}")
+            assert torch.equal(bits(out_base[:offset]), bits(poisoned((offset,), dtype))), "wrote before the output"
+            tried += 1
+    assert tried >= 16
+
+
 # (batch, R, C) around the tile kernel's sides (16 to 64 elements): whole tiles, ragged edges on
 # either side, planes narrower than one tile, one row, one column
 TILES = [(2, 64, 64), (1, 67, 130), (3, 5, 33), (2, 33, 1), (1, 1, 70), (2, 100, 17), (1, 16, 16)]
@@ -337,8 +372,12 @@ for dtype in (torch.uint8, torch.float16, torch.float32, torch.float64, torch.co
     tmagen.ops.permute(x.view(37, 4, 75)[:, :, 1:], (2, 0, 1))   # plane with a batch
     tmagen.ops.copy(x.reshape(-1)[1:])            # 1-d, odd pointer
     y = torch.randint(0, 100, (3, 1030, 6), device="cuda", generator=g).to(dtype)
-    tmagen.ops.permute(y, (0, 2, 1))              # plane narrow along C (packed for 1 and 2 bytes)
+    tmagen.ops.permute(y, (0, 2, 1))              # narrow: short rows one after the other, with a batch
+    tmagen.ops.permute(y[:, :, :5], (0, 2, 1))    # plane narrow along C (packed for 1 and 2 bytes)
     tmagen.ops.permute(y.transpose(1, 2).contiguous(), (0, 2, 1))   # narrow along R
+    z = torch.randint(0, 100, (101 * 3 + 1,), device="cuda", generator=g).to(dtype)
+    tmagen.ops.transpose(z[:-1].view(101, 3))     # narrow: its span's last word past the tensor's bytes
+    tmagen.ops.transpose(z[1:].view(101, 3))      # narrow: its span's first word before them
 torch.cuda.synchronize()
 print("done")
 """

@@ -1,5 +1,6 @@
-"""The strided kernels' plan: how one launch of ``gather`` or ``plane`` (templates/strided/) sees a
-view, decided once per layout by `tmagen.ops` and printed into the kernel's one parameter.
+"""The strided kernels' plan: how one launch of ``gather``, ``tile``, ``plane`` or ``narrow``
+(templates/strided/) sees a view, decided once per layout by `tmagen.ops` and printed into the
+kernel's one parameter.
 
 These kernels address memory through pointers, not tensor maps, so they take every layout: rows or
 strides that are not whole 16 bytes, pointers off 16 bytes, a view whose contiguous dimension is not
@@ -19,12 +20,17 @@ loads and launches them).
   batch dimensions: tiles through shared memory, shaped by the plane. A tile is ``plane_units``
   units of ``P x P`` elements (at least 8 KiB), ``tile_cw`` units along C by the rest along R: 32
   along C where both extents allow, long and narrow where one is small (a plane of 8 one-byte
-  channels moves 8 x 2048 elements per tile, not 8 x 32). Elements of 1 and 2 bytes are moved
-  ``P`` = 4 or 2 to a 4-byte word (``packed``: a unit's rows read along C, transposed in registers
+  channels moves 4 x 4096 elements per tile, not 8 x 32: `plane_tile_cw`). Elements of 1 and 2
+  bytes are moved ``P`` = 4 or 2 to a 4-byte word (``packed``: a unit's rows read along C, transposed in registers
   by byte permutes, written along R): each unit row is loaded as one word where its address is
   whole 4 bytes and from the two words it straddles where not (rows of odd bytes, pointers off a
   word), and stored as one word or element by element alike, so that every layout moves words
   through shared memory and whole words where it can.
+- ``narrow``: the plane's move where the source's rows are short (``NARROW_MAX_ROW_BYTES`` at most)
+  and follow one another: a tile of whole rows is one contiguous span of the source, loaded as it
+  lies in 4-byte words (coalesced whatever C is), then read across and written along the output's
+  rows; small tiles (``NARROW_MIN_TILE_BYTES`` to ``NARROW_TILE_BYTES``), so that a small move
+  still spreads over the multiprocessors.
 
 Shapes and strides are outermost first, strides in elements.
 """
@@ -63,6 +69,10 @@ MAX_GRID = (1 << 31) - 1  # blocks of a one-dimensional grid
 MAX_RANK = 5
 U32_LIMIT = 1 << 31  # an index below this (and its offsets) runs the 32-bit variant
 BLOCKS_PER_SM = 16  # grid-stride kernels: at most this many blocks per multiprocessor (the default)
+NARROW_THREADS = 256
+NARROW_TILE_BYTES = 2048  # narrow: bytes of the source per tile, at most
+NARROW_MIN_TILE_BYTES = 512  # and at least; between, what gives every multiprocessor two tiles
+NARROW_MAX_ROW_BYTES = 128  # narrow: the longest source rows it takes (C x E)
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,7 @@ class StridedCall:
     """One launch of a strided kernel: its symbol, grid and block, and the layout parameter (extents,
     strides outermost first padded to 5, the element or tile count, the plane's tile counts)."""
 
-    kernel: str  # "gather", "plane" or "tile"
+    kernel: str  # "gather", "plane", "tile" or "narrow"
     elem_bytes: int
     extent: tuple[int, ...]
     src: tuple[int, ...]
@@ -88,6 +98,7 @@ class StridedCall:
     load_bytes: int = 0  # tile: bytes per load (along the source's rows) and per store (the output's)
     store_bytes: int = 0
     wide: bool = False  # an index needs 64 bits
+    tile_rows: int = 0  # narrow: source rows per tile
     grid: int = 1
     block: int = GATHER_THREADS
 
@@ -107,9 +118,11 @@ class StridedCall:
 
     @property
     def tile(self) -> tuple[int, int]:
-        """Plane and tile: a tile's elements along R and along C."""
+        """Plane, tile and narrow: a tile's elements along R and along C."""
         if self.kernel == "tile":
             return self.side, self.side
+        if self.kernel == "narrow":
+            return self.tile_rows, self.extent[4]
         return self.unit * plane_units(self.elem_bytes, self.packed) // self.tile_cw, self.unit * self.tile_cw
 
 
@@ -224,6 +237,41 @@ def plane(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: S
                        tile_cw, plane_pitch(tile_cw, units, _bank_words(elem_bytes, packed)), packed,
                        src_words=src_words, wide=wide,
                        grid=grid, block=PLANE_THREADS)
+
+
+def narrow_fits(rows: int, cols: int, src: Sequence[int], elem_bytes: int) -> bool:
+    """Whether `narrow` can take a plane: source rows of at most NARROW_MAX_ROW_BYTES that follow one
+    another (its stride of R is C)."""
+    return cols * elem_bytes <= NARROW_MAX_ROW_BYTES and src[-1] == 1 and src[-2] == cols
+
+
+def narrow_span_words() -> int:
+    """4-byte words of the narrow kernel's shared span: its largest tile (at least 4 of the longest
+    rows), and the word before its first byte."""
+    return (max(NARROW_TILE_BYTES, 4 * NARROW_MAX_ROW_BYTES) + 8) // 4
+
+
+def narrow(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: Sequence[int], elem_bytes: int,
+           multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM, tile_bytes: int | None = None) -> StridedCall:
+    """`plane`'s move over ``[*batch, rows, cols]`` where the source's rows are short and contiguous
+    (`narrow_fits`): tiles of whole rows, ``tile_bytes`` of the source at most (default: enough
+    tiles for two a multiprocessor, within NARROW_MIN_TILE_BYTES and NARROW_TILE_BYTES; a multiple
+    of 4 rows, so that every tile's output rows start alike on words)."""
+    if not narrow_fits(rows, cols, src, elem_bytes) or dst[-2] != 1:
+        raise ValueError(f"the narrow kernel takes rows of at most {NARROW_MAX_ROW_BYTES} bytes one after the other, "
+                         f"written along the output's rows: {cols} x {elem_bytes} bytes, strides {tuple(src)} "
+                         f"and {tuple(dst)}")
+    shape = [*batch, rows, cols]
+    if tile_bytes is None:
+        nbytes = math.prod(batch) * rows * cols * elem_bytes
+        tile_bytes = max(NARROW_MIN_TILE_BYTES, min(NARROW_TILE_BYTES, nbytes // (2 * multiprocessors)))
+    tile_rows = max(4, tile_bytes // (cols * elem_bytes) // 4 * 4)
+    tiles_r = -(-rows // tile_rows)
+    count = tiles_r * math.prod(batch)
+    wide = max(count, _span(shape, src), _span(shape, dst), rows + tile_rows) >= U32_LIMIT
+    return StridedCall("narrow", elem_bytes, _pad(shape, 1), _pad(src, 0), _pad(dst, 0), count, 1, tiles_r,
+                       wide=wide, tile_rows=tile_rows, grid=max(1, min(count, multiprocessors * blocks_per_sm)),
+                       block=NARROW_THREADS)
 
 
 def plane_kernels() -> list[dict[str, int]]:
