@@ -350,6 +350,28 @@ def test_the_width_probe_launches_the_plane_in_each_width() -> None:
             assert w.pitch == sp.plane_pitch(cw, sp.plane_units(size, call.packed), sp._bank_words(size, call.packed))
 
 
+def test_the_narrow_kernels_tiles_fit_its_shared_span() -> None:
+    """A narrow tile (whole rows, a multiple of 4) with the word before its first byte fits the kernel's
+    shared span for every row length it takes; tiles larger than the span, and rows that do not follow
+    one another, are refused rather than planned."""
+    from tmagen.kinds.strided import plan as sp
+
+    span_bytes = 4 * sp.narrow_span_words()
+    for size in (1, 2, 4, 8, 16):
+        for cols in range(1, sp.NARROW_MAX_ROW_BYTES // size + 1):
+            for rows in (1, 5, 1000, 1 << 20):
+                call = sp.narrow((2,), rows, cols, (rows * cols, cols, 1), (rows * cols, 1, rows), size, 132)
+                assert call.tile_rows % 4 == 0 and call.tiles_r * call.tile_rows >= rows
+                assert 3 + call.tile_rows * cols * size + 3 <= span_bytes, (size, cols, rows, call.tile_rows)
+                assert call.count == 2 * call.tiles_r and call.symbol == f"tmagen_strided_narrow_e{size}_u32"
+    with pytest.raises(ValueError, match="narrow tiles"):
+        sp.narrow((), 1000, 8, (8, 1), (1, 1000), 4, 132, tile_bytes=2 * sp.NARROW_TILE_BYTES)
+    with pytest.raises(ValueError, match="one after the other"):
+        sp.narrow((), 1000, 8, (10, 1), (1, 1000), 4, 132)  # rows 10 apart
+    with pytest.raises(ValueError, match="one after the other"):
+        sp.narrow((), 1000, 40, (40, 1), (1, 1000), 4, 132)  # rows of 160 bytes
+
+
 def test_planes_of_1_and_2_byte_elements_move_words_whatever_their_alignment() -> None:
     """Each unit row tests its own address in the kernel, so the plan packs every plane of 1- and
     2-byte elements (rows of odd bytes and pointers off a word included) and none of wider ones."""

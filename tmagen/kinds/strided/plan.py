@@ -265,6 +265,9 @@ def narrow(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: 
     if tile_bytes is None:
         nbytes = math.prod(batch) * rows * cols * elem_bytes
         tile_bytes = max(NARROW_MIN_TILE_BYTES, min(NARROW_TILE_BYTES, nbytes // (2 * multiprocessors)))
+    if not NARROW_MIN_TILE_BYTES <= tile_bytes <= NARROW_TILE_BYTES:  # the kernel's shared span holds no more
+        raise ValueError(f"narrow tiles of {tile_bytes} bytes: the kernel takes {NARROW_MIN_TILE_BYTES} to "
+                         f"{NARROW_TILE_BYTES}")
     tile_rows = max(4, tile_bytes // (cols * elem_bytes) // 4 * 4)
     tiles_r = -(-rows // tile_rows)
     count = tiles_r * math.prod(batch)
