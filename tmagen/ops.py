@@ -390,7 +390,8 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
                         tile=tile_for("transpose", shape_t, itemsize, multiprocessors, tiles_per_sm))
         if nbytes <= config["narrow_max_bytes"] and sp.narrow_fits(rows, cols, src_t, itemsize):
             # a small plane of short contiguous rows: tiles of whole rows, each one span of the source (the
-            # table says up to where: on an H100, 16385 x 8 bfloat16 2.6 us a launch against the plane's 3.2)
+            # table says up to where: on an H100, 16385 x 8 bfloat16 2.23 us a launch against the plane's
+            # 2.94, tests/data/hw_h100/ops_routes.json)
             return Move("narrow", itemsize, shape_t, src_t, shape_t, dst_plane,
                         sp.narrow(shape_t[:-2], rows, cols, src_t, dst_plane, itemsize, multiprocessors))
         return Move("plane", itemsize, shape_t, src_t, shape_t, dst_plane,

@@ -21,11 +21,11 @@ loads and launches them).
   units of ``P x P`` elements (at least 8 KiB), ``tile_cw`` units along C by the rest along R: 32
   along C where both extents allow, long and narrow where one is small (a plane of 8 one-byte
   channels moves 4 x 4096 elements per tile, not 8 x 32: `plane_tile_cw`). Elements of 1 and 2
-  bytes are moved ``P`` = 4 or 2 to a 4-byte word (``packed``: a unit's rows read along C, transposed in registers
-  by byte permutes, written along R): each unit row is loaded as one word where its address is
-  whole 4 bytes and from the two words it straddles where not (rows of odd bytes, pointers off a
-  word), and stored as one word or element by element alike, so that every layout moves words
-  through shared memory and whole words where it can.
+  bytes are moved ``P`` = 4 or 2 to a 4-byte word (``packed``: a unit's rows read along C,
+  transposed in registers by byte permutes, written along R): each unit row is loaded as one word
+  where its address is whole 4 bytes and from the two words it straddles where not (rows of odd
+  bytes, pointers off a word), and stored as one word or element by element alike, so that every
+  layout moves words through shared memory and whole words where it can.
 - ``narrow``: the plane's move where the source's rows are short (``NARROW_MAX_ROW_BYTES`` at most)
   and follow one another: a tile of whole rows is one contiguous span of the source, loaded as it
   lies in 4-byte words (coalesced whatever C is), then read across and written along the output's
