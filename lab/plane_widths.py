@@ -13,7 +13,6 @@ PyTorch and a GPU.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -26,20 +25,6 @@ WIDTHS = (1, 2, 4, 8, 16, 32, 64)
 SETS = 3
 SHORT_BYTES = 8 << 20  # moves of fewer bytes are timed several launches to a sample
 BATCH = 10
-
-
-def with_width(call: Any, cw: int, multiprocessors: int) -> Any:
-    """``call`` (a plane StridedCall) with tiles ``cw`` units wide along C."""
-    from tmagen.kinds.strided import plan as sp
-
-    units = sp.plane_units(call.elem_bytes, call.packed)
-    rows, cols = call.extent[3], call.extent[4]
-    tile_r, tile_c = call.unit * units // cw, call.unit * cw
-    tiles_c, tiles_r = -(-cols // tile_c), -(-rows // tile_r)
-    count = tiles_c * tiles_r * call.extent[0] * call.extent[1] * call.extent[2]
-    pitch = sp.plane_pitch(cw, units, sp._bank_words(call.elem_bytes, call.packed))
-    return dataclasses.replace(call, tile_cw=cw, pitch=pitch, tiles_c=tiles_c, tiles_r=tiles_r, count=count,
-                               grid=max(1, min(count, multiprocessors * sp.BLOCKS_PER_SM)))
 
 
 def measure(dtype: str, rows: int, cols: int) -> dict[str, Any]:
@@ -79,7 +64,7 @@ def measure(dtype: str, rows: int, cols: int) -> dict[str, Any]:
     cands = []
     for cw in WIDTHS:
         if cw <= units // 2:
-            launch, check = writes(with_width(planned, cw, sms))
+            launch, check = writes(sp.plane((), rows, cols, (cols, 1), (1, rows), size, sms, tile_cw=cw))
             cands.append(Candidate(f"cw {cw}", "tmagen", launch, check))
 
     def triton(i: int) -> None:

@@ -333,21 +333,25 @@ def test_the_width_of_narrow_planes_replays_the_h100_measurement() -> None:
     assert math.exp(sum(math.log(r) for r in ratios) / len(ratios)) <= 1.02, ratios
 
 
-def test_the_width_probe_launches_the_plane_in_each_width() -> None:
-    """lab.plane_widths reshapes the planned call to each width it times: the planned width gives back
-    the planned call, and every other one tiles the whole plane with the plan's own pitch rule."""
-    from lab.plane_widths import with_width
+def test_a_plane_can_be_planned_in_any_width_the_kernel_takes() -> None:
+    """The width lab.plane_widths times each plane in: the planned width gives back the planned call,
+    every other power of 2 up to half the tile's units tiles the whole plane with the pitch rule, and
+    other widths are refused."""
     from tmagen.kinds.strided import plan as sp
 
     for size, rows, cols in ((2, 40000, 12), (1, 16385, 8), (4, 100000, 96)):
         call = sp.plane((), rows, cols, (cols, 1), (1, rows), size, 132)
-        assert with_width(call, call.tile_cw, 132) == call
+        assert sp.plane((), rows, cols, (cols, 1), (1, rows), size, 132, tile_cw=call.tile_cw) == call
         for cw in (1, 2, 4, 8):
-            w = with_width(call, cw, 132)
+            w = sp.plane((), rows, cols, (cols, 1), (1, rows), size, 132, tile_cw=cw)
             tile_r, tile_c = w.tile
             assert (w.tile_cw, tile_c) == (cw, call.unit * cw)
             assert w.tiles_r * tile_r >= rows and w.tiles_c * tile_c >= cols and w.count == w.tiles_r * w.tiles_c
             assert w.pitch == sp.plane_pitch(cw, sp.plane_units(size, call.packed), sp._bank_words(size, call.packed))
+        units = sp.plane_units(size, call.packed)
+        for bad in (3, 0, units):
+            with pytest.raises(ValueError, match="plane tile"):
+                sp.plane((), rows, cols, (cols, 1), (1, rows), size, 132, tile_cw=bad)
 
 
 def test_the_narrow_kernels_tiles_fit_its_shared_span() -> None:

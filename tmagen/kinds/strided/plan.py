@@ -209,11 +209,13 @@ def plane_tile_cw(rows: int, cols: int, unit: int, units: int) -> int:
 
 
 def plane(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: Sequence[int], elem_bytes: int,
-          multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM, src_align: int = 0) -> StridedCall:
+          multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM, src_align: int = 0,
+          tile_cw: int | None = None) -> StridedCall:
     """``dst = src`` over ``[*batch, rows, cols]`` (batch of at most 3 dimensions) where the output's
     innermost dimension is ``rows`` (its stride ``dst[-2]`` is 1) and the source's is ``cols``
     (``src[-1]`` is 1): tiled through shared memory. ``src`` and ``dst`` are strides of that shape;
-    the source's pointer is ``src_align`` bytes past a 16-byte boundary."""
+    the source's pointer is ``src_align`` bytes past a 16-byte boundary. ``tile_cw``: units per
+    tile along C (a power of 2, at most half the tile's units); default `plane_tile_cw`'s."""
     if src[-1] != 1 or dst[-2] != 1:
         raise ValueError(f"a plane reads along its source's last dimension and writes along its rows: strides "
                          f"{tuple(src)} and {tuple(dst)}")
@@ -227,7 +229,10 @@ def plane(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: S
     src_words = packed and src_align % WORD_BYTES == 0 and all(s * elem_bytes % WORD_BYTES == 0 for s in src[:-1])
     unit = WORD_BYTES // elem_bytes if packed else 1
     units = plane_units(elem_bytes, packed)
-    tile_cw = plane_tile_cw(rows, cols, unit, units)
+    if tile_cw is None:
+        tile_cw = plane_tile_cw(rows, cols, unit, units)
+    elif tile_cw & (tile_cw - 1) or not 1 <= tile_cw <= units // 2:
+        raise ValueError(f"a plane tile {tile_cw} units wide: the kernel takes powers of 2 up to {units // 2}")
     tile_r, tile_c = unit * units // tile_cw, unit * tile_cw
     tiles_c, tiles_r = -(-cols // tile_c), -(-rows // tile_r)
     count = tiles_c * tiles_r * math.prod(batch)
