@@ -241,7 +241,9 @@ def _fit(args: argparse.Namespace) -> None:
         raw = {"gpu": data["gpu"], "measured": "; ".join([what, *kept] if not fp8 else [*kept, what]),
                "sms": int(data["sms"]), "memory_bytes_per_us": int(data.get("memory_bytes_per_us", 0)),
                "sm_bytes_per_us": best_d.sm_bytes_per_us, "hbm_bytes_per_us": best_d.hbm_bytes_per_us,
-               "tiles": {key: {"step_ns": c.step_ns, "tile_ns": c.tile_ns} for key, c in best_d.tiles.items()},
+               "tiles": {key: {"step_ns": c.step_ns, "tile_ns": c.tile_ns,
+                                **({"tail_margin": c.tail_margin} if c.tail_margin else {})}
+                         for key, c in best_d.tiles.items()},
                "default": {"step_ns": best_d.default.step_ns, "tile_ns": best_d.default.tile_ns},
                "split_ns": best_d.split_ns, "aligned_pairs": list(aligned_pairs)}
         table.write_text(json.dumps(raw, indent=2) + "\n")
