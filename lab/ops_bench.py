@@ -30,7 +30,7 @@ from typing import Any
 
 from tmagen.bench import Candidate, Method, time_case
 
-CLASSES = ("small", "odd_rows", "ragged", "batched", "permute", "views", "large")
+CLASSES = ("small", "odd_rows", "narrow", "ragged", "batched", "permute", "views", "large")
 HOST = "host"  # the class of the host-time record
 ELEMENT_BYTES = {"bool": 1, "uint8": 1, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex128": 16}
 VIEWS = {"": "x", "mT": "x.mT", "[:, 1:]": "x[:, 1:]"}  # the op's input: this view of a contiguous tensor x
@@ -150,6 +150,11 @@ def ops_cases() -> list[OpsCase]:
         c("permute", "permute", (16, 2048, 32, 128), "bfloat16", bshd),
         c("permute", "permute", (64, 512, 512, 8), "uint8", nhwc),
         c("permute", "permute", (32, 224, 224, 3), "uint8", nhwc),  # images, NHWC -> NCHW of 3 channels
+        c("permute", "permute", (8, 256, 256, 16), "bfloat16", nhwc),  # feature maps of 16 channels, rows of 32 bytes
+        # planes narrow along C: rows of 20 to 80 bytes
+        c("narrow", "transpose", (300000, 20), "uint8"),
+        c("narrow", "transpose", (500000, 48), "uint8"),
+        c("narrow", "transpose", (300000, 20), "float32"),
         # views: a copy of a transposed view is a transpose; a sliced one's rows start 4 bytes off 16
         c("views", "copy", (8192, 8192), "float32", view="mT"),
         c("views", "copy", (8192, 8193), "float32", view="[:, 1:]"),

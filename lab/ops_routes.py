@@ -51,8 +51,11 @@ _ANY_TMA = {"tma_min_plane": 1, "tma_min_row_bytes": 16}
 VARIANTS: dict[str, dict[str, int]] = {  # the knobs each forced route sets in every class
     "tile": {**_OFF, "tile_max_bytes": EVERY, "tile_max_bytes_strided": EVERY},
     "notile": _NO_TILE,
-    "plane": {**_OFF, **_NO_TILE, "tma_min_plane": 1 << 40, "tma_min_row_bytes": 1 << 40, "narrow_max_bytes": 0},
+    "plane": {**_OFF, **_NO_TILE, "tma_min_plane": 1 << 40, "tma_min_row_bytes": 1 << 40, "narrow_max_bytes": 0,
+              "narrow_words": 0},
     "narrow": {**_OFF, **_NO_TILE, "tma_min_plane": 1 << 40, "tma_min_row_bytes": 1 << 40, "narrow_max_bytes": EVERY},
+    "words": {**_OFF, **_NO_TILE, "tma_min_plane": 1 << 40, "tma_min_row_bytes": 1 << 40, "narrow_max_bytes": 0,
+              "narrow_words": 1},
     "tma_tuned": {**_OFF, **_NO_TILE, **_ANY_TMA, "tma_tiles_per_sm": 0},
     "tma_small": {**_OFF, **_NO_TILE, **_ANY_TMA, "tma_tiles_per_sm": 1 << 30},
     "tma_mid": {**_OFF, **_NO_TILE, **_ANY_TMA, "tma_tiles_per_sm": 8},
@@ -60,8 +63,10 @@ VARIANTS: dict[str, dict[str, int]] = {  # the knobs each forced route sets in e
 
 
 def label(move: Any) -> str:
-    """A route as the record names it: the kernel, and the TMA tile where not the tuned one."""
-    return f"{move.how}{'' if move.tile is None else tuple(move.tile)}"
+    """A route as the record names it: the kernel, the TMA tile where not the tuned one, and whether
+    the narrow kernel moves words ("narrow(words)") or bytes."""
+    words = "(words)" if move.how == "narrow" and move.strided.src_words else ""
+    return f"{move.how}{words}{'' if move.tile is None else tuple(move.tile)}"
 
 
 def plan_with(table: dict[str, Any], knobs: dict[str, int], shape: Any, src: Any, dst: Any, itemsize: int,

@@ -35,16 +35,17 @@ EVERY = 1 << 62  # gather_max_bytes: every move of the class to the gather kerne
 SIZES = (0, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, EVERY)
 GRID = {"gather_max_bytes": SIZES, "gather_max_bytes_transposed": SIZES, "tma_min_row_bytes": (64, 128, 256, 512),
         "tma_min_plane": (8, 16, 32, 64), "strided_blocks_per_sm": (8, 16, 32), "tma_tiles_per_sm": (1, 2, 4, 8, 16),
-        "tile_max_bytes": SIZES, "tile_max_bytes_strided": SIZES, "narrow_max_bytes": SIZES}
+        "tile_max_bytes": SIZES, "tile_max_bytes_strided": SIZES, "narrow_max_bytes": SIZES,
+        "narrow_words": (0, 1)}
 # where each class starts, and what a knob keeps unless another value is NOISE faster over the class
 SEED = {"gather_max_bytes": 0, "gather_max_bytes_transposed": 0, "tma_min_row_bytes": 128, "tma_min_plane": 16,
         "strided_blocks_per_sm": 16, "tma_tiles_per_sm": 4, "tile_max_bytes": 0, "tile_max_bytes_strided": 0,
-        "narrow_max_bytes": 0}
+        "narrow_max_bytes": 0, "narrow_words": 0}
 NOISE = 0.01
 QUICK = {"gather_max_bytes": (0, 1 << 20), "gather_max_bytes_transposed": (0, 1 << 16),
          "tma_min_row_bytes": (128, 512), "tma_min_plane": (16, 64), "strided_blocks_per_sm": (8, 16),
          "tma_tiles_per_sm": (1, 4), "tile_max_bytes": (0, 1 << 18), "tile_max_bytes_strided": (0, EVERY),
-         "narrow_max_bytes": (0, 1 << 19)}
+         "narrow_max_bytes": (0, 1 << 19), "narrow_words": (0, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

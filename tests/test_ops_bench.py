@@ -49,6 +49,7 @@ def test_each_class_is_what_its_name_says() -> None:
         assert any(r % 128 for r in rows), c
     assert sum(any(r % 16 for r in (c.shape[-1] * c.element_bytes, c.source[0][-1] * c.element_bytes))
                for c in by["odd_rows"]) >= 3
+    assert all(c.op == "transpose" and c.shape[-1] * c.element_bytes <= 128 for c in by["narrow"])  # short rows
     assert all(any(n % 64 for n in c.shape[-2:]) for c in by["ragged"])
     assert all(len(c.shape) >= 3 for c in by["batched"]) and any(c.op == "permute" for c in by["batched"])
     assert all(c.op == "permute" for c in by["permute"])

@@ -407,7 +407,7 @@ def test_the_table_names_every_knob_for_every_class() -> None:
     table = ops.table()
     keys = {"tma_min_row_bytes", "tma_min_plane", "strided_blocks_per_sm", "gather_max_bytes",
             "gather_max_bytes_transposed", "tma_tiles_per_sm", "tile_max_bytes", "tile_max_bytes_strided",
-            "narrow_max_bytes"}
+            "narrow_max_bytes", "narrow_words"}
     assert set(table["classes"]) == set(ops.CLASSES)
     assert all(set(config) == keys for config in table["classes"].values()), table["classes"]
 
@@ -431,6 +431,35 @@ def test_small_planes_of_short_contiguous_rows_take_the_narrow_kernel(monkeypatc
     assert _run("transpose", _data((1000, 10), np.float32)[:, :8]) == "plane"  # rows 40 bytes apart
     assert _run("transpose", _data((100, 41), np.float32)) == "plane"  # rows of 164 bytes
     assert _run("transpose", _data((1000, 16), np.float32)) == "transpose"  # TMA takes it
+
+
+def test_planes_whose_tiles_split_short_rows_take_the_narrow_kernel_in_words() -> None:
+    """Planes of 1- and 2-byte elements whose rows the plane kernel's tiles cover less than half of go
+    to the narrow kernel in words at any size, where the rows are whole words on words; where the plane's
+    tiles cover half a row or more, the source is off a word, the elements are of 4 bytes or the rows
+    are long enough for TMA, they stay where they were (as measured: tests/test_ops_routes.py)."""
+    def how(shape: tuple[int, ...], itemsize: int, src_align: int = 0) -> str:
+        move = ops.plan_move(*_plane_layout(shape), itemsize, src_align, 0, 132)
+        return move.how + ("(words)" if move.how == "narrow" and move.strided.src_words else "")
+
+    assert how((300000, 20), 1) == "narrow(words)"  # tiles 4 bytes wide of rows of 20
+    assert how((1000000, 12), 2) == "narrow(words)"
+    assert how((8, 256 * 256, 16), 2) == "narrow(words)"  # NHWC -> NCHW, rows of 32 bytes: before TMA
+    assert how((300000, 20), 1, src_align=1) == "plane"  # rows off words
+    assert how((300000, 21), 1) == "plane"  # rows of odd bytes
+    assert how((2000000, 4), 1) == "plane"  # the plane's tile spans the row
+    assert how((64, 512 * 512, 8), 1) == "plane"  # the plane's tile spans half the row
+    assert how((1000000, 12), 4) == "plane"  # 4-byte elements
+    assert how((500000, 48), 1) == "transpose"  # rows of 48 bytes: TMA
+
+
+def _plane_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """plan_move's shape and strides for [*batch, R, C] -> [*batch, C, R] as tmagen.ops sees it: the
+    output's shape, the source's strides in the output's order, the output's own."""
+    *batch, rows, cols = shape
+    source = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    out = (*batch, cols, rows)
+    return out, (*source[:-2], 1, cols), tuple(int(np.prod(out[i + 1:])) for i in range(len(out)))
 
 
 def test_moves_of_at_most_gather_max_bytes_take_the_gather_kernel(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -92,3 +92,37 @@ def test_the_tuned_moves_carry_the_l2_hint_measured_fastest(kind: str) -> None:
     assert gain[fastest] > 1.004, gain
     tuned = {name: raw for name, raw in ops.tuned_specs().items() if raw["kernel"]["kind"] == kind}
     assert tuned and all(t.get("l2_hint") == fastest for raw in tuned.values() for t in raw["tensors"]), tuned
+
+
+NARROW = json.loads((Path(__file__).parent / "data" / "hw_h100" / "narrow_routes.json").read_text())
+STRIDED = {"plane", "bytes"}  # the strided kernels' candidates of a narrow record, beside "words <tile bytes>"
+
+
+def _narrow_time(record: dict[str, Any], move: Any, row_bytes: int) -> float | None:
+    """The measured time of a planned move in a lab.narrow_routes record: the narrow kernel in words at
+    the measured tile nearest the planned one, in bytes, the plane kernel, or the TMA route of that label."""
+    if move.how == "narrow" and move.strided.src_words:
+        tiles = [int(name.split()[1]) for name in record["us"] if name.startswith("words ")]
+        planned = move.strided.tile_rows * row_bytes
+        nearest = min(tiles, key=lambda t: abs(math.log2(t / planned)))
+        return float(record["us"][f"words {nearest}"])
+    name = "bytes" if move.how == "narrow" else None
+    return record["us"].get(name) if name else _time(record, label(move))
+
+
+@pytest.mark.parametrize("record", NARROW["records"],
+                         ids=lambda r: f"{r['op']}-{r['dtype']}-{'x'.join(map(str, r['shape']))}")
+def test_planes_of_short_rows_take_the_strided_kernel_measured_fastest(record: dict[str, Any]) -> None:
+    """On the H100's lab.narrow_routes measurement (planes narrow along C: transposes of [R, C] and
+    NHWC -> NCHW permutes), the planned route is within noise of the fastest of the strided kernels
+    timed (the plane kernel, the narrow kernel in bytes and in words): the narrow kernel in words where
+    it was faster, the plane kernel where it was, and TMA only where it beat them both."""
+    case = OpsCase("narrow", record["op"], tuple(record["shape"]), record["dtype"], tuple(record["dims"]))
+    layout = _layout(case)
+    move = ops.plan_move(*layout)
+    cols = move.shape[-1]
+    took = _narrow_time(record, move, cols * move.itemsize)
+    assert took is not None, (case.describe(), case.dtype, case.shape, label(move), "not measured")
+    strided = [t for name, t in record["us"].items()
+               if name.startswith("words ") or name in STRIDED or record["routes"].get(name) == "plane"]
+    assert took <= NOISE * min(strided), (case.describe(), case.dtype, case.shape, label(move), took, record["us"])

@@ -174,38 +174,48 @@ def test_the_plane_kernel_in_every_tile_shape_packed_and_not(dtype: Any, gen: An
 
 
 # (batch, R, C): planes of short contiguous rows, tiles of a few rows to many, a last tile of 1 to 3 rows
-NARROWS = [(1, 101, 3), (2, 16385, 8), (3, 7, 5), (1, 4099, 31), (2, 1000, 64), (1, 1, 1), (4, 33, 2), (1, 5000, 1)]
+NARROWS = [(1, 101, 3), (2, 16385, 8), (3, 7, 5), (1, 4099, 31), (2, 1000, 64), (1, 1, 1), (4, 33, 2), (1, 5000, 1),
+           (2, 3001, 128), (1, 50, 100), (3, 500, 24)]
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32, torch.float64, torch.complex128],
                          ids=str)
 def test_the_narrow_kernel_in_every_tile_size_and_alignment(dtype: Any, gen: Any) -> None:
-    """The narrow kernel called directly: out [B, C, R] from x [B, R, C] whose rows follow one another,
-    each tile one span of the source loaded in whole words from the word its first byte is in: pointers
-    one element off (the span starting mid-word), R of odd counts (output rows of odd bytes, stored
-    element by element), tiles from 4 rows to the largest, rows of up to the kernel's limit."""
+    """The narrow kernel called directly, in bytes and in words: out [B, C, R] from x [B, R, C] whose
+    rows follow one another, each tile one span of the source: in bytes loaded in whole words from the
+    word its first byte is in (pointers one element off: the span starting mid-word); in words (rows of
+    whole words on words) in 16-byte vectors from its first aligned word, rows padded in shared memory.
+    R of odd counts (output rows of odd bytes, stored element by element), tiles from 4 rows to the
+    largest, rows of up to each kernel's limit."""
     from tmagen import strided
     from tmagen.kinds.strided import plan as sp
 
     size = torch.empty((), dtype=dtype).element_size()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     stream = torch.cuda.current_stream().cuda_stream
-    tried = 0
+    tried = {False: 0, True: 0}
     for b, r, c in NARROWS:
-        if c * size > sp.NARROW_MAX_ROW_BYTES:
-            continue
-        for offset, tile_bytes in ((0, None), (1, None), (0, sp.NARROW_MIN_TILE_BYTES), (3, sp.NARROW_TILE_BYTES)):
+        for offset, tile in ((0, "planned"), (1, "planned"), (0, "smallest"), (3, "largest")):
             base = random((b * r * c + offset,), dtype, gen)
             x = base[offset:].view(b, r, c)
-            out_base = poisoned((b * c * r + offset,), dtype)
-            out = out_base[offset:].view(b, c, r)
-            call = sp.narrow((b,), r, c, x.stride(), (c * r, 1, r), size, sms, tile_bytes=tile_bytes)
-            assert call.tile_rows % 4 == 0 and call.tiles_r * call.tile_rows >= r
-            strided.run(strided.prepare(call, x.data_ptr(), out.data_ptr(), 0, stream), stream)
-            _check(out, x.transpose(1, 2).contiguous(), f"narrow {(b, r, c)} offset {offset} {call}")
-            assert torch.equal(bits(out_base[:offset]), bits(poisoned((offset,), dtype))), "wrote before the output"
-            tried += 1
-    assert tried >= 16
+            for words in (False, True):
+                fits = (sp.narrow_words_fit(c, x.stride(), size, x.data_ptr() % 16) if words
+                        else sp.narrow_fits(r, c, x.stride(), size))
+                if not fits:
+                    continue
+                out_base = poisoned((b * c * r + offset,), dtype)
+                out = out_base[offset:].view(b, c, r)
+                limits = ((sp.NARROW_WORDS_MIN_TILE_BYTES, sp.NARROW_WORDS_TILE_BYTES) if words
+                          else (sp.NARROW_MIN_TILE_BYTES, sp.NARROW_TILE_BYTES))
+                tile_bytes = {"planned": None, "smallest": limits[0], "largest": limits[1]}[tile]
+                call = sp.narrow((b,), r, c, x.stride(), (c * r, 1, r), size, sms, tile_bytes=tile_bytes,
+                                 src_align=x.data_ptr() % 16, words=words)
+                assert call.tile_rows % 4 == 0 and call.tiles_r * call.tile_rows >= r
+                strided.run(strided.prepare(call, x.data_ptr(), out.data_ptr(), 0, stream), stream)
+                _check(out, x.transpose(1, 2).contiguous(), f"narrow {(b, r, c)} offset {offset} {call}")
+                assert torch.equal(bits(out_base[:offset]), bits(poisoned((offset,), dtype))), "wrote before the output"
+                tried[words] += 1
+    assert tried[False] >= 16 and tried[True] >= 8, tried
 
 
 # (batch, R, C) around the tile kernel's sides (16 to 64 elements): whole tiles, ragged edges on

@@ -73,6 +73,9 @@ NARROW_THREADS = 256
 NARROW_TILE_BYTES = 2048  # narrow: bytes of the source per tile, at most
 NARROW_MIN_TILE_BYTES = 512  # and at least; between, what gives every multiprocessor two tiles
 NARROW_MAX_ROW_BYTES = 128  # narrow: the longest source rows it takes (C x E)
+NARROW_WORDS_TILE_BYTES = 8192  # narrow in words (rows of whole words, each on a word): tiles up to this
+NARROW_WORDS_MIN_TILE_BYTES = 2048  # and at least this (16385 x 8 bfloat16: 2.66 us a launch in 1 KiB, 2.31 in 2)
+NARROW_WORDS_MAX_ROW_BYTES = 128  # and rows up to this (longer rows were slower than TMA's and the plane's)
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,9 @@ class StridedCall:
     pitch: int = 0  # plane: unit rows between the rows of a shared plane
     packed: bool = False  # plane: P elements of 1 or 2 bytes per 4-byte word
     src_linear: bool = False  # gather: src is contiguous in the order of extent
-    src_words: bool = False  # plane: every unit row of the source starts on a whole word (none is tested)
+    # plane: every unit row of the source starts on a whole word (none is tested); narrow: the source's
+    # rows are whole words, each on a word (the kernel in words, `narrow_words_fit`)
+    src_words: bool = False
     dst_linear: bool = False
     side: int = 0  # tile: elements along each side of a tile
     load_bytes: int = 0  # tile: bytes per load (along the source's rows) and per store (the output's)
@@ -108,6 +113,8 @@ class StridedCall:
         if self.kernel == "tile":
             return (f"tmagen_strided_tile_e{self.elem_bytes}_t{self.side}_l{self.load_bytes}_s{self.store_bytes}_"
                     f"{width}")
+        if self.kernel == "narrow":
+            return f"tmagen_strided_narrow_e{self.elem_bytes}{'_words' if self.src_words else ''}_{width}"
         words = "_w4" if self.packed else ""
         return f"tmagen_strided_{self.kernel}_e{self.elem_bytes}{words}_{width}"
 
@@ -250,6 +257,61 @@ def narrow_fits(rows: int, cols: int, src: Sequence[int], elem_bytes: int) -> bo
     return cols * elem_bytes <= NARROW_MAX_ROW_BYTES and src[-1] == 1 and src[-2] == cols
 
 
+def narrow_words_fit(cols: int, src: Sequence[int], elem_bytes: int, src_align: int) -> bool:
+    """Whether the narrow kernel in words takes a plane: short contiguous source rows (at most
+    NARROW_WORDS_MAX_ROW_BYTES) of whole 4-byte words, each starting on a word (the pointer and
+    every stride of the source whole words)."""
+    return (cols * elem_bytes <= NARROW_WORDS_MAX_ROW_BYTES and cols * elem_bytes % WORD_BYTES == 0
+            and src[-1] == 1 and src[-2] == cols and src_align % WORD_BYTES == 0
+            and all(s * elem_bytes % WORD_BYTES == 0 for s in src[:-2]))
+
+
+NARROW_WORDS_OVER_TMA_BYTES = 48  # rows shorter than this go to the narrow kernel in words before TMA
+
+
+def narrow_words_pays(plane: StridedCall, cols: int) -> bool:
+    """Whether the narrow kernel in words beats the ``plane`` it would replace (rows it takes,
+    `narrow_words_fit`): where the plane packs elements of 1 or 2 bytes into words and its tiles cover
+    less than half of a row along C (each tile then reads a word of every row it crosses, the rest of
+    the row's sectors read again by the tiles beside it).
+    Measured on an H100 (2026-11-27, lab.narrow_routes, tests/data/hw_h100/narrow_routes.json):
+    300000 x 20 uint8 8.5 us a launch in words against the plane's 13.6, 300000 x 20 bfloat16 13.0
+    against 14.5; the plane won where its tiles cover half a row (an NHWC -> NCHW permute of
+    64 x 512 x 512 x 8 uint8: 98 against 113) or all of it (2000000 x 4 uint8: 9.3 against 9.3),
+    and elements of 4 bytes were even (1000000 x 12 float32 41.2 against 40.0, 2000000 x 3 21.7
+    against 21.8)."""
+    units_c = -(-cols // plane.unit)
+    return plane.packed and 2 * plane.tile_cw < units_c
+
+
+def narrow_words_over_tma(plane: StridedCall, cols: int) -> bool:
+    """Whether a plane TMA could take goes to the narrow kernel in words instead: where words pay over
+    the plane kernel (`narrow_words_pays`) and the rows are shorter than NARROW_WORDS_OVER_TMA_BYTES,
+    a sliver of the TMA kernels' boxes (256 bytes wide for 2-byte elements). On an H100 (2026-11-27),
+    an NHWC -> NCHW permute of 8 x 256 x 256 x 16 bfloat16 (rows of 32 bytes) took 26.6 us a launch
+    through TMA, 14.7 in words (Triton 13.9); rows of 48 bytes (500000 x 48 uint8) 24.7 through TMA,
+    27.1 in words."""
+    return narrow_words_pays(plane, cols) and cols * plane.elem_bytes < NARROW_WORDS_OVER_TMA_BYTES
+
+
+def narrow_words_pitch(cols: int, elem_bytes: int) -> int:
+    """Words between the rows of the narrow kernel's shared span (in words): a row's words, made odd,
+    so that the 32 / P rows a warp reads at once fall in different banks."""
+    return cols * elem_bytes // WORD_BYTES | 1
+
+
+def _narrow_tile_rows(tile_bytes: int, row_bytes: int) -> int:
+    """Source rows per narrow tile: whole multiples of 4 (every tile's output rows start alike on
+    words), at least 4."""
+    return max(4, tile_bytes // row_bytes // 4 * 4)
+
+
+def narrow_words_span() -> int:
+    """4-byte words of the narrow kernel's shared span in words: its largest tile, rows padded."""
+    return max(_narrow_tile_rows(NARROW_WORDS_TILE_BYTES, 4 * cw) * (cw | 1)
+               for cw in range(1, NARROW_WORDS_MAX_ROW_BYTES // WORD_BYTES + 1))
+
+
 def narrow_span_words() -> int:
     """4-byte words of the narrow kernel's shared span: its largest tile (at least 4 of the longest
     rows), and the word before its first byte."""
@@ -257,27 +319,37 @@ def narrow_span_words() -> int:
 
 
 def narrow(batch: Sequence[int], rows: int, cols: int, src: Sequence[int], dst: Sequence[int], elem_bytes: int,
-           multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM, tile_bytes: int | None = None) -> StridedCall:
-    """`plane`'s move over ``[*batch, rows, cols]`` where the source's rows are short and contiguous
-    (`narrow_fits`): tiles of whole rows, ``tile_bytes`` of the source at most (default: enough
-    tiles for two a multiprocessor, within NARROW_MIN_TILE_BYTES and NARROW_TILE_BYTES; a multiple
-    of 4 rows, so that every tile's output rows start alike on words)."""
-    if not narrow_fits(rows, cols, src, elem_bytes) or dst[-2] != 1:
-        raise ValueError(f"the narrow kernel takes rows of at most {NARROW_MAX_ROW_BYTES} bytes one after the other, "
+           multiprocessors: int, blocks_per_sm: int = BLOCKS_PER_SM, tile_bytes: int | None = None,
+           src_align: int = 0, words: bool = False) -> StridedCall:
+    """`plane`'s move over ``[*batch, rows, cols]`` where the source's rows are short and contiguous:
+    tiles of whole rows, ``tile_bytes`` of the source at most (default: enough tiles for two a
+    multiprocessor, within the kernel's limits; a multiple of 4 rows, so that every tile's output
+    rows start alike on words). ``words``: the kernel in words (rows of whole words, each on a word,
+    `narrow_words_fit`: up to NARROW_WORDS_MAX_ROW_BYTES a row, tiles of NARROW_WORDS_MIN_TILE_BYTES to
+    NARROW_WORDS_TILE_BYTES), else the one in bytes (`narrow_fits`: up to NARROW_MAX_ROW_BYTES, tiles
+    of NARROW_MIN_TILE_BYTES to NARROW_TILE_BYTES). The source's pointer is ``src_align`` bytes past
+    a 16-byte boundary."""
+    fit = narrow_words_fit(cols, src, elem_bytes, src_align)
+    max_row, min_tile, max_tile = ((NARROW_WORDS_MAX_ROW_BYTES, NARROW_WORDS_MIN_TILE_BYTES, NARROW_WORDS_TILE_BYTES)
+                                   if words else (NARROW_MAX_ROW_BYTES, NARROW_MIN_TILE_BYTES, NARROW_TILE_BYTES))
+    if not (fit if words else narrow_fits(rows, cols, src, elem_bytes)) or dst[-2] != 1:
+        whole = "of whole 4-byte words, each on a word, " if words else ""
+        raise ValueError(f"the narrow kernel takes rows {whole}of at most {max_row} bytes one after the other, "
                          f"written along the output's rows: {cols} x {elem_bytes} bytes, strides {tuple(src)} "
-                         f"and {tuple(dst)}")
+                         f"and {tuple(dst)}, the source {src_align} bytes past 16")
     shape = [*batch, rows, cols]
     if tile_bytes is None:
         nbytes = math.prod(batch) * rows * cols * elem_bytes
-        tile_bytes = max(NARROW_MIN_TILE_BYTES, min(NARROW_TILE_BYTES, nbytes // (2 * multiprocessors)))
-    if not NARROW_MIN_TILE_BYTES <= tile_bytes <= NARROW_TILE_BYTES:  # the kernel's shared span holds no more
-        raise ValueError(f"narrow tiles of {tile_bytes} bytes: the kernel takes {NARROW_MIN_TILE_BYTES} to "
-                         f"{NARROW_TILE_BYTES}")
-    tile_rows = max(4, tile_bytes // (cols * elem_bytes) // 4 * 4)
+        tile_bytes = max(min_tile, min(max_tile, nbytes // (2 * multiprocessors)))
+    if not min_tile <= tile_bytes <= max_tile:  # the kernel's shared span holds no more
+        raise ValueError(f"narrow tiles of {tile_bytes} bytes: the kernel {'in words ' if words else ''}takes "
+                         f"{min_tile} to {max_tile}")
+    tile_rows = _narrow_tile_rows(tile_bytes, cols * elem_bytes)
     tiles_r = -(-rows // tile_rows)
     count = tiles_r * math.prod(batch)
     wide = max(count, _span(shape, src), _span(shape, dst), rows + tile_rows) >= U32_LIMIT
     return StridedCall("narrow", elem_bytes, _pad(shape, 1), _pad(src, 0), _pad(dst, 0), count, 1, tiles_r,
+                       pitch=narrow_words_pitch(cols, elem_bytes) if words else 0, src_words=words,
                        wide=wide, tile_rows=tile_rows, grid=max(1, min(count, multiprocessors * blocks_per_sm)),
                        block=NARROW_THREADS)
 

@@ -1,0 +1,126 @@
+"""Planes narrow along C, every route measured: where the narrow kernel (in words, and in bytes) should
+take a transpose from the plane kernel and from TMA, and in what tiles (tests/test_ops_layouts.py
+replays the measurement against tmagen.ops's routes).
+
+Each case transposes a [R, C] tensor with short rows (C x E of 4 to 512 bytes) into [C, R], or permutes a
+batch of images NHWC -> NCHW (planes of few channels), by every
+route tmagen.ops could take for it: the shipped one, the plane kernel, the TMA kernel in its tuned and
+smaller tiles, the narrow kernel in words in tiles of 2 to 8 KiB and in bytes; beside cudaMemcpyAsync
+and Triton's pointer tiles (lab.ops_bench's peers, autotuned), with the suite's method
+(tmagen.bench.time_case: interleaved, sleep-queued, buffer sets rotated, several launches a sample
+where one is short). Every candidate is checked bit for bit against PyTorch first. Needs PyTorch and
+a GPU.
+
+    python -m lab.narrow_routes OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from lab.ops_bench import OpsCase
+
+TILE_BYTES = (2048, 4096, 8192)
+ROUTES = ("plane", "tma_tuned", "tma_mid", "tma_small")
+# (rows, cols) per dtype: rows of whole words (C x E a multiple of 4), 4 to 512 bytes
+PERMUTES = [((64, 512, 512, 8), "uint8", (0, 3, 1, 2)), ((8, 256, 256, 16), "bfloat16", (0, 3, 1, 2)),
+            ((32, 128, 128, 6), "uint8", (0, 3, 1, 2))]  # NHWC -> NCHW: batched planes of short rows
+SHAPES = {
+    "uint8": [(16385, 8), (40000, 12), (300000, 20), (1000000, 12), (2000000, 4), (500000, 48), (100000, 96),
+              (50000, 256)],
+    "bfloat16": [(16385, 8), (2000, 12), (40000, 12), (40000, 48), (300000, 20), (1000000, 12), (500000, 48),
+                 (100000, 96), (200000, 64), (60000, 200)],
+    "float32": [(16385, 8), (40000, 12), (300000, 20), (2000000, 3), (1000000, 12), (500000, 48), (100000, 96),
+                (200000, 64), (50000, 128)],
+    "float64": [(40000, 12), (1000000, 6), (200000, 32), (100000, 64)],
+}
+
+
+def measure(case: OpsCase, method: Any) -> dict[str, Any]:
+    import tmagen.ops as ops
+    from lab import ops_bench as ob
+    from lab import peers
+    from lab.ops_routes import VARIANTS, _captured_views, label, plan_with
+    from tmagen.bench import Candidate, time_case
+    from tmagen.kernels import multiprocessors
+    from tmagen.kinds.strided import plan as sp
+
+    t = ob.case_tensors(case)
+    views = [_captured_views(case, t.ins[i], t.outs[i]) for i in range(t.sets)]
+    table = ops.table()
+    sms = multiprocessors(0)
+
+    def shipped(i: int) -> Any:
+        return getattr(ops, case.op)(*ob.op_args(case, t.ins[i]), out=t.outs[i])
+
+    s0, d0 = views[0]
+    layout = (s0.shape, s0.strides, d0.strides, s0.itemsize, s0.ptr & 15, d0.ptr & 15, sms)
+    default = plan_with(table, {}, *layout)
+    routes = {"default": label(default)}
+    cands = [Candidate("default", "tmagen", shipped, t.writes("default", shipped))]
+
+    def forced(name: str, move: Any) -> None:
+        def launch(i: int, move: Any = move) -> None:
+            s, d = views[i]
+            ops._RUN[move.how]("lab.narrow_routes", move, s, d)
+        cands.append(Candidate(name, "tmagen", launch, t.writes(name, launch)))
+
+    seen = {routes["default"]}
+    for name in ROUTES:
+        move = plan_with(table, VARIANTS[name], *layout)
+        if label(move) not in seen and move.how == "transpose":
+            seen.add(label(move))
+            routes[name] = label(move)
+            forced(name, move)
+    plane = plan_with(table, VARIANTS["plane"], *layout)  # the plane's [*batch, R, C] layout
+    shape, src, dst = plane.shape, plane.src, plane.dst
+    batch, rows, cols = shape[:-2], shape[-2], shape[-1]
+    if "plane" not in routes.values():  # the plane kernel itself, where the planner takes the narrow one
+        routes["plane"] = "plane"
+        forced("plane", ops.Move("plane", s0.itemsize, shape, src, shape, dst,
+                                 sp.plane(batch, rows, cols, src, dst, s0.itemsize, sms, src_align=s0.ptr & 15)))
+    for tile in TILE_BYTES if sp.narrow_words_fit(cols, src, s0.itemsize, s0.ptr & 15) else ():
+        call = sp.narrow(batch, rows, cols, src, dst, s0.itemsize, sms, tile_bytes=tile, src_align=s0.ptr & 15,
+                         words=True)
+        forced(f"words {tile}", ops.Move("narrow", s0.itemsize, shape, src, shape, dst, call))
+    if sp.narrow_fits(rows, cols, src, s0.itemsize):
+        call = sp.narrow(batch, rows, cols, src, dst, s0.itemsize, sms, src_align=s0.ptr & 15, words=False)
+        forced("bytes", ops.Move("narrow", s0.itemsize, shape, src, shape, dst, call))
+    cands.append(ob._memcpy(t.xs, t.outs, t.nbytes))
+    tp = peers._triton(True)
+    if tp is not None:
+        cands += [ob._triton_candidate(tp, layout_t, t.xs, t.outs, t.writes) for layout_t in ob.triton_layouts(case)]
+    record = time_case(cands, method, shape=case.shape, dtype=case.dtype, bytes_moved=case.bytes_moved, sets=t.sets,
+                       batch=ob.launches_per_sample(case))
+    return {"op": case.op, "shape": list(case.shape), "dtype": case.dtype, "dims": list(case.dims), "routes": routes,
+            "us": {c["name"]: round(c["median_ms"] * 1000, 3) for c in record["candidates"]},
+            "failed": record["failed"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.narrow_routes", description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--dtypes", default=",".join(SHAPES), help="comma-separated: which dtypes' cases")
+    args = parser.parse_args(argv)
+    import torch
+
+    from tmagen.bench import Method
+
+    cases = [OpsCase("narrow", "transpose", shape, dtype)
+             for dtype in args.dtypes.split(",") for shape in SHAPES[dtype]]
+    cases += [OpsCase("narrow", "permute", shape, dtype, dims) for shape, dtype, dims in PERMUTES]
+    records = []
+    for case in cases:
+        records.append(measure(case, Method(rounds=10, repetitions=3)))
+        print(json.dumps(records[-1]), flush=True)
+        args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "what": "python -m lab.narrow_routes",
+                                        "records": records}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
