@@ -19,12 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from lab.ops_bench import OpsCase
 
 TILE_BYTES = (2048, 4096, 8192)
+FIT_ROWS = (64, 128, 256)  # rows of the TMA tiles as wide as a narrow plane's rows
 ROUTES = ("plane", "tma_tuned", "tma_mid", "tma_small")
 # (rows, cols) per dtype: rows of whole words (C x E a multiple of 4), 4 to 512 bytes
 PERMUTES = [((64, 512, 512, 8), "uint8", (0, 3, 1, 2)), ((8, 256, 256, 16), "bfloat16", (0, 3, 1, 2)),
@@ -76,6 +78,15 @@ def measure(case: OpsCase, method: Any) -> dict[str, Any]:
             seen.add(label(move))
             routes[name] = label(move)
             forced(name, move)
+    tma = plan_with(table, VARIANTS["tma_tuned"], *layout)
+    if tma.how == "transpose":  # TMA's tiles as wide as the rows (16-byte multiples), as long as a box allows
+        width = -(-tma.shape[-1] * s0.itemsize // 16) * 16
+        for rows in FIT_ROWS if width < 128 else ():
+            fit = replace(tma, tile=(rows, width))
+            if label(fit) not in seen:
+                seen.add(label(fit))
+                routes[f"tma fit {rows}"] = label(fit)
+                forced(f"tma fit {rows}", fit)
     plane = plan_with(table, VARIANTS["plane"], *layout)  # the plane's [*batch, R, C] layout
     shape, src, dst = plane.shape, plane.src, plane.dst
     batch, rows, cols = shape[:-2], shape[-2], shape[-1]

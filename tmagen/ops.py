@@ -325,6 +325,25 @@ def tile_for(kind: str, shape: Sequence[int], itemsize: int, multiprocessors: in
     return boxes[-1][0]
 
 
+NARROW_TMA_ROWS = 64  # rows of the TMA transpose's tiles fitted to a plane narrower than its tuned box
+NARROW_TMA_MAX_ROW_BYTES = 128  # and the rows they fit, shorter than this (wider ones were not measured)
+
+
+def fitted_tile(shape: Sequence[int], itemsize: int) -> tuple[int, int] | None:
+    """The TMA transpose's tile for a plane of ``shape`` ([*batch, R, C], the source's) whose rows are
+    narrower than the tuned box and than NARROW_TMA_MAX_ROW_BYTES: NARROW_TMA_ROWS rows as wide as the
+    rows (their bytes rounded up to 16), not a box mostly outside the tensor; None (the tuned tile)
+    for wider planes. On an H100
+    (2026-11-27, lab.narrow_routes, tests/data/hw_h100/narrow_routes.json), 500000 x 48 uint8 took
+    21.2 us a launch in 64 x 48-byte tiles against 24.8 in the tuned 256 x 128; 500000 x 48 bfloat16
+    35.3 against 39.1; 300000 x 20 float32 19.7 against 22.6 (Triton 19.3, 35.7 and 19.1)."""
+    if itemsize not in _BY_SIZE or shape[-1] * itemsize >= NARROW_TMA_MAX_ROW_BYTES:
+        return None
+    if shape[-1] >= spec_for("transpose", _BY_SIZE[itemsize], len(shape)).tensors[0].box[-1]:
+        return None
+    return NARROW_TMA_ROWS, -(-shape[-1] * itemsize // 16) * 16
+
+
 def _whole_16(strides: Sequence[int], itemsize: int) -> bool:
     """Strides TMA takes: positive whole 16 bytes, the innermost 1."""
     return all(s > 0 and s * itemsize % 16 == 0 for s in strides[:-1]) and strides[-1] == 1
@@ -395,8 +414,9 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
         plane = sp.plane(shape_t[:-2], rows, cols, src_t, dst_plane, itemsize, multiprocessors, per_sm, src_align)
         words = in_words and bool(config["narrow_words"])
         if tma and not (words and sp.narrow_words_over_tma(plane, cols)):
+            tile = tile_for("transpose", shape_t, itemsize, multiprocessors, tiles_per_sm)
             return Move("transpose", itemsize, shape_t, src_t, (*shape_t[:-2], cols, rows), dst_t,
-                        tile=tile_for("transpose", shape_t, itemsize, multiprocessors, tiles_per_sm))
+                        tile=fitted_tile(shape_t, itemsize) if tile is None else tile)
         if nbytes <= config["narrow_max_bytes"] and (in_bytes or words):
             # a small plane of short contiguous rows: tiles of whole rows, each one span of the source (the
             # table says up to where: on an H100, 16385 x 8 bfloat16 2.23 us a launch against the plane's
