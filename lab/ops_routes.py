@@ -47,7 +47,7 @@ CASES = [  # OpsCase(class, op, shape, dtype, dims, view)
 ]
 _OFF = {"gather_max_bytes": 0, "gather_max_bytes_transposed": 0}
 _NO_TILE = {"tile_max_bytes": 0, "tile_max_bytes_strided": 0}
-_ANY_TMA = {"tma_min_plane": 1, "tma_min_row_bytes": 16}
+_ANY_TMA = {"tma_min_plane": 1, "tma_min_row_bytes": 16, "narrow_words": 0}
 VARIANTS: dict[str, dict[str, int]] = {  # the knobs each forced route sets in every class
     "tile": {**_OFF, "tile_max_bytes": EVERY, "tile_max_bytes_strided": EVERY},
     "notile": _NO_TILE,

@@ -335,6 +335,7 @@ namespace {
 // (matmul_table_for).
 struct matmul_tile_cost {
   uint64_t bm, bn, bk, element_bytes, consumers, cluster, raster, step_ns, tile_ns;
+  uint64_t tail_margin;  // per mille: what a split of the tail alone must save to be chosen
   bool aligned_pair;  // a twin in pairs the table offers on rows that do not straddle too
 };
 
@@ -358,30 +359,30 @@ uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.
 // Per table, per kernel: its tile and the table's measured costs of it.
 constexpr matmul_tile_cost matmul_costs[matmul_table_count][11] = {
   {  // NVIDIA H200
-    {128, 256, 64, 2, 2, 2, 8, 651, 750, false},  // matmul_bf16_tn_matmul
-    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, false},  // matmul_bf16_tn_matmul_128x192
-    {128, 128, 64, 2, 2, 2, 8, 399, 4000, false},  // matmul_bf16_tn_matmul_128x128
-    {64, 256, 64, 2, 1, 1, 8, 400, 1000, false},  // matmul_bf16_tn_matmul_64x256
-    {64, 128, 64, 2, 1, 1, 8, 220, 800, false},  // matmul_bf16_tn_matmul_64x128
-    {64, 64, 64, 2, 1, 1, 8, 130, 700, false},  // matmul_bf16_tn_matmul_64x64
-    {192, 192, 64, 2, 3, 1, 8, 800, 4000, false},  // matmul_bf16_tn_matmul_192x192
-    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, false},  // matmul_bf16_tn_matmul_128x192_pairs
-    {64, 256, 64, 2, 1, 2, 8, 400, 1000, false},  // matmul_bf16_tn_matmul_64x256_pairs
-    {64, 128, 64, 2, 1, 2, 8, 220, 800, false},  // matmul_bf16_tn_matmul_64x128_pairs
-    {192, 192, 64, 2, 3, 2, 8, 800, 4000, false},  // matmul_bf16_tn_matmul_192x192_pairs
+    {128, 256, 64, 2, 2, 2, 8, 651, 750, 0, false},  // matmul_bf16_tn_matmul
+    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, 0, false},  // matmul_bf16_tn_matmul_128x192
+    {128, 128, 64, 2, 2, 2, 8, 399, 4000, 0, false},  // matmul_bf16_tn_matmul_128x128
+    {64, 256, 64, 2, 1, 1, 8, 400, 1000, 0, false},  // matmul_bf16_tn_matmul_64x256
+    {64, 128, 64, 2, 1, 1, 8, 220, 800, 0, false},  // matmul_bf16_tn_matmul_64x128
+    {64, 64, 64, 2, 1, 1, 8, 130, 700, 0, false},  // matmul_bf16_tn_matmul_64x64
+    {192, 192, 64, 2, 3, 1, 8, 800, 4000, 0, false},  // matmul_bf16_tn_matmul_192x192
+    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, 0, false},  // matmul_bf16_tn_matmul_128x192_pairs
+    {64, 256, 64, 2, 1, 2, 8, 400, 1000, 0, false},  // matmul_bf16_tn_matmul_64x256_pairs
+    {64, 128, 64, 2, 1, 2, 8, 220, 800, 0, false},  // matmul_bf16_tn_matmul_64x128_pairs
+    {192, 192, 64, 2, 3, 2, 8, 800, 4000, 0, false},  // matmul_bf16_tn_matmul_192x192_pairs
   },
   {  // NVIDIA H100 80GB HBM3
-    {128, 256, 64, 2, 2, 2, 8, 707, 375, false},  // matmul_bf16_tn_matmul
-    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, false},  // matmul_bf16_tn_matmul_128x192
-    {128, 128, 64, 2, 2, 2, 8, 558, 4000, false},  // matmul_bf16_tn_matmul_128x128
-    {64, 256, 64, 2, 1, 1, 8, 466, 1000, false},  // matmul_bf16_tn_matmul_64x256
-    {64, 128, 64, 2, 1, 1, 8, 220, 400, false},  // matmul_bf16_tn_matmul_64x128
-    {64, 64, 64, 2, 1, 1, 8, 130, 700, false},  // matmul_bf16_tn_matmul_64x64
-    {192, 192, 64, 2, 3, 1, 8, 803, 4000, false},  // matmul_bf16_tn_matmul_192x192
-    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, true},  // matmul_bf16_tn_matmul_128x192_pairs
-    {64, 256, 64, 2, 1, 2, 8, 466, 1000, true},  // matmul_bf16_tn_matmul_64x256_pairs
-    {64, 128, 64, 2, 1, 2, 8, 204, 3200, true},  // matmul_bf16_tn_matmul_64x128_pairs
-    {192, 192, 64, 2, 3, 2, 8, 803, 850, true},  // matmul_bf16_tn_matmul_192x192_pairs
+    {128, 256, 64, 2, 2, 2, 8, 707, 375, 30, false},  // matmul_bf16_tn_matmul
+    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, 30, false},  // matmul_bf16_tn_matmul_128x192
+    {128, 128, 64, 2, 2, 2, 8, 558, 4000, 30, false},  // matmul_bf16_tn_matmul_128x128
+    {64, 256, 64, 2, 1, 1, 8, 466, 1000, 30, false},  // matmul_bf16_tn_matmul_64x256
+    {64, 128, 64, 2, 1, 1, 8, 220, 400, 30, false},  // matmul_bf16_tn_matmul_64x128
+    {64, 64, 64, 2, 1, 1, 8, 130, 700, 30, false},  // matmul_bf16_tn_matmul_64x64
+    {192, 192, 64, 2, 3, 1, 8, 803, 4000, 30, false},  // matmul_bf16_tn_matmul_192x192
+    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, 30, true},  // matmul_bf16_tn_matmul_128x192_pairs
+    {64, 256, 64, 2, 1, 2, 8, 466, 1000, 30, true},  // matmul_bf16_tn_matmul_64x256_pairs
+    {64, 128, 64, 2, 1, 2, 8, 204, 3200, 30, true},  // matmul_bf16_tn_matmul_64x128_pairs
+    {192, 192, 64, 2, 3, 2, 8, 803, 850, 30, true},  // matmul_bf16_tn_matmul_192x192_pairs
   },
 };
 // A kernel's tile, the same in every table.
@@ -451,7 +452,8 @@ uint64_t matmul_time_ns(const matmul_table& d, const matmul_tile_cost& c, uint64
   return time;
 }
 
-// A split on every tile, or on the tail alone (the tiles past the last whole wave); the first of equals.
+// A split on every tile, or on the tail alone (the tiles past the last whole wave, its time counted
+// the tile's tail_margin per mille dearer); the first of equals.
 // The kernels but the twins, each twin in its kernel's place where the rows straddle, M spans more
 // than one of its tiles and K at least 16 of its steps (MatmulFamily.candidates); where
 // the rows do not straddle, after them the twins that pay and that the table offers there.
@@ -487,7 +489,8 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t ta
       const int options = s > 1 && tail_from > 0 && tail_from < groups ? 2 : 1;
       for (int o = 0; o < options; ++o) {
         const uint64_t from = o == 0 ? 0 : tail_from;
-        const uint64_t t = matmul_time_ns(d, costs[v], M, N, K, sms, s, from);
+        uint64_t t = matmul_time_ns(d, costs[v], M, N, K, sms, s, from);
+        if (from) t += t * costs[v].tail_margin / 1000;
         if (first || t < best_time) best_time = t, *variant = v, *splits = s, *split_from = static_cast<uint32_t>(from);
         first = false;
       }

@@ -335,6 +335,7 @@ namespace {
 // (matmul_table_for).
 struct matmul_tile_cost {
   uint64_t bm, bn, bk, element_bytes, consumers, cluster, raster, step_ns, tile_ns;
+  uint64_t tail_margin;  // per mille: what a split of the tail alone must save to be chosen
   bool aligned_pair;  // a twin in pairs the table offers on rows that do not straddle too
 };
 
@@ -358,20 +359,20 @@ uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.
 // Per table, per kernel: its tile and the table's measured costs of it.
 constexpr matmul_tile_cost matmul_costs[matmul_table_count][6] = {
   {  // NVIDIA H200
-    {128, 128, 128, 1, 2, 2, 8, 406, 4800, false},  // matmul_fp8_e4m3_matmul
-    {128, 192, 128, 1, 2, 1, 8, 265, 2400, false},  // matmul_fp8_e4m3_matmul_128x192
-    {64, 128, 128, 1, 1, 1, 8, 110, 800, false},  // matmul_fp8_e4m3_matmul_64x128
-    {64, 64, 128, 1, 1, 1, 8, 364, 700, false},  // matmul_fp8_e4m3_matmul_64x64
-    {128, 192, 128, 1, 2, 2, 8, 265, 2400, false},  // matmul_fp8_e4m3_matmul_128x192_pairs
-    {64, 128, 128, 1, 1, 2, 8, 110, 800, false},  // matmul_fp8_e4m3_matmul_64x128_pairs
+    {128, 128, 128, 1, 2, 2, 8, 406, 4800, 0, false},  // matmul_fp8_e4m3_matmul
+    {128, 192, 128, 1, 2, 1, 8, 265, 2400, 0, false},  // matmul_fp8_e4m3_matmul_128x192
+    {64, 128, 128, 1, 1, 1, 8, 110, 800, 0, false},  // matmul_fp8_e4m3_matmul_64x128
+    {64, 64, 128, 1, 1, 1, 8, 364, 700, 0, false},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 192, 128, 1, 2, 2, 8, 265, 2400, 0, false},  // matmul_fp8_e4m3_matmul_128x192_pairs
+    {64, 128, 128, 1, 1, 2, 8, 110, 800, 0, false},  // matmul_fp8_e4m3_matmul_64x128_pairs
   },
   {  // NVIDIA H100 80GB HBM3
-    {128, 128, 128, 1, 2, 2, 8, 341, 3084, false},  // matmul_fp8_e4m3_matmul
-    {128, 192, 128, 1, 2, 1, 8, 265, 2592, false},  // matmul_fp8_e4m3_matmul_128x192
-    {64, 128, 128, 1, 1, 1, 8, 220, 1920, false},  // matmul_fp8_e4m3_matmul_64x128
-    {64, 64, 128, 1, 1, 1, 8, 236, 700, false},  // matmul_fp8_e4m3_matmul_64x64
-    {128, 192, 128, 1, 2, 2, 8, 530, 2400, true},  // matmul_fp8_e4m3_matmul_128x192_pairs
-    {64, 128, 128, 1, 1, 2, 8, 284, 1920, true},  // matmul_fp8_e4m3_matmul_64x128_pairs
+    {128, 128, 128, 1, 2, 2, 8, 341, 3084, 0, false},  // matmul_fp8_e4m3_matmul
+    {128, 192, 128, 1, 2, 1, 8, 265, 2592, 0, false},  // matmul_fp8_e4m3_matmul_128x192
+    {64, 128, 128, 1, 1, 1, 8, 220, 1920, 0, false},  // matmul_fp8_e4m3_matmul_64x128
+    {64, 64, 128, 1, 1, 1, 8, 236, 700, 0, false},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 192, 128, 1, 2, 2, 8, 530, 2400, 0, true},  // matmul_fp8_e4m3_matmul_128x192_pairs
+    {64, 128, 128, 1, 1, 2, 8, 284, 1920, 0, true},  // matmul_fp8_e4m3_matmul_64x128_pairs
   },
 };
 // A kernel's tile, the same in every table.
@@ -441,7 +442,8 @@ uint64_t matmul_time_ns(const matmul_table& d, const matmul_tile_cost& c, uint64
   return time;
 }
 
-// A split on every tile, or on the tail alone (the tiles past the last whole wave); the first of equals.
+// A split on every tile, or on the tail alone (the tiles past the last whole wave, its time counted
+// the tile's tail_margin per mille dearer); the first of equals.
 // The kernels but the twins, each twin in its kernel's place where the rows straddle, M spans more
 // than one of its tiles and K at least 16 of its steps (MatmulFamily.candidates); where
 // the rows do not straddle, after them the twins that pay and that the table offers there.
@@ -477,7 +479,8 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t ta
       const int options = s > 1 && tail_from > 0 && tail_from < groups ? 2 : 1;
       for (int o = 0; o < options; ++o) {
         const uint64_t from = o == 0 ? 0 : tail_from;
-        const uint64_t t = matmul_time_ns(d, costs[v], M, N, K, sms, s, from);
+        uint64_t t = matmul_time_ns(d, costs[v], M, N, K, sms, s, from);
+        if (from) t += t * costs[v].tail_margin / 1000;
         if (first || t < best_time) best_time = t, *variant = v, *splits = s, *split_from = static_cast<uint32_t>(from);
         first = false;
       }

@@ -388,6 +388,10 @@ for dtype in (torch.uint8, torch.float16, torch.float32, torch.float64, torch.co
     z = torch.randint(0, 100, (101 * 3 + 1,), device="cuda", generator=g).to(dtype)
     tmagen.ops.transpose(z[:-1].view(101, 3))     # narrow: its span's last word past the tensor's bytes
     tmagen.ops.transpose(z[1:].view(101, 3))      # narrow: its span's first word before them
+w = torch.randint(0, 100, (300001 * 20 + 3,), device="cuda", generator=g).to(torch.uint8)
+tmagen.ops.transpose(w[:-3].view(300001, 20))     # narrow in words at any size: its last tile's span ends mid-vector
+tmagen.ops.transpose(w[4:4 + 300000 * 20].view(300000, 20))   # and from a pointer a word past 16 bytes
+tmagen.ops.transpose(torch.randn(300000, 20, device="cuda", generator=g))   # TMA in tiles fitted to its rows
 torch.cuda.synchronize()
 print("done")
 """

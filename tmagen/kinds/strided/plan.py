@@ -287,10 +287,12 @@ def narrow_words_pays(plane: StridedCall, cols: int) -> bool:
 def narrow_words_over_tma(plane: StridedCall, cols: int) -> bool:
     """Whether a plane TMA could take goes to the narrow kernel in words instead: where words pay over
     the plane kernel (`narrow_words_pays`) and the rows are shorter than NARROW_WORDS_OVER_TMA_BYTES,
-    a sliver of the TMA kernels' boxes (256 bytes wide for 2-byte elements). On an H100 (2026-11-27),
-    an NHWC -> NCHW permute of 8 x 256 x 256 x 16 bfloat16 (rows of 32 bytes) took 26.6 us a launch
-    through TMA, 14.7 in words (Triton 13.9); rows of 48 bytes (500000 x 48 uint8) 24.7 through TMA,
-    27.1 in words."""
+    where TMA's tiles as wide as the rows (`tmagen.ops.fitted_tile`) are a few rows of a few sectors.
+    On an H100 (2026-11-27, tests/data/hw_h100/narrow_routes.json), an NHWC -> NCHW permute of
+    16 x 128 x 128 x 16 uint8 (rows of 16 bytes) took 5.7 us a launch in words, 7.1 through TMA in
+    64-row tiles (Triton 5.8); rows of 32 bytes were even (8 x 256 x 256 x 16 bfloat16: 14.7 against
+    14.6; in the tuned box 26.6); rows of 48 bytes went faster through TMA (500000 x 48 uint8: 21.2
+    against 27.1)."""
     return narrow_words_pays(plane, cols) and cols * plane.elem_bytes < NARROW_WORDS_OVER_TMA_BYTES
 
 
