@@ -44,72 +44,33 @@ SHAPES = {
 
 def measure(case: OpsCase, method: Any) -> dict[str, Any]:
     import tmagen.ops as ops
-    from lab import ops_bench as ob
-    from lab import peers
-    from lab.ops_routes import VARIANTS, _captured_views, label, plan_with
-    from tmagen.bench import Candidate, time_case
-    from tmagen.kernels import multiprocessors
+    from lab.ops_routes import VARIANTS, RouteTimer, timer_plan
     from tmagen.kinds.strided import plan as sp
 
-    t = ob.case_tensors(case)
-    views = [_captured_views(case, t.ins[i], t.outs[i]) for i in range(t.sets)]
-    table = ops.table()
-    sms = multiprocessors(0)
-
-    def shipped(i: int) -> Any:
-        return getattr(ops, case.op)(*ob.op_args(case, t.ins[i]), out=t.outs[i])
-
-    s0, d0 = views[0]
-    layout = (s0.shape, s0.strides, d0.strides, s0.itemsize, s0.ptr & 15, d0.ptr & 15, sms)
-    default = plan_with(table, {}, *layout)
-    routes = {"default": label(default)}
-    cands = [Candidate("default", "tmagen", shipped, t.writes("default", shipped))]
-
-    def forced(name: str, move: Any) -> None:
-        def launch(i: int, move: Any = move) -> None:
-            s, d = views[i]
-            ops._RUN[move.how]("lab.narrow_routes", move, s, d)
-        cands.append(Candidate(name, "tmagen", launch, t.writes(name, launch)))
-
-    seen = {routes["default"]}
+    timer = RouteTimer.of(case)
+    itemsize, src_align, sms = timer.layout[3], timer.layout[4], timer.layout[6]
     for name in ROUTES:
-        move = plan_with(table, VARIANTS[name], *layout)
-        if label(move) not in seen and move.how == "transpose":
-            seen.add(label(move))
-            routes[name] = label(move)
-            forced(name, move)
-    tma = plan_with(table, VARIANTS["tma_tuned"], *layout)
+        move = timer_plan(timer.layout, VARIANTS[name])
+        if move.how == "transpose":
+            timer.force(name, move)
+    tma = timer_plan(timer.layout, VARIANTS["tma_tuned"])
     if tma.how == "transpose":  # TMA's tiles as wide as the rows (16-byte multiples), as long as a box allows
-        width = -(-tma.shape[-1] * s0.itemsize // 16) * 16
+        width = -(-tma.shape[-1] * itemsize // 16) * 16
         for rows in FIT_ROWS if width < 128 else ():
-            fit = replace(tma, tile=(rows, width))
-            if label(fit) not in seen:
-                seen.add(label(fit))
-                routes[f"tma fit {rows}"] = label(fit)
-                forced(f"tma fit {rows}", fit)
-    plane = plan_with(table, VARIANTS["plane"], *layout)  # the plane's [*batch, R, C] layout
+            timer.force(f"tma fit {rows}", replace(tma, tile=(rows, width)))
+    plane = timer_plan(timer.layout, VARIANTS["plane"])  # the plane's [*batch, R, C] layout
     shape, src, dst = plane.shape, plane.src, plane.dst
     batch, rows, cols = shape[:-2], shape[-2], shape[-1]
-    if "plane" not in routes.values():  # the plane kernel itself, where the planner takes the narrow one
-        routes["plane"] = "plane"
-        forced("plane", ops.Move("plane", s0.itemsize, shape, src, shape, dst,
-                                 sp.plane(batch, rows, cols, src, dst, s0.itemsize, sms, src_align=s0.ptr & 15)))
-    for tile in TILE_BYTES if sp.narrow_words_fit(cols, src, s0.itemsize, s0.ptr & 15) else ():
-        call = sp.narrow(batch, rows, cols, src, dst, s0.itemsize, sms, tile_bytes=tile, src_align=s0.ptr & 15,
-                         words=True)
-        forced(f"words {tile}", ops.Move("narrow", s0.itemsize, shape, src, shape, dst, call))
-    if sp.narrow_fits(rows, cols, src, s0.itemsize):
-        call = sp.narrow(batch, rows, cols, src, dst, s0.itemsize, sms, src_align=s0.ptr & 15, words=False)
-        forced("bytes", ops.Move("narrow", s0.itemsize, shape, src, shape, dst, call))
-    cands.append(ob._memcpy(t.xs, t.outs, t.nbytes))
-    tp = peers._triton(True)
-    if tp is not None:
-        cands += [ob._triton_candidate(tp, layout_t, t.xs, t.outs, t.writes) for layout_t in ob.triton_layouts(case)]
-    record = time_case(cands, method, shape=case.shape, dtype=case.dtype, bytes_moved=case.bytes_moved, sets=t.sets,
-                       batch=ob.launches_per_sample(case))
-    return {"op": case.op, "shape": list(case.shape), "dtype": case.dtype, "dims": list(case.dims), "routes": routes,
-            "us": {c["name"]: round(c["median_ms"] * 1000, 3) for c in record["candidates"]},
-            "failed": record["failed"]}
+    # the plane kernel itself, where the planner takes the narrow one
+    timer.force("plane", ops.Move("plane", itemsize, shape, src, shape, dst,
+                                  sp.plane(batch, rows, cols, src, dst, itemsize, sms, src_align=src_align)))
+    for tile in TILE_BYTES if sp.narrow_words_fit(cols, src, itemsize, src_align) else ():
+        call = sp.narrow(batch, rows, cols, src, dst, itemsize, sms, tile_bytes=tile, src_align=src_align, words=True)
+        timer.add(f"words {tile}", ops.Move("narrow", itemsize, shape, src, shape, dst, call))
+    if sp.narrow_fits(rows, cols, src, itemsize):
+        call = sp.narrow(batch, rows, cols, src, dst, itemsize, sms, src_align=src_align, words=False)
+        timer.add("bytes", ops.Move("narrow", itemsize, shape, src, shape, dst, call))
+    return timer.time(method, torch_peer=False)
 
 
 def main(argv: list[str] | None = None) -> int:

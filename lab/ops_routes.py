@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -98,49 +99,90 @@ def _captured_views(case: OpsCase, x: Any, out: Any) -> tuple[Any, Any]:
     return got[0]
 
 
-def measure(case: OpsCase, method: Any) -> dict[str, Any]:
-    import tmagen.ops as ops
-    from lab import ops_bench as ob
-    from lab import peers
-    from tmagen.bench import Candidate, time_case
-    from tmagen.kernels import multiprocessors
+@dataclass
+class RouteTimer:
+    """One case on the GPU, its routes timed beside each other: its tensors (``t``) and the views
+    tmagen.ops moves for each buffer set, its layout as `plan_move` sees it (``layout``), the routes
+    added so far by label (``routes``; "default" the shipped call's) and their candidates."""
 
-    t = ob.case_tensors(case)
-    views = [_captured_views(case, t.ins[i], t.outs[i]) for i in range(t.sets)]
-    table = ops.table()
-    sms = multiprocessors(0)
+    case: OpsCase
+    t: Any
+    views: list[tuple[Any, Any]]
+    layout: tuple[Any, ...]
+    routes: dict[str, str] = field(default_factory=dict)
+    cands: list[Any] = field(default_factory=list)
 
-    def shipped(i: int) -> Any:
-        return getattr(ops, case.op)(*ob.op_args(case, t.ins[i]), out=t.outs[i])
+    @staticmethod
+    def of(case: OpsCase) -> RouteTimer:
+        """The case's tensors, with the shipped call (tmagen.ops itself) as its first candidate."""
+        import tmagen.ops as ops
+        from lab import ops_bench as ob
+        from tmagen.bench import Candidate
+        from tmagen.kernels import multiprocessors
 
-    s0, d0 = views[0]
-    layout = (s0.shape, s0.strides, d0.strides, s0.itemsize, s0.ptr & 15, d0.ptr & 15, sms)
-    routes = {"default": label(plan_with(table, {}, *layout))}
-    cands = [Candidate("default", "tmagen", shipped, t.writes("default", shipped))]
-    seen = {routes["default"]}
-    for name, knobs in VARIANTS.items():
-        move = plan_with(table, knobs, *layout)
-        if label(move) in seen:
-            continue
-        seen.add(label(move))
-        routes[name] = label(move)
+        t = ob.case_tensors(case)
+        views = [_captured_views(case, t.ins[i], t.outs[i]) for i in range(t.sets)]
+        s0, d0 = views[0]
+        layout = (s0.shape, s0.strides, d0.strides, s0.itemsize, s0.ptr & 15, d0.ptr & 15, multiprocessors(0))
+        timer = RouteTimer(case, t, views, layout, {"default": label(timer_plan(layout, {}))})
 
-        def launch(i: int, move: Any = move) -> None:
-            s, d = views[i]
+        def shipped(i: int) -> Any:
+            return getattr(ops, case.op)(*ob.op_args(case, t.ins[i]), out=t.outs[i])
+        timer.cands.append(Candidate("default", "tmagen", shipped, t.writes("default", shipped)))
+        return timer
+
+    def force(self, name: str, move: Any) -> None:
+        """Adds ``move`` as the route ``name``, unless a route of its label is timed already."""
+        if label(move) not in self.routes.values():
+            self.routes[name] = label(move)
+            self.add(name, move)
+
+    def add(self, name: str, move: Any) -> None:
+        """Adds ``move`` (planned once) as the candidate ``name``."""
+        import tmagen.ops as ops
+        from tmagen.bench import Candidate
+
+        def launch(i: int) -> None:
+            s, d = self.views[i]
             ops._RUN[move.how]("lab.ops_routes", move, s, d)
-        cands.append(Candidate(name, "tmagen", launch, t.writes(name, launch)))
-    cands.append(ob._memcpy(t.xs, t.outs, t.nbytes))
-    cands.append(Candidate("torch", "peer", lambda i: ob.torch_op(case, t.ins[i]),
-                           ob._checked("torch", lambda: ob.torch_op(case, t.ins[0]), lambda: t.want, [t.xs[0]])))
-    tp = peers._triton(True)
-    if tp is not None:
-        cands += [ob._triton_candidate(tp, layout_t, t.xs, t.outs, t.writes) for layout_t in ob.triton_layouts(case)]
-    record = time_case(cands, method, shape=case.shape, dtype=case.dtype, bytes_moved=case.bytes_moved, sets=t.sets,
-                       batch=ob.launches_per_sample(case))
-    return {"class": case.shape_class, "op": case.op, "shape": list(case.shape), "dtype": case.dtype,
-            "dims": list(case.dims), "view": case.view, "routes": routes,
-            "us": {c["name"]: round(c["median_ms"] * 1000, 2) for c in record["candidates"]},
-            "failed": record["failed"]}
+        self.cands.append(Candidate(name, "tmagen", launch, self.t.writes(name, launch)))
+
+    def time(self, method: Any, torch_peer: bool = True) -> dict[str, Any]:
+        """Times every candidate beside memcpy, PyTorch (``torch_peer``) and the Triton kernels of
+        the case: the case's record, microseconds by candidate."""
+        from lab import ops_bench as ob
+        from lab import peers
+        from tmagen.bench import Candidate, time_case
+
+        case, t = self.case, self.t
+        cands = [*self.cands, ob._memcpy(t.xs, t.outs, t.nbytes)]
+        if torch_peer:
+            cands.append(Candidate("torch", "peer", lambda i: ob.torch_op(case, t.ins[i]),
+                                   ob._checked("torch", lambda: ob.torch_op(case, t.ins[0]), lambda: t.want,
+                                               [t.xs[0]])))
+        tp = peers._triton(True)
+        if tp is not None:
+            cands += [ob._triton_candidate(tp, layout_t, t.xs, t.outs, t.writes)
+                      for layout_t in ob.triton_layouts(case)]
+        record = time_case(cands, method, shape=case.shape, dtype=case.dtype, bytes_moved=case.bytes_moved,
+                           sets=t.sets, batch=ob.launches_per_sample(case))
+        return {"op": case.op, "shape": list(case.shape), "dtype": case.dtype, "dims": list(case.dims),
+                "routes": self.routes, "us": {c["name"]: round(c["median_ms"] * 1000, 3) for c in record["candidates"]},
+                "failed": record["failed"]}
+
+
+def timer_plan(layout: tuple[Any, ...], knobs: dict[str, int]) -> Any:
+    """`plan_with` the shipped table and ``knobs`` on a `RouteTimer`'s layout."""
+    import tmagen.ops as ops
+
+    return plan_with(ops.table(), knobs, *layout)
+
+
+def measure(case: OpsCase, method: Any) -> dict[str, Any]:
+    timer = RouteTimer.of(case)
+    for name, knobs in VARIANTS.items():
+        timer.force(name, timer_plan(timer.layout, knobs))
+    return {"class": case.shape_class, "view": case.view, **timer.time(method)}
 
 
 def main(argv: list[str] | None = None) -> int:

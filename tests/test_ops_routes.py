@@ -126,3 +126,52 @@ def test_planes_of_short_rows_take_the_strided_kernel_measured_fastest(record: d
     strided = [t for name, t in record["us"].items()
                if name.startswith("words ") or name in STRIDED or record["routes"].get(name) == "plane"]
     assert took <= NOISE * min(strided), (case.describe(), case.dtype, case.shape, label(move), took, record["us"])
+
+
+def test_the_route_probes_time_each_route_once_beside_the_narrow_kernels_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lab.narrow_routes and lab.ops_routes without a GPU (the tensors, views and timing faked): each
+    route is timed once under the name that first reached it, the narrow kernel in words once per tile
+    size and in bytes where it takes the rows, and a record names every candidate it timed."""
+    import lab.narrow_routes as nr
+    import lab.ops_bench as ob
+    import lab.ops_routes as orr
+    import lab.peers as peers
+    import tmagen.bench as bench
+    import tmagen.kernels as kernels
+    from tmagen.arrays import ArrayView
+
+    class Tensors:
+        sets, nbytes, xs, ins, outs = 1, 0, [None], [None], [None]
+
+        def writes(self, name: str, launch: Any) -> Any:
+            return lambda: None
+
+    def views(case: OpsCase, x: Any, out: Any) -> tuple[ArrayView, ArrayView]:
+        shape, src, _ = case.source
+        dst = tuple(contiguous_strides(shape))
+        return (ArrayView(None, "torch", 0, shape, src, case.element_bytes, case.dtype, None, 0),
+                ArrayView(None, "torch", 0, shape, dst, case.element_bytes, case.dtype, None, 0))
+
+    timed: list[list[str]] = []
+
+    def time_case(cands: list[Any], method: Any, **kw: Any) -> dict[str, Any]:
+        timed.append([c.name for c in cands])
+        return {"candidates": [{"name": c.name, "median_ms": 0.001} for c in cands], "failed": []}
+
+    monkeypatch.setattr(ob, "case_tensors", lambda case: Tensors())
+    monkeypatch.setattr(ob, "_memcpy", lambda *a: bench.Candidate("memcpy", "limit", lambda i: None))
+    monkeypatch.setattr(orr, "_captured_views", views)
+    monkeypatch.setattr(kernels, "multiprocessors", lambda device: SMS)
+    monkeypatch.setattr(bench, "time_case", time_case)
+    monkeypatch.setattr(peers, "_triton", lambda on: None)
+    record = nr.measure(OpsCase("narrow", "transpose", (300000, 20), "uint8"), None)
+    names = timed[-1]
+    assert len(set(names)) == len(names) and set(record["us"]) == set(names)
+    assert record["routes"]["default"] == "narrow(words)" and record["routes"]["plane"] == "plane"
+    assert {"words 2048", "words 4096", "words 8192", "bytes"} <= set(names)
+    assert len(set(record["routes"].values())) == len(record["routes"]), "a route timed twice"
+    record = nr.measure(OpsCase("narrow", "transpose", (500000, 48), "float32"), None)
+    assert "bytes" not in record["us"] and not any(n.startswith("words") for n in record["us"])  # 192-byte rows
+    record = orr.measure(OpsCase("odd_rows", "transpose", (16385, 8), "bfloat16"), None)
+    assert record["class"] == "odd_rows" and {"default", "plane", "torch"} <= set(record["us"])
+    assert len(set(record["routes"].values())) == len(record["routes"])
