@@ -453,6 +453,25 @@ def test_planes_whose_tiles_split_short_rows_take_the_narrow_kernel_in_words() -
     assert how((500000, 48), 1) == "transpose"  # rows of 48 bytes: TMA
 
 
+def test_tma_transposes_of_planes_narrower_than_the_tuned_box_take_tiles_as_wide_as_their_rows() -> None:
+    """A plane TMA takes, whose rows are narrower than the tuned box and than 128 bytes, moves in tiles
+    of 64 rows by its rows' bytes rounded up to 16 where the tuned tile would be taken; a small move
+    keeps the small tiles it takes, and wider planes the tuned box (measured: tests/test_ops_routes.py)."""
+    def tile(shape: tuple[int, ...], itemsize: int) -> Any:
+        move = ops.plan_move(*_plane_layout(shape), itemsize, 0, 0, 132)
+        assert move.how == "transpose", move
+        return move.tile
+
+    assert tile((500000, 48), 1) == (64, 48)
+    assert tile((300000, 20), 4) == (64, 80)
+    assert tile((8, 100000, 40), 2) == (64, 80)  # batched
+    assert ops.fitted_tile((500000, 44), 1) == (64, 48)  # 44 bytes of rows 48 apart, rounded up to 16
+    assert tile((300000, 48), 4) is None  # rows of 192 bytes: the tuned box
+    assert tile((100000, 128), 2) is None  # as wide as the tuned box
+    assert tile((1024, 48), 1) in ops.SMALL_TILES["transpose"]  # a small move: its small tiles
+    assert ops.fitted_tile((1000, 20), 16) is None  # no TMA type of 16 bytes
+
+
 def _plane_layout(shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     """plan_move's shape and strides for [*batch, R, C] -> [*batch, C, R] as tmagen.ops sees it: the
     output's shape, the source's strides in the output's order, the output's own."""

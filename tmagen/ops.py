@@ -333,10 +333,10 @@ def fitted_tile(shape: Sequence[int], itemsize: int) -> tuple[int, int] | None:
     """The TMA transpose's tile for a plane of ``shape`` ([*batch, R, C], the source's) whose rows are
     narrower than the tuned box and than NARROW_TMA_MAX_ROW_BYTES: NARROW_TMA_ROWS rows as wide as the
     rows (their bytes rounded up to 16), not a box mostly outside the tensor; None (the tuned tile)
-    for wider planes. On an H100
-    (2026-11-27, lab.narrow_routes, tests/data/hw_h100/narrow_routes.json), 500000 x 48 uint8 took
-    21.2 us a launch in 64 x 48-byte tiles against 24.8 in the tuned 256 x 128; 500000 x 48 bfloat16
-    35.3 against 39.1; 300000 x 20 float32 19.7 against 22.6 (Triton 19.3, 35.7 and 19.1)."""
+    for wider planes. On an H100 (2026-11-27, lab.narrow_routes, tests/data/hw_h100/narrow_routes.json),
+    500000 x 48 uint8 took 21.2 us a launch in 64 x 48-byte tiles against 24.8 in the tuned 256 x 128;
+    500000 x 48 bfloat16 35.3 against 39.1; 300000 x 20 float32 19.7 against 22.6 (Triton 19.3, 35.7
+    and 19.1). Each width is a kernel of its own, compiled at its first call like every tile's."""
     if itemsize not in _BY_SIZE or shape[-1] * itemsize >= NARROW_TMA_MAX_ROW_BYTES:
         return None
     if shape[-1] >= spec_for("transpose", _BY_SIZE[itemsize], len(shape)).tensors[0].box[-1]:
