@@ -30,7 +30,11 @@ loads and launches them).
   and follow one another: a tile of whole rows is one contiguous span of the source, loaded as it
   lies in 4-byte words (coalesced whatever C is), then read across and written along the output's
   rows; small tiles (``NARROW_MIN_TILE_BYTES`` to ``NARROW_TILE_BYTES``), so that a small move
-  still spreads over the multiprocessors.
+  still spreads over the multiprocessors. In words (``src_words``, `narrow_words_fit`: rows of whole
+  words, each on a word): the span in 16-byte vectors into shared rows padded to an odd number of
+  words, written in units of P x P elements transposed by byte permutes, whole 32-byte sectors of
+  each output row; tiles of ``NARROW_WORDS_MIN_TILE_BYTES`` to ``NARROW_WORDS_TILE_BYTES``, for
+  moves of any size (`narrow_words_pays`).
 
 Shapes and strides are outermost first, strides in elements.
 """
