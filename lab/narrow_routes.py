@@ -1,12 +1,12 @@
 """Planes narrow along C, every route measured: where the narrow kernel (in words, and in bytes) should
-take a transpose from the plane kernel and from TMA, and in what tiles (tests/test_ops_layouts.py
-replays the measurement against tmagen.ops's routes).
+take a transpose from the plane kernel and from TMA, and in what tiles TMA should take it
+(tests/test_ops_routes.py replays the measurement against tmagen.ops's routes).
 
-Each case transposes a [R, C] tensor with short rows (C x E of 4 to 512 bytes) into [C, R], or permutes a
-batch of images NHWC -> NCHW (planes of few channels), by every
-route tmagen.ops could take for it: the shipped one, the plane kernel, the TMA kernel in its tuned and
-smaller tiles, the narrow kernel in words in tiles of 2 to 8 KiB and in bytes; beside cudaMemcpyAsync
-and Triton's pointer tiles (lab.ops_bench's peers, autotuned), with the suite's method
+Each case transposes a [R, C] tensor with short rows (C x E of 4 to 512 bytes) into [C, R], or
+permutes a batch of images NHWC -> NCHW (planes of few channels), by every route tmagen.ops could
+take for it: the shipped one, the plane kernel, the TMA kernel in its tuned and smaller tiles and in
+tiles as wide as the rows, the narrow kernel in words in tiles of 2 to 8 KiB and in bytes; beside
+cudaMemcpyAsync and Triton's kernels (lab.ops_bench's peers, autotuned), with the suite's method
 (tmagen.bench.time_case: interleaved, sleep-queued, buffer sets rotated, several launches a sample
 where one is short). Every candidate is checked bit for bit against PyTorch first. Needs PyTorch and
 a GPU.
@@ -28,16 +28,17 @@ from lab.ops_bench import OpsCase
 TILE_BYTES = (2048, 4096, 8192)
 FIT_ROWS = (64, 128, 256)  # rows of the TMA tiles as wide as a narrow plane's rows
 ROUTES = ("plane", "tma_tuned", "tma_mid", "tma_small")
-# (rows, cols) per dtype: rows of whole words (C x E a multiple of 4), 4 to 512 bytes
+# NHWC -> NCHW: batched planes of a few channels
 PERMUTES = [((64, 512, 512, 8), "uint8", (0, 3, 1, 2)), ((8, 256, 256, 16), "bfloat16", (0, 3, 1, 2)),
-            ((32, 128, 128, 6), "uint8", (0, 3, 1, 2))]  # NHWC -> NCHW: batched planes of short rows
+            ((32, 128, 128, 6), "uint8", (0, 3, 1, 2)), ((16, 128, 128, 16), "uint8", (0, 3, 1, 2))]
+# (rows, cols) per dtype: rows of 4 to 512 bytes, most of them whole words
 SHAPES = {
     "uint8": [(16385, 8), (40000, 12), (300000, 20), (1000000, 12), (2000000, 4), (500000, 48), (100000, 96),
-              (50000, 256)],
+              (50000, 256), (1000000, 32), (1000000, 40)],
     "bfloat16": [(16385, 8), (2000, 12), (40000, 12), (40000, 48), (300000, 20), (1000000, 12), (500000, 48),
-                 (100000, 96), (200000, 64), (60000, 200)],
+                 (100000, 96), (200000, 64), (60000, 200), (500000, 16)],
     "float32": [(16385, 8), (40000, 12), (300000, 20), (2000000, 3), (1000000, 12), (500000, 48), (100000, 96),
-                (200000, 64), (50000, 128)],
+                (200000, 64), (50000, 128), (500000, 8)],
     "float64": [(40000, 12), (1000000, 6), (200000, 32), (100000, 64)],
 }
 
