@@ -457,7 +457,7 @@ def test_tma_transposes_of_planes_narrower_than_the_tuned_box_take_tiles_as_wide
     """A plane TMA takes, whose rows are narrower than the tuned box and than 128 bytes, moves in tiles
     of 64 rows by its rows' bytes rounded up to 16 where the tuned tile would be taken; a small move
     keeps the small tiles it takes, and wider planes the tuned box (measured: tests/test_ops_routes.py)."""
-    def tile(shape: tuple[int, ...], itemsize: int) -> Any:
+    def tile(shape: tuple[int, ...], itemsize: int) -> tuple[int, int] | None:
         move = ops.plan_move(*_plane_layout(shape), itemsize, 0, 0, 132)
         assert move.how == "transpose", move
         return move.tile
