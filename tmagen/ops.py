@@ -413,7 +413,7 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
                                   src_align=src_align, words=words))
         plane = sp.plane(shape_t[:-2], rows, cols, src_t, dst_plane, itemsize, multiprocessors, per_sm, src_align)
         words = in_words and bool(config["narrow_words"])
-        if tma and not (words and sp.narrow_words_over_tma(plane, cols)):
+        if tma and not (words and sp.narrow_words_over_tma(plane)):
             tile = tile_for("transpose", shape_t, itemsize, multiprocessors, tiles_per_sm)
             return Move("transpose", itemsize, shape_t, src_t, (*shape_t[:-2], cols, rows), dst_t,
                         tile=fitted_tile(shape_t, itemsize) if tile is None else tile)
@@ -424,7 +424,7 @@ def plan_move(shape: Sequence[int], src: Sequence[int], dst: Sequence[int], item
             # (40000 x 12 uint8 2.5 us against 3.0 in bytes, tests/data/hw_h100/narrow_routes.json) and the
             # table lets them
             return narrow(words)
-        if words and sp.narrow_words_pays(plane, cols):
+        if words and sp.narrow_words_pays(plane):
             return narrow(True)
         return Move("plane", itemsize, shape_t, src_t, shape_t, dst_plane, plane)
     return Move("gather", itemsize, m, s_, m, d_, sp.gather(merged, ms, md, itemsize, multiprocessors, per_sm))

@@ -273,7 +273,7 @@ def narrow_words_fit(cols: int, src: Sequence[int], elem_bytes: int, src_align: 
 NARROW_WORDS_OVER_TMA_BYTES = 48  # rows shorter than this go to the narrow kernel in words before TMA
 
 
-def narrow_words_pays(plane: StridedCall, cols: int) -> bool:
+def narrow_words_pays(plane: StridedCall) -> bool:
     """Whether the narrow kernel in words beats the ``plane`` it would replace (rows it takes,
     `narrow_words_fit`): where the plane packs elements of 1 or 2 bytes into words and its tiles cover
     less than half of a row along C (each tile then reads a word of every row it crosses, the rest of
@@ -284,11 +284,11 @@ def narrow_words_pays(plane: StridedCall, cols: int) -> bool:
     64 x 512 x 512 x 8 uint8: 98 against 113) or all of it (2000000 x 4 uint8: 9.3 against 9.3),
     and elements of 4 bytes were even (1000000 x 12 float32 41.2 against 40.0, 2000000 x 3 21.7
     against 21.8)."""
-    units_c = -(-cols // plane.unit)
+    units_c = -(-plane.extent[-1] // plane.unit)
     return plane.packed and 2 * plane.tile_cw < units_c
 
 
-def narrow_words_over_tma(plane: StridedCall, cols: int) -> bool:
+def narrow_words_over_tma(plane: StridedCall) -> bool:
     """Whether a plane TMA could take goes to the narrow kernel in words instead: where words pay over
     the plane kernel (`narrow_words_pays`) and the rows are shorter than NARROW_WORDS_OVER_TMA_BYTES,
     where TMA's tiles as wide as the rows (`tmagen.ops.fitted_tile`) are a few rows of a few sectors.
@@ -297,7 +297,7 @@ def narrow_words_over_tma(plane: StridedCall, cols: int) -> bool:
     64-row tiles (Triton 5.8); rows of 32 bytes were even (8 x 256 x 256 x 16 bfloat16: 14.7 against
     14.6; in the tuned box 26.6); rows of 48 bytes went faster through TMA (500000 x 48 uint8: 21.2
     against 27.1)."""
-    return narrow_words_pays(plane, cols) and cols * plane.elem_bytes < NARROW_WORDS_OVER_TMA_BYTES
+    return narrow_words_pays(plane) and plane.extent[-1] * plane.elem_bytes < NARROW_WORDS_OVER_TMA_BYTES
 
 
 def narrow_words_pitch(cols: int, elem_bytes: int) -> int:
