@@ -330,9 +330,69 @@ def test_a_repeated_call_repeats_its_decision_without_re_deciding(family: dict, 
     ops.matmul(a, w.T, out=out)
     ops.matmul(a, w.T, out=out)
     assert planned == [1]
-    got = ops.matmul(_rand(64, 8, gen=gen), _rand(8, 13, gen=gen))  # staged: never a recipe
-    ops.matmul(_rand(64, 8, gen=gen), _rand(8, 13, gen=gen))
-    assert planned == [1, 1, 1] and got.shape == (64, 13)
+    x, y = _rand(64, 8, gen=gen), _rand(8, 13, gen=gen)
+    first = ops.matmul(x, y)  # N = 13: B and the output through scratch
+    x2, y2 = _rand(64, 8, gen=gen), _rand(8, 13, gen=gen)
+    second = ops.matmul(x2, y2)
+    assert planned == [1, 1], "a staged call repeats its decision too"
+    _close(first, _reference(x, y), BF16)
+    _close(second, _reference(x2, y2), BF16)
+
+
+# Calls of two matrices that TMA cannot take in place, each kind of scratch: (a, b, keywords) makers.
+STAGED = {
+    "K = 1001 (rows of 2002 bytes)": lambda g: (_rand(40, 1001, gen=g), _rand(24, 1001, gen=g).T, {}),
+    "a transposed view": lambda g: (_rand(72, 40, gen=g).T, _rand(24, 72, gen=g).T, {}),
+    "N = 13, B [K, N] and a bias": lambda g: (_rand(40, 72, gen=g), _rand(72, 13, gen=g),
+                                               {"bias": _rand(13, gen=g)}),
+    "N = 13, B as w.T, c and alpha": lambda g: (_rand(40, 72, gen=g), _rand(13, 72, gen=g).T,
+                                                 {"c": _rand(40, 13, gen=g), "beta": 0.5, "alpha": 2.0}),
+    "a float32 bias": lambda g: (_rand(40, 72, gen=g), _rand(24, 72, gen=g).T, {"bias": _rand(24, dtype=F32, gen=g)}),
+    "a float16 bias along M": lambda g: (_rand(40, 72, gen=g), _rand(24, 72, gen=g).T,
+                                         {"bias": _rand(40, 1, dtype=F16, gen=g)}),
+    "A 2 bytes off 16": lambda g: (_rand(40, 74, gen=g)[:, 1:73], _rand(24, 72, gen=g).T, {}),
+    "c of rows 2 bytes off": lambda g: (_rand(40, 72, gen=g), _rand(24, 72, gen=g).T,
+                                        {"c": _rand(40, 25, gen=g)[:, 1:], "beta": -1.0}),
+    "float32 out, N = 7": lambda g: (_rand(40, 72, gen=g), _rand(7, 72, gen=g).T, {"out_dtype": F32}),
+}
+
+
+@pytest.mark.parametrize("case", list(STAGED))
+def test_a_staged_call_repeated_stages_the_new_arrays_without_re_deciding(family: dict, gen: Any, case: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second call of the same layouts (new tensors, new values) takes the first one's decision
+    (`_StagedRecipe`), stages its own arrays, and gives its own product; the kernel sees what it saw
+    the first time (every array TMA-addressable, the same shapes and parameters)."""
+    planned: list[int] = []
+    eager = ops_matmul._eager
+    monkeypatch.setattr(ops_matmul, "_eager", lambda *args: planned.append(1) or eager(*args))
+    results = []
+    for _ in range(3):
+        a, b, kw = STAGED[case](gen)
+        out_dtype = kw.get("out_dtype", BF16)
+        results.append((ops.matmul(a, b, **kw), _reference(a, b, **kw), out_dtype))
+    assert planned == [1], "the first call decided; the others repeated it"
+    assert isinstance(next(iter(ops_matmul._RECIPES.values())), ops_matmul._StagedRecipe)
+    for got, ref, out_dtype in results:
+        _close(got, ref, out_dtype)
+    launches = [call for _, call in _launches(family)]
+    assert len(launches) == 3
+    for a_in, b_in, out_in, params in launches[1:]:
+        first = launches[0]
+        assert (a_in.shape, b_in.shape, out_in.shape) == (first[0].shape, first[1].shape, first[2].shape)
+        assert params.keys() == first[3].keys()
+
+
+def test_a_staged_call_into_a_strided_out_leaves_what_is_around_it(family: dict, gen: Any) -> None:
+    b = _rand(128, 64, gen=gen)
+    for _ in range(2):  # the second through the recipe
+        big = torch.full((64, 100), 7.0, dtype=BF16)
+        window = big[:48, 16:80]  # a pitch of 200 bytes: staged and copied back
+        x = _rand(48, 128, gen=gen)
+        assert ops.matmul(x, b, out=window) is window
+        _close(window.contiguous(), _reference(x, b), BF16)
+        assert torch.all(big[:, :16] == 7) and torch.all(big[:, 80:] == 7) and torch.all(big[48:] == 7)
+    assert isinstance(next(iter(ops_matmul._RECIPES.values())), ops_matmul._StagedRecipe)
 
 
 # ----------------------------------------------------------------------------- the kernel family
@@ -365,6 +425,14 @@ def test_fake_implementation_gives_shape_and_dtype() -> None:
         z = torch.ops.tmagen.matmul(a, torch.empty(5, 1, 32, 8, device="cuda", dtype=BF16), None, None, 1.0, 0.0,
                                     F32)
         assert z.shape == (5, 3, 64, 8) and z.dtype == F32
+        # the operators' schemas default what torch.matmul and torch._scaled_mm leave out
+        assert torch.ops.tmagen.matmul(a, w.T).shape == (3, 64, 48)
+        assert torch.ops.tmagen.matmul(a, w.T, out_dtype=F32).dtype == F32
+        a8 = torch.empty(64, 32, device="cuda", dtype=torch.float8_e4m3fn)
+        w8 = torch.empty(48, 32, device="cuda", dtype=torch.float8_e4m3fn)
+        s = torch.empty((), device="cuda")
+        y8 = torch.ops.tmagen.scaled_matmul(a8, w8.t(), s, s)
+        assert y8.shape == (64, 48) and y8.dtype == BF16
 
 
 def test_torch_compile_traces_matmul_into_one_graph() -> None:

@@ -19,7 +19,7 @@ import numbers
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tmagen import kernels
 from tmagen.arrays import ArrayView, describe, empty_view, merge_dims
@@ -132,11 +132,12 @@ class _Operand:
     """A 2-D operand the kernel takes: the framework array holding its data and the data's
     (rows, cols) as the kernel reads them (B's memory order; ``source`` is then ``b.T`` for a "k" B)."""
 
-    __slots__ = ("source", "view", "rows", "cols", "pitch", "contiguous_rows")
+    __slots__ = ("source", "view", "rows", "cols", "pitch", "contiguous_rows", "transposed")
 
-    def __init__(self, source: Any, view: ArrayView, rows: int, cols: int, pitch: int, contiguous_rows: bool) -> None:
+    def __init__(self, source: Any, view: ArrayView, rows: int, cols: int, pitch: int, contiguous_rows: bool,
+                 transposed: bool) -> None:
         self.source, self.view, self.rows, self.cols, self.pitch = source, view, rows, cols, pitch
-        self.contiguous_rows = contiguous_rows
+        self.contiguous_rows, self.transposed = contiguous_rows, transposed
 
 
 def _as_rows(source: Any, view: ArrayView, transposed: bool) -> _Operand:
@@ -148,35 +149,56 @@ def _as_rows(source: Any, view: ArrayView, transposed: bool) -> _Operand:
         source = _t(source)
     ok = c <= 1 or s1 == 1
     pitch = s0 if r > 1 else _padded(c)
-    return _Operand(source, _rows_view(view, (r, c), pitch) if ok else view, r, c, pitch, ok)
+    return _Operand(source, _rows_view(view, (r, c), pitch) if ok else view, r, c, pitch, ok, transposed)
 
 
 def _t(x: Any) -> Any:
     return x.T
 
 
-def _stage(op: _Operand, like: ArrayView, shape: tuple[int, int], dtype: str | None, name: str, why: str) -> ArrayView:
-    """A scratch copy of ``op`` for the kernel: ``shape`` (at least the data's), rows padded to whole
-    16 bytes; what lies past the data is never read into the result (TMA zero-fills past the
-    kernel's K; columns past N give columns of C that are dropped)."""
+class _Staging:
+    """How an array reaches the kernel through scratch, decided once for the call's layouts: a new
+    ``(rows, pitch)`` array (a ``pitch`` of whole 16 bytes) of ``dtype`` (None: the array's own)
+    holding the array's ``data`` (rows, columns; read transposed for a "k" B) in its first rows and
+    columns, seen by the kernel as ``(rows, cols)``. What lies past the data is never read into the
+    result (TMA zero-fills past the kernel's K; columns past N give columns of C that are dropped)."""
+
+    __slots__ = ("rows", "cols", "pitch", "dtype", "transposed", "data")
+
+    def __init__(self, shape: tuple[int, int], dtype: str | None, transposed: bool, data: tuple[int, int]) -> None:
+        self.rows, self.cols = shape
+        self.pitch, self.dtype, self.transposed, self.data = _padded(self.cols), dtype, transposed, data
+
+
+def _stage(op: _Operand, like: ArrayView, shape: tuple[int, int], dtype: str | None, name: str,
+           why: str) -> tuple[ArrayView, _Staging]:
+    """A scratch copy of ``op`` for the kernel (`_Staging`), and how it was made."""
     if like.framework not in _COPIES:
         raise _error(("matmul-layout", f"{name}.strides", f"{list(op.view.strides)} elements (shape "
                       f"{list(op.view.shape)}, address {op.view.ptr:#x})", f"{why}, and tmagen copies only PyTorch "
                       f"and CuPy arrays", f"pass {name} with contiguous rows of whole 16 bytes, 16-byte aligned"))
-    rows, cols = shape
-    pitch = _padded(cols)
-    scratch, view = empty_view(like, (rows, pitch), dtype=dtype)
-    if _GPU_COPY is not None and op.view.device != -1 and scratch.dtype == op.source.dtype:
-        _GPU_COPY(op.source, scratch[: op.rows, : op.cols])
+    staging = _Staging(shape, dtype, op.transposed, (op.rows, op.cols))
+    return _fill(staging, op.source, like, op.view.device != -1), staging
+
+
+def _fill(staging: _Staging, source: Any, like: ArrayView, on_gpu: bool) -> ArrayView:
+    """`_Staging`'s scratch array (in ``like``'s framework and device), ``source`` (the data, as the
+    kernel reads it; ``on_gpu``: where it is) copied in."""
+    scratch, view = empty_view(like, (staging.rows, staging.pitch), dtype=staging.dtype)
+    rows, cols = staging.data
+    if _GPU_COPY is not None and on_gpu and scratch.dtype == source.dtype:
+        _GPU_COPY(source, scratch[:rows, :cols])
     else:
-        scratch[: op.rows, : op.cols] = op.source
-    return view.with_layout((rows, cols), (pitch, 1))
+        scratch[:rows, :cols] = source
+    return view.with_layout((staging.rows, staging.cols), (staging.pitch, 1))
 
 
-def _take(op: _Operand, like: ArrayView, shape: tuple[int, int], dtype: str | None, name: str) -> ArrayView:
-    """``op`` as the kernel reads it, in place where TMA can and ``shape`` is the data's, else staged."""
+def _take(op: _Operand, like: ArrayView, shape: tuple[int, int], dtype: str | None,
+          name: str) -> tuple[ArrayView, _Staging | None]:
+    """``op`` as the kernel reads it, in place where TMA can and ``shape`` is the data's (no
+    `_Staging`), else staged."""
     if op.contiguous_rows and shape == (op.rows, op.cols) and _addressable(op.view, op.rows, op.cols, op.pitch):
-        return op.view
+        return op.view, None
     if not op.contiguous_rows:
         why = "its rows are not contiguous (a transposed view is copied first)"
     elif shape != (op.rows, op.cols):
@@ -255,7 +277,7 @@ class _Recipe:
         self.runs: dict[tuple, kernels.Replayed] = {}
 
 
-_RECIPES: dict[tuple, _Recipe | None] = {}
+_RECIPES: dict[tuple, _Recipe | _StagedRecipe | None] = {}
 _RECIPE_LIMIT = 256
 _RUNS_LIMIT = 64  # launches kept per recipe: pointer sets seen lately
 
@@ -266,7 +288,8 @@ def _sig(x: Any) -> tuple | None:
 
 def _torch_call(t: Any, a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any, out_dtype: Any) -> Any:
     """PyTorch tensors: a call like one seen before (the same layouts) launches what that one decided;
-    others take the general path, which leaves its decision here when it is one launch in place."""
+    others take the general path, which leaves its decision here when it is one launch: `_Recipe`
+    with every array in place, `_StagedRecipe` for two matrices some of which go through scratch."""
     try:
         key = (_sig(a), _sig(b), _sig(out), None if c is None else _sig(c), beta == 0, _sig(bias), alpha == 1,
                out_dtype)
@@ -278,8 +301,10 @@ def _torch_call(t: Any, a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any
         result = _eager(a, b, bias, alpha, beta, c, out, out_dtype, record)
         if len(_RECIPES) >= _RECIPE_LIMIT:
             _RECIPES.clear()
-        _RECIPES[key] = _recipe(record, out is None, result)
+        _RECIPES[key] = _recipe(record, out is None, result, a.dim() == 2 and b.dim() == 2)
         return result
+    if isinstance(recipe, _StagedRecipe):
+        return recipe.run(a, b, bias, alpha, beta, c, out)
     if out is None:
         out = a.new_empty(recipe.out_shape, dtype=recipe.out_dtype)
     lay = recipe.layouts
@@ -385,16 +410,46 @@ def _view(x: Any, layout: Any, d: tuple[str, str | None, int | None, int]) -> Ar
     return ArrayView(x, "torch", x.data_ptr(), layout[0], layout[1], d[3], d[0], d[1], d[2])
 
 
-def _recipe(record: list, new_out: bool, result: Any) -> _Recipe | None:
-    """The recipe of a call that made one launch with every array in place, else None."""
+def _recipe(record: list, new_out: bool, result: Any, two_d: bool) -> _Recipe | _StagedRecipe | None:
+    """The recipe of a call that made one launch: with every array in place, `_Recipe`; with some
+    through scratch, `_StagedRecipe` where the call was of two matrices (a batch merged into one
+    product reads its arrays reshaped); else None."""
     if len(record) != 1:
         return None
-    kern, views, in_place, along = record[0]
-    if not in_place:
-        return None
-    layouts = tuple(None if v is None else (v.shape, v.strides) for v in views)
+    plan, views = record[0]
     dtypes = tuple(("", None, None, 0) if v is None else (v.dtype, v.carrier, v.device, v.itemsize) for v in views)
-    return _Recipe(kern, tuple(result.shape) if new_out else None, result.dtype, layouts, along, dtypes)
+    out_shape = tuple(result.shape) if new_out else None
+    if plan.in_place:
+        layouts = tuple(None if v is None else (v.shape, v.strides) for v in views)
+        return _Recipe(plan.kernel, out_shape, result.dtype, layouts, plan.along, dtypes)
+    return _StagedRecipe(plan, out_shape, result.dtype, dtypes) if two_d else None
+
+
+class _StagedRecipe:
+    """A PyTorch call of two matrices of which some go to the kernel through scratch, as one launch:
+    the `_ProductPlan` the first call of the same dtypes, shapes, strides, 16-byte alignments and
+    devices decided, made again on each call's tensors (its scratch made anew, from PyTorch's
+    allocator) without deciding."""
+
+    __slots__ = ("plan", "out_shape", "out_dtype", "dtypes")
+
+    def __init__(self, plan: _ProductPlan, out_shape: tuple[int, ...] | None, out_dtype: Any,
+                 dtypes: tuple[tuple[str, str | None, int | None, int], ...]) -> None:
+        self.plan, self.out_shape, self.out_dtype, self.dtypes = plan, out_shape, out_dtype, dtypes
+
+    def run(self, a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any) -> Any:
+        p, d = self.plan, self.dtypes
+        if out is None:
+            out = a.new_empty(self.out_shape, dtype=self.out_dtype)
+        arrays = {"a": a, "b": b, "out": out, "c": c, "bias": bias}
+        views: dict[str, ArrayView | None] = {}
+        for i, name in enumerate(("a", "b", "out", "c", "bias")):
+            slot = getattr(p, name)
+            if slot is not None and not isinstance(slot, (_Staging, _BiasStaging)):
+                views[name] = _view(arrays[name], slot, d[i])
+        like = views.get("a") or ArrayView(a, "torch", a.data_ptr(), (), (), d[0][3], d[0][0], d[0][1], d[0][2])
+        _run_product(p, like, arrays, views, _scalar(alpha, "alpha"), _scalar(beta, "beta"))
+        return out
 
 
 def _eager(a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any, out_dtype: Any,
@@ -439,13 +494,14 @@ def _eager(a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any, o
         raise _error(("matmul-scalar", "beta", repr(beta), "beta scales c, and no c is given", "pass c=, or beta=0"))
     unit = CHUNK // _ELEMENT_BYTES[od]
     n_kernel = n if n % unit == 0 else _padded(n)  # the output's rows as TMA stores them: whole 16 bytes
-    bias_v, along = _bias(bias, av, m, n, n_kernel, od) if bias is not None and 0 not in shape else (None, "n")
+    bias_v, along, bias_staging = _bias(bias, av, m, n, n_kernel, od) if bias is not None and 0 not in shape else \
+        (None, "n", None)
     if 0 in shape:
         return out
     if k == 0:
         _empty_sum(out, ov, c if cv is not None else None, bias, beta_f, in_dtype, od)
         return out
-    args = _Args(in_dtype, od, n_kernel, alpha_f, beta_f, bias_v, along, bias_v is None or bias_v.obj is bias, record)
+    args = _Args(in_dtype, od, n_kernel, alpha_f, beta_f, bias_v, along, bias_staging, record)
     if not batch:
         _product(args, a, av, b, bv, out, ov, c if cv is not None else None, cv)
     else:
@@ -475,10 +531,11 @@ def _batch(av: ArrayView, bv: ArrayView) -> tuple[int, ...]:
     return tuple(out[::-1])
 
 
-def _bias(bias: Any, av: ArrayView, m: int, n: int, n_kernel: int, od: str) -> tuple[ArrayView, str]:
+def _bias(bias: Any, av: ArrayView, m: int, n: int, n_kernel: int,
+          od: str) -> tuple[ArrayView, str, _BiasStaging | None]:
     """The bias as the kernel takes it (1-D, contiguous, 16-byte aligned, the output's dtype, as long
-    as the kernel's N where that is padded) and the dimension it runs along: "n" for (N,) and (1, N),
-    "m" for (M, 1)."""
+    as the kernel's N where that is padded), the dimension it runs along ("n" for (N,) and (1, N),
+    "m" for (M, 1)), and how it was staged (`_fill_bias`; None: in place)."""
     v = describe(bias, "bias")
     if v.shape in ((n,), (1, n)):
         along, length, want = "n", n, n_kernel
@@ -489,24 +546,40 @@ def _bias(bias: Any, av: ArrayView, m: int, n: int, n_kernel: int, od: str) -> t
                       f"or along each row ({m}, 1)", "pass one of those shapes"))
     stride = v.strides[-1] if along == "n" else v.strides[0]
     if v.carrier == od and (length <= 1 or stride == 1) and v.ptr % CHUNK == 0 and want == length:
-        return v.with_layout((length,), (1,)), along
+        return v.with_layout((length,), (1,)), along, None
     if v.framework not in _COPIES:
         raise _error(("matmul-layout", "bias", f"{v.dtype} {v.shape}", f"the kernel takes a contiguous, 16-byte "
                       f"aligned {od} bias, and tmagen copies only PyTorch and CuPy arrays", "pass such a bias"))
-    scratch, sv = empty_view(av, (_padded(want),), dtype=od)
-    scratch[:length] = bias.reshape(-1)
-    return sv.with_layout((want,), (1,)), along
+    staged = _BiasStaging(want, length, od)
+    return _fill_bias(staged, bias, av), along, staged
+
+
+class _BiasStaging(NamedTuple):
+    """A bias through scratch: ``want`` values of type ``dtype``, the bias's ``length`` first (cast to
+    ``dtype``; past them, values of columns that are dropped)."""
+
+    want: int
+    length: int
+    dtype: str
+
+
+def _fill_bias(staged: _BiasStaging, bias: Any, like: ArrayView) -> ArrayView:
+    """`_BiasStaging`'s scratch (in ``like``'s framework and device), ``bias`` copied in."""
+    scratch, view = empty_view(like, (_padded(staged.want),), dtype=staged.dtype)
+    scratch[: staged.length] = bias.reshape(-1)
+    return view.with_layout((staged.want,), (1,))
 
 
 class _Args:
     """What every product of one call shares."""
 
-    __slots__ = ("in_dtype", "out_dtype", "n_kernel", "alpha", "beta", "bias", "along", "bias_in_place", "record")
+    __slots__ = ("in_dtype", "out_dtype", "n_kernel", "alpha", "beta", "bias", "along", "bias_staging", "record")
 
     def __init__(self, in_dtype: str, out_dtype: str, n_kernel: int, alpha: float, beta: float,
-                 bias: ArrayView | None, along: str, bias_in_place: bool, record: list | None) -> None:
+                 bias: ArrayView | None, along: str, bias_staging: _BiasStaging | None,
+                 record: list | None) -> None:
         self.in_dtype, self.out_dtype, self.n_kernel, self.alpha, self.beta = in_dtype, out_dtype, n_kernel, alpha, beta
-        self.bias, self.along, self.bias_in_place, self.record = bias, along, bias_in_place, record
+        self.bias, self.along, self.bias_staging, self.record = bias, along, bias_staging, record
 
 
 def _b_major(bv: ArrayView) -> str:
@@ -522,56 +595,130 @@ def _b_major(bv: ArrayView) -> str:
     return "mn" if mn else "k"
 
 
+Layout = tuple[tuple[int, ...], tuple[int, ...]]  # a view's (shape, strides), in elements
+Slot = Layout | _Staging | None  # how an array reaches the kernel: its own memory, seen so; a scratch; absent
+
+
+class _ProductPlan:
+    """One 2-D product as decided for its arrays' layouts, dtypes and alignments: its kernel, and
+    how A, B, the output and C each reach it (`Slot`: a layout of the array's own memory, or a
+    `_Staging`, the output's copied back into its first ``n`` columns), and the bias (its layout, or
+    `_fill_bias`'s staging). `_run_product` makes it on any arrays of those layouts."""
+
+    __slots__ = ("kernel", "a", "b", "out", "c", "bias", "along", "n", "epilogue")
+
+    def __init__(self, kern: Kernel, a: Slot, b: Slot, out: Slot, c: Slot, bias: Layout | _BiasStaging | None,
+                 along: str | None, n: int, epilogue: bool) -> None:
+        self.kernel, self.a, self.b, self.out, self.c, self.bias = kern, a, b, out, c, bias
+        self.along, self.n, self.epilogue = along, n, epilogue
+
+    @property
+    def in_place(self) -> bool:
+        return not any(isinstance(x, (_Staging, _BiasStaging)) for x in (self.a, self.b, self.out, self.c, self.bias))
+
+
 def _product(args: _Args, a: Any, av: ArrayView, b: Any, bv: ArrayView, out: Any, ov: ArrayView, c: Any,
              cv: ArrayView | None) -> None:
     """One 2-D product into ``out``: the operands as the kernel takes them, staged where they must be."""
+    arrays = {"a": a, "b": b, "out": out, "c": c}
+    plan, views = _plan_product(args, arrays, av, bv, ov, cv)
+    launched = _run_product(plan, av, arrays, views, args.alpha, args.beta)
+    if args.record is not None:
+        args.record.append((plan, launched))
+
+
+def _plan_product(args: _Args, arrays: dict[str, Any], av: ArrayView, bv: ArrayView, ov: ArrayView,
+                  cv: ArrayView | None) -> tuple[_ProductPlan, dict[str, ArrayView | None]]:
+    """`_ProductPlan` of a product of ``arrays`` (a, b, out, c: the framework arrays of the views),
+    with the views the kernel takes them as (a staged one's scratch is made as it is decided: `_take`);
+    scratch takes A's framework and device."""
     m, k = av.shape
     n = bv.shape[1]
     b_major = _b_major(bv)
     np_ = args.n_kernel
-    a_op = _as_rows(a, av, False)
-    a_in = _take(a_op, av, (m, k), None, "a")
-    b_op = _as_rows(b, bv, b_major == "k")
-    b_in = _take(b_op, av, (np_, k) if b_major == "k" else (k, np_), None, "b")
-    o_op = _as_rows(out, ov, False)
-    direct = o_op.contiguous_rows and np_ == n and _addressable(o_op.view, m, n, o_op.pitch)
-    if direct:
-        o_in = o_op.view
+    made: dict[str, ArrayView | None] = {}
+
+    def slot(name: str, op: _Operand, shape: tuple[int, int], dtype: str | None) -> Slot:
+        view, staging = _take(op, av, shape, dtype, name)
+        made[name] = view
+        return staging if staging is not None else (view.shape, view.strides)
+
+    a_slot = slot("a", _as_rows(arrays["a"], av, False), (m, k), None)
+    b_slot = slot("b", _as_rows(arrays["b"], bv, b_major == "k"), (np_, k) if b_major == "k" else (k, np_), None)
+    o_op = _as_rows(arrays["out"], ov, False)
+    out_slot: Slot
+    if o_op.contiguous_rows and np_ == n and _addressable(o_op.view, m, n, o_op.pitch):
+        out_slot = (o_op.view.shape, o_op.view.strides)
+        made["out"] = o_op.view
     else:
         if ov.framework not in _COPIES:
             raise _error(("matmul-layout", "out.strides", f"{list(ov.strides)} elements (shape {list(ov.shape)})",
                           "TMA writes rows of whole 16 bytes at a 16-byte aligned address with a pitch of whole 16 "
                           "bytes, and tmagen copies only PyTorch and CuPy arrays",
                           "pass out with such rows (N a multiple of 8)"))
-        scratch, o_in = empty_view(av, (m, _padded(np_)), dtype=args.out_dtype)
-        o_in = o_in.with_layout((m, np_), (_padded(np_), 1))
+        out_slot = _Staging((m, np_), args.out_dtype, False, (m, n))
+    epilogue = args.alpha != 1.0 or cv is not None or args.bias is not None
+    c_slot: Slot = None
+    if epilogue and cv is not None:
+        c_slot = slot("c", _as_rows(arrays["c"], cv, False), (m, np_), args.out_dtype)
+    bias_slot: Layout | _BiasStaging | None = None
+    if args.bias is not None:
+        bias_slot = args.bias_staging or (args.bias.shape, args.bias.strides)
+        made["bias"] = args.bias
+    plan = _ProductPlan(kernel(args.in_dtype, args.out_dtype, b_major), a_slot, b_slot, out_slot, c_slot, bias_slot,
+                        args.along if args.bias is not None else None, n, epilogue)
+    return plan, made
+
+
+def _run_product(plan: _ProductPlan, like: ArrayView, arrays: dict[str, Any], views: dict[str, ArrayView | None],
+                 alpha: float, beta: float) -> tuple[ArrayView | None, ...]:
+    """Launches ``plan`` on a call's ``arrays`` (a, b, out, c; framework arrays) seen as ``views``
+    (an array's own ArrayView, or, for a staged one whose scratch is made already, the scratch's),
+    staging those ``views`` lacks (in ``like``'s framework and device) and copying a staged output
+    back; returns the views launched on: A, B, the output, C and the bias (None where absent)."""
+
+    def operand(name: str) -> ArrayView:
+        view = views.get(name)
+        staging = getattr(plan, name)
+        if isinstance(staging, _Staging):
+            if view is not None:
+                return view
+            x = arrays[name]
+            return _fill(staging, _t(x) if staging.transposed else x, like, like.device != -1)
+        assert view is not None
+        return view.with_layout(*staging)
+
+    a_in, b_in = operand("a"), operand("b")
+    scratch = None
+    if isinstance(plan.out, _Staging):
+        st = plan.out
+        scratch, o_in = empty_view(like, (st.rows, st.pitch), dtype=st.dtype)
+        o_in = o_in.with_layout((st.rows, st.cols), (st.pitch, 1))
+    else:
+        o_in = operand("out")
     params: dict[str, Any] = {}
-    c_in = c_op = None
-    if args.alpha != 1.0 or cv is not None or args.bias is not None:
-        params = {"alpha": args.alpha, "beta": args.beta if cv is not None else 0.0}
-        if cv is not None:
-            c_op = _as_rows(c, cv, False)
-            c_in = params["c"] = _take(c_op, av, (m, np_), args.out_dtype, "c")
-        if args.bias is not None:
-            params.update(bias=args.bias, bias_along=args.along)
-    kern = kernel(args.in_dtype, args.out_dtype, b_major)
-    _launch(kern, a_in, b_in, o_in, params)
-    if args.record is not None:
-        in_place = a_in is a_op.view and b_in is b_op.view and direct and args.bias_in_place and \
-            (c_op is None or c_in is c_op.view)
-        args.record.append((kern, (a_in, b_in, o_in, c_in, args.bias), in_place,
-                            args.along if args.bias is not None else None))
-    if not direct:
-        out[...] = scratch[:, :n]
+    if plan.epilogue:
+        params = {"alpha": alpha, "beta": beta if plan.c is not None else 0.0}
+        if plan.c is not None:
+            params["c"] = operand("c")
+        if plan.bias is not None:
+            bias_view = views.get("bias")
+            if bias_view is None:  # a replay: the bias in place has its view, a staged one is made here
+                assert isinstance(plan.bias, _BiasStaging)
+                bias_view = _fill_bias(plan.bias, arrays["bias"], like)
+            params.update(bias=bias_view, bias_along=plan.along)
+    _launch(plan.kernel, a_in, b_in, o_in, params)
+    if scratch is not None:
+        arrays["out"][...] = scratch[:, : plan.n]
+    return a_in, b_in, o_in, params.get("c"), params.get("bias")
 
 
-def _launch(kern: Kernel, a: ArrayView, b: ArrayView, out: ArrayView, params: dict[str, Any]) -> None:
+def _launch(kern: Kernel, a: ArrayView, b: ArrayView, out: ArrayView, params: dict[str, Any]) -> Launch:
     """The contract with the matmul family: A [M, K], B [N, K] ("k") or [K, N] ("mn"), C [M, N], and
     the epilogue's alpha, beta, c, bias (1-D) and bias_along as keywords."""
     if params:
-        kern.launch([a, b], out, params=params)
-    else:
-        kern.launch([a, b], out)
+        return kern.launch([a, b], out, params=params)
+    return kern.launch([a, b], out)
 
 
 def _batched(args: _Args, a: Any, av: ArrayView, b: Any, bv: ArrayView, out: Any, ov: ArrayView, c: Any,
@@ -672,26 +819,32 @@ def register_torch_op() -> None:
     _FP8_TORCH = frozenset(getattr(torch, name) for name in FRAMEWORK_FP8 if hasattr(torch, name))
     op = torch.library.custom_op(
         "tmagen::matmul", _torch_eager, mutates_args=(), device_types="cuda",
-        schema="(Tensor a, Tensor b, Tensor? bias, Tensor? c, float alpha, float beta, ScalarType? out_dtype) "
-               "-> Tensor")
+        schema="(Tensor a, Tensor b, Tensor? bias=None, Tensor? c=None, float alpha=1., float beta=0., "
+               "ScalarType? out_dtype=None) -> Tensor")
     op.register_fake(_torch_fake)
     op.register_autograd(_torch_backward, setup_context=_torch_setup)
     scaled = torch.library.custom_op(
         "tmagen::scaled_matmul", _torch_scaled_eager, mutates_args=(), device_types="cuda",
-        schema="(Tensor a, Tensor b, Tensor? scale_a, Tensor? scale_b, Tensor? bias, Tensor? c, float alpha, "
-               "float beta, ScalarType? out_dtype) -> Tensor")
+        schema="(Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None, Tensor? bias=None, Tensor? c=None, "
+               "float alpha=1., float beta=0., ScalarType? out_dtype=None) -> Tensor")
     scaled.register_fake(_torch_scaled_fake)
     _TORCH = torch
     _STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
         lambda d: torch.cuda.current_stream(d).cuda_stream)
 
 
-def _torch_eager(a: Any, b: Any, bias: Any, c: Any, alpha: float, beta: float, out_dtype: Any) -> Any:
+# tmagen::matmul's bias, c, alpha, beta and out_dtype where a call leaves them out, as its schema says
+_OP_DEFAULTS: tuple[Any, ...] = (None, None, 1.0, 0.0, None)
+
+
+def _torch_eager(a: Any, b: Any, bias: Any = None, c: Any = None, alpha: float = 1.0, beta: float = 0.0,
+                 out_dtype: Any = None) -> Any:
     return matmul_eager(a, b, bias=bias, c=c, alpha=alpha, beta=beta,
                         out_dtype=None if out_dtype is None else str(out_dtype).removeprefix("torch."))
 
 
-def _torch_fake(a: Any, b: Any, bias: Any, c: Any, alpha: float, beta: float, out_dtype: Any) -> Any:
+def _torch_fake(a: Any, b: Any, bias: Any = None, c: Any = None, alpha: float = 1.0, beta: float = 0.0,
+                out_dtype: Any = None) -> Any:
     torch = _TORCH
     torch._check(a.dim() >= 2 and b.dim() >= 2, lambda: "tmagen::matmul takes matrices or batches of them")
     torch._check(a.shape[-1] == b.shape[-2], lambda: f"tmagen::matmul: a is {tuple(a.shape)}, b {tuple(b.shape)}")
@@ -699,14 +852,14 @@ def _torch_fake(a: Any, b: Any, bias: Any, c: Any, alpha: float, beta: float, ou
     return a.new_empty((*batch, a.shape[-2], b.shape[-1]), dtype=out_dtype if out_dtype is not None else a.dtype)
 
 
-def _torch_scaled_eager(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, c: Any, alpha: float, beta: float,
-                        out_dtype: Any) -> Any:
+def _torch_scaled_eager(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, bias: Any = None, c: Any = None,
+                        alpha: float = 1.0, beta: float = 0.0, out_dtype: Any = None) -> Any:
     return matmul_fp8(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, c=c, alpha=alpha, beta=beta,
                       out_dtype=out_dtype)
 
 
-def _torch_scaled_fake(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, c: Any, alpha: float, beta: float,
-                       out_dtype: Any) -> Any:
+def _torch_scaled_fake(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, bias: Any = None, c: Any = None,
+                       alpha: float = 1.0, beta: float = 0.0, out_dtype: Any = None) -> Any:
     torch = _TORCH
     torch._check(a.dim() == 2 and b.dim() == 2, lambda: "tmagen::scaled_matmul takes matrices")
     torch._check(a.shape[1] == b.shape[0], lambda: f"tmagen::scaled_matmul: a is {tuple(a.shape)}, b {tuple(b.shape)}")
@@ -714,7 +867,8 @@ def _torch_scaled_fake(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, c:
 
 
 def _torch_setup(ctx: Any, inputs: Sequence[Any], output: Any) -> None:
-    a, b, bias, c, alpha, beta, _ = inputs
+    given: list[Any] = [*inputs, *_OP_DEFAULTS[len(inputs) - 2:]]  # the defaults of those the call left out
+    a, b, bias, c, alpha, beta, _ = given
     ctx.save_for_backward(a, b)
     ctx.alpha, ctx.beta = alpha, beta
     ctx.bias_meta = None if bias is None else (tuple(bias.shape), bias.dtype)
