@@ -490,6 +490,17 @@ def test_autograd_formulas_against_torch(family: dict, gen: Any, shapes: tuple, 
         del lib
 
 
+def _plain_launches(monkeypatch: pytest.MonkeyPatch, k: Any) -> None:
+    """``k``'s family launched with cuLaunchKernel, which the tests below stub: on the GPU its kernels
+    are programmatic dependent launches (cuLaunchKernelEx), whose stubs these tests would not see
+    (the real driver then took their stand-in pointers)."""
+    import dataclasses
+
+    view = dataclasses.replace(k.view, dependent_launch=False,
+                               variants=tuple(dataclasses.replace(v, dependent_launch=False) for v in k.view.variants))
+    monkeypatch.setattr(k, "view", view)
+
+
 def test_a_loaded_kernel_hands_keyword_parameters_to_its_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernel(...)(a, b, out=, **params): numbers as they are, arrays read as ArrayViews, each new
     pointer or value a new launch (the matmul family's epilogue travels this way)."""
@@ -547,6 +558,7 @@ def test_a_call_repeated_into_a_new_output_encodes_only_the_output_map(monkeypat
     monkeypatch.setattr(kernels, "multiprocessors", lambda device: 132)
     monkeypatch.setattr(kernels, "launch_function", lambda: lambda *args: launched.append(args[9]) or 0)
     k = tmagen.load(ops_matmul.ops_spec("float16", "float16", "k"))
+    _plain_launches(monkeypatch, k)
     monkeypatch.setattr(k, "_load", lambda device, stream: k._loaded.setdefault(
         device, kernels._Loaded(1, tuple(range(len(k.view.family))), None)))  # type: ignore[arg-type]
     monkeypatch.setattr(k, "_workspace", lambda device, stream, counters, partials: (1 << 20, 2 << 20))
@@ -605,6 +617,7 @@ def test_the_fast_path_launches_again_what_it_launched(monkeypatch: pytest.Monke
     monkeypatch.setattr(arrays, "empty", lambda like, shape, name="out", dtype=None: like.obj.new_empty(
         tuple(shape), dtype=getattr(torch, dtype) if dtype else None))
     k = ops_matmul.kernel("bfloat16", "bfloat16", "k")
+    _plain_launches(monkeypatch, k)
     monkeypatch.setattr(k, "_load", lambda device, stream: k._loaded.setdefault(
         device, kernels._Loaded(1, tuple(range(len(k.view.family))), None)))  # type: ignore[arg-type]
     monkeypatch.setattr(k, "_workspace", lambda device, stream, counters, partials: (1 << 20, 2 << 20))
