@@ -125,6 +125,26 @@ def test_scratch_paths(gen: Any) -> None:
             assert outside(tmagen.ops.matmul(a, w.T, out_dtype=out_dtype), a, w.T) == 0, (m, n, k)
 
 
+def test_a_staged_call_repeated_takes_each_calls_arrays(gen: Any) -> None:
+    """Calls of the same layouts through scratch, the second and third through the first's decision
+    (`_StagedRecipe`): each call's own product, its scratch filled from its own arrays."""
+    makers = [
+        lambda: (rand(40, 1001, gen=gen), rand(24, 1001, gen=gen).T, {}),  # K = 1001
+        lambda: (rand(72, 40, gen=gen).T, rand(24, 72, gen=gen).T, {}),  # a transposed view
+        lambda: (rand(40, 72, gen=gen), rand(72, 13, gen=gen), {"bias": rand(13, gen=gen)}),  # N = 13
+        lambda: (rand(40, 72, gen=gen), rand(13, 72, gen=gen).T, {"c": rand(40, 13, gen=gen), "beta": 0.5,
+                                                                    "alpha": 2.0}),
+        lambda: (rand(40, 72, gen=gen), rand(24, 72, gen=gen).T, {"bias": rand(24, dtype=F32, gen=gen)}),
+        lambda: (rand(40, 74, gen=gen)[:, 1:73], rand(24, 72, gen=gen).T, {}),  # 2 bytes off 16
+    ]
+    ops_matmul._RECIPES.clear()
+    for make in makers:
+        for _ in range(3):
+            a, b, kw = make()
+            assert outside(tmagen.ops.matmul(a, b, **kw), a, b, **kw) == 0
+    assert sum(isinstance(r, ops_matmul._StagedRecipe) for r in ops_matmul._RECIPES.values()) == len(makers)
+
+
 def test_batches_empty_products_and_k_zero(gen: Any) -> None:
     a, w = rand(4, 100, 72, gen=gen), rand(40, 72, gen=gen)
     bias = rand(40, gen=gen)
