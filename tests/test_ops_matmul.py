@@ -250,6 +250,33 @@ def test_batches_flatten_where_rows_lie_evenly_and_loop_elsewhere(family: dict, 
     _close(got, _reference(x, y), BF16)
 
 
+def test_a_batch_launched_matrix_by_matrix_repeats_its_decision(family: dict, gen: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of B matrices (one launch each) repeated with new tensors of the same layouts: the
+    first call decides (`_BatchRecipe`), the others launch each matrix of their own tensors, c and a
+    bias along M too, broadcast batches too."""
+    planned: list[int] = []
+    eager = ops_matmul._eager
+    monkeypatch.setattr(ops_matmul, "_eager", lambda *args: planned.append(1) or eager(*args))
+    makers = [
+        lambda: (_rand(3, 20, 32, gen=gen), _rand(3, 32, 24, gen=gen), {}),
+        lambda: (_rand(3, 20, 32, gen=gen)[:, ::2], _rand(3, 32, 24, gen=gen),
+                 {"c": _rand(10, 24, gen=gen), "beta": 1.0, "bias": _rand(10, 1, gen=gen), "alpha": 0.5}),
+        lambda: (_rand(2, 1, 5, 32, gen=gen), _rand(4, 32, 8, gen=gen), {}),
+    ]
+    for make in makers:
+        planned.clear()
+        for _ in range(3):
+            for k in family.values():
+                k.calls.clear()
+            x, y, kw = make()
+            got = ops.matmul(x, y, **kw)
+            _close(got, _reference(x, y, **kw), BF16)
+            assert len(_launches(family)) == got.shape[:-2].numel()
+        assert planned == [1], "the first call decided; the others repeated it"
+    assert sum(isinstance(r, ops_matmul._BatchRecipe) for r in ops_matmul._RECIPES.values()) == len(makers)
+
+
 def test_empty_and_zero_k(family: dict, gen: Any) -> None:
     assert ops.matmul(_rand(0, 32), _rand(32, 16)).shape == (0, 16)
     assert ops.matmul(_rand(8, 32), _rand(32, 0)).shape == (8, 0)

@@ -277,7 +277,7 @@ class _Recipe:
         self.runs: dict[tuple, kernels.Replayed] = {}
 
 
-_RECIPES: dict[tuple, _Recipe | _StagedRecipe | None] = {}
+_RECIPES: dict[tuple, _Recipe | _StagedRecipe | _BatchRecipe | None] = {}
 _RECIPE_LIMIT = 256
 _RUNS_LIMIT = 64  # launches kept per recipe: pointer sets seen lately
 
@@ -301,9 +301,10 @@ def _torch_call(t: Any, a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any
         result = _eager(a, b, bias, alpha, beta, c, out, out_dtype, record)
         if len(_RECIPES) >= _RECIPE_LIMIT:
             _RECIPES.clear()
-        _RECIPES[key] = _recipe(record, out is None, result, a.dim() == 2 and b.dim() == 2)
+        _RECIPES[key] = _recipe(record, out is None, result, a.dim() == 2 and b.dim() == 2,
+                                (a, b, result, c if beta != 0 else None, bias))
         return result
-    if isinstance(recipe, _StagedRecipe):
+    if not isinstance(recipe, _Recipe):
         return recipe.run(a, b, bias, alpha, beta, c, out)
     if out is None:
         out = a.new_empty(recipe.out_shape, dtype=recipe.out_dtype)
@@ -410,10 +411,17 @@ def _view(x: Any, layout: Any, d: tuple[str, str | None, int | None, int]) -> Ar
     return ArrayView(x, "torch", x.data_ptr(), layout[0], layout[1], d[3], d[0], d[1], d[2])
 
 
-def _recipe(record: list, new_out: bool, result: Any, two_d: bool) -> _Recipe | _StagedRecipe | None:
+def _recipe(record: list, new_out: bool, result: Any, two_d: bool,
+            arrays: tuple[Any, ...]) -> _Recipe | _StagedRecipe | _BatchRecipe | None:
     """The recipe of a call that made one launch: with every array in place, `_Recipe`; with some
     through scratch, `_StagedRecipe` where the call was of two matrices (a batch merged into one
-    product reads its arrays reshaped); else None."""
+    product reads its arrays reshaped); a batch launched matrix by matrix, every array in place,
+    `_BatchRecipe` (``arrays``: the call's a, b, out, c and bias, whose pointers its offsets are
+    taken from); else None."""
+    if len(record) > 1:
+        if not all(plan.in_place for plan, _ in record):
+            return None
+        return _BatchRecipe(record, tuple(result.shape) if new_out else None, result.dtype, arrays)
     if len(record) != 1:
         return None
     plan, views = record[0]
@@ -449,6 +457,58 @@ class _StagedRecipe:
                 views[name] = _view(arrays[name], slot, d[i])
         like = views.get("a") or ArrayView(a, "torch", a.data_ptr(), (), (), d[0][3], d[0][0], d[0][1], d[0][2])
         _run_product(p, like, arrays, views, _scalar(alpha, "alpha"), _scalar(beta, "beta"))
+        return out
+
+
+class _BatchRecipe:
+    """A PyTorch batch launched a matrix at a time, every array in place: per matrix, its product's
+    plan and each array's place (its offset in elements from the call's tensor's pointer, and its
+    layout), made again on each call's tensors without deciding; and per pointers, scalars and
+    stream the launches made, to make again as they are (`kernels.launch_again`, one run each)."""
+
+    __slots__ = ("matrices", "out_shape", "out_dtype", "dtypes", "device", "runs")
+
+    def __init__(self, record: list, out_shape: tuple[int, ...] | None, out_dtype: Any,
+                 arrays: tuple[Any, ...]) -> None:
+        self.out_shape, self.out_dtype = out_shape, out_dtype
+        bases = [None if x is None else x.data_ptr() for x in arrays]
+        self.matrices = tuple((plan, tuple(None if v is None else ((v.ptr - bases[i]) // v.itemsize, v.shape, v.strides)
+                                           for i, v in enumerate(views)))
+                              for plan, views in record)
+        self.dtypes = tuple(("", None, None, 0) if v is None else (v.dtype, v.carrier, v.device, v.itemsize)
+                            for v in record[0][1])
+        self.device = self.dtypes[0][2]
+        self.runs: dict[tuple, tuple[kernels.Replayed, ...]] = {}
+
+    def run(self, a: Any, b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any) -> Any:
+        if out is None:
+            out = a.new_empty(self.out_shape, dtype=self.out_dtype)
+        arrays = (a, b, out, c, bias)
+        stream = _STREAM(self.device)
+        seen = (stream, alpha, beta, *(0 if x is None else x.data_ptr() for x in arrays))
+        runs = self.runs.get(seen)
+        if runs is not None and kernels.launch_again(runs, stream):
+            return out
+        alpha_f, beta_f = _scalar(alpha, "alpha"), _scalar(beta, "beta")
+        made: list[kernels.Replayed] = []
+        d = self.dtypes
+        for plan, places in self.matrices:
+            views: dict[str, ArrayView | None] = {}
+            for i, (name, place) in enumerate(zip(("a", "b", "out", "c", "bias"), places)):
+                if place is not None:
+                    x = arrays[i]
+                    views[name] = ArrayView(x, "torch", x.data_ptr() + place[0] * d[i][3], place[1], place[2],
+                                            d[i][3], d[i][0], d[i][1], d[i][2])
+            named = {"a": a, "b": b, "out": out, "c": c, "bias": bias}
+            launch, _ = _run_product(plan, views["a"], named, views, alpha_f, beta_f)  # type: ignore[arg-type]
+            last = plan.kernel.last_launch
+            if launch.context and last is not None and last[4] is launch.params:
+                head, params, _ = kernels.replayable(*last)
+                made.append((head, params, launch))
+        if len(made) == len(self.matrices):  # every matrix a kernel launch of this call's: kept to make again
+            if len(self.runs) >= _RUNS_LIMIT:
+                self.runs.clear()
+            self.runs[seen] = tuple(made)
         return out
 
 
@@ -622,7 +682,7 @@ def _product(args: _Args, a: Any, av: ArrayView, b: Any, bv: ArrayView, out: Any
     """One 2-D product into ``out``: the operands as the kernel takes them, staged where they must be."""
     arrays = {"a": a, "b": b, "out": out, "c": c}
     plan, views = _plan_product(args, arrays, av, bv, ov, cv)
-    launched = _run_product(plan, av, arrays, views, args.alpha, args.beta)
+    _, launched = _run_product(plan, av, arrays, views, args.alpha, args.beta)
     if args.record is not None:
         args.record.append((plan, launched))
 
@@ -671,11 +731,12 @@ def _plan_product(args: _Args, arrays: dict[str, Any], av: ArrayView, bv: ArrayV
 
 
 def _run_product(plan: _ProductPlan, like: ArrayView, arrays: dict[str, Any], views: dict[str, ArrayView | None],
-                 alpha: float, beta: float) -> tuple[ArrayView | None, ...]:
+                 alpha: float, beta: float) -> tuple[Launch, tuple[ArrayView | None, ...]]:
     """Launches ``plan`` on a call's ``arrays`` (a, b, out, c; framework arrays) seen as ``views``
     (an array's own ArrayView, or, for a staged one whose scratch is made already, the scratch's),
     staging those ``views`` lacks (in ``like``'s framework and device) and copying a staged output
-    back; returns the views launched on: A, B, the output, C and the bias (None where absent)."""
+    back; returns the launch, and the views it was made on: A, B, the output, C and the bias (None
+    where absent)."""
 
     def operand(name: str) -> ArrayView:
         view = views.get(name)
@@ -707,10 +768,10 @@ def _run_product(plan: _ProductPlan, like: ArrayView, arrays: dict[str, Any], vi
                 assert isinstance(plan.bias, _BiasStaging)
                 bias_view = _fill_bias(plan.bias, arrays["bias"], like)
             params.update(bias=bias_view, bias_along=plan.along)
-    _launch(plan.kernel, a_in, b_in, o_in, params)
+    launch = _launch(plan.kernel, a_in, b_in, o_in, params)
     if scratch is not None:
         arrays["out"][...] = scratch[:, : plan.n]
-    return a_in, b_in, o_in, params.get("c"), params.get("bias")
+    return launch, (a_in, b_in, o_in, params.get("c"), params.get("bias"))
 
 
 def _launch(kern: Kernel, a: ArrayView, b: ArrayView, out: ArrayView, params: dict[str, Any]) -> Launch:
