@@ -145,6 +145,27 @@ def test_a_staged_call_repeated_takes_each_calls_arrays(gen: Any) -> None:
     assert sum(isinstance(r, ops_matmul._StagedRecipe) for r in ops_matmul._RECIPES.values()) == len(makers)
 
 
+def test_a_batch_repeated_launches_each_matrix_of_each_call(gen: Any) -> None:
+    """Batches launched a matrix at a time, repeated: with new tensors of the same layouts (the first
+    call's decision, `_BatchRecipe`) and with the same tensors again (its launches made again),
+    every result within the float64 bound, the same tensors overwritten in between."""
+    makers = [
+        lambda: (rand(4, 333, 512, gen=gen), rand(4, 512, 256, gen=gen), {}),
+        lambda: (rand(3, 64, 96, gen=gen)[:, ::2], rand(3, 96, 40, gen=gen),
+                 {"c": rand(32, 40, gen=gen), "beta": -1.0, "bias": rand(32, 1, gen=gen), "alpha": 0.5}),
+        lambda: (rand(2, 1, 5, 64, gen=gen), rand(4, 64, 24, gen=gen), {}),
+    ]
+    ops_matmul._RECIPES.clear()
+    for make in makers:
+        for _ in range(2):
+            a, b, kw = make()
+            for _ in range(2):
+                assert outside(tmagen.ops.matmul(a, b, **kw), a, b, **kw) == 0
+                a.copy_(torch.randn(a.shape, device="cuda", generator=gen).to(a.dtype))
+                b.copy_(torch.randn(b.shape, device="cuda", generator=gen).to(b.dtype))
+    assert sum(isinstance(r, ops_matmul._BatchRecipe) for r in ops_matmul._RECIPES.values()) == len(makers)
+
+
 def test_batches_empty_products_and_k_zero(gen: Any) -> None:
     a, w = rand(4, 100, 72, gen=gen), rand(40, 72, gen=gen)
     bias = rand(40, gen=gen)
