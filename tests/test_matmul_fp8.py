@@ -200,3 +200,24 @@ def test_each_epilogue_is_chosen_by_what_the_launch_adds(spec_name: str) -> None
         assert mode(launch(256, scale_a=rows, bias=bias, bias_along="n")) == 0
     assert launch(0).clear_output
     assert not launch(0, bias=bias, bias_along="n").clear_output
+
+
+@pytest.mark.parametrize("spec_name", ["matmul_bf16_tn", "matmul_fp8_e4m3"])
+def test_b_rows_stops_the_b_map_at_b_s_own_rows(spec_name: str) -> None:
+    """``b_rows``: a K-major B [N, K] holding fewer rows than N (tmagen.ops.matmul's N padded to
+    whole 16 bytes of output): its map's extent is those rows, so TMA reads the rest as zeros and no
+    row past B's memory; anything but 1 to N, or an MN-major B, is refused with the field and fix."""
+    raw = json.loads((Path(__file__).resolve().parents[1] / "specs" / f"{spec_name}.json").read_text())
+    plan = resolve(parse_spec(raw))
+    m, n, k = 64, 40, 256
+    a, b, out = Array.of(1 << 20, (m, k)), Array.of(1 << 21, (n, k)), Array.of(1 << 24, (m, n))
+    scales = {"scale_a": Array.of(64, (1,)), "scale_b": Array.of(64, (1,))} if plan.kernel.detail.fp8 else {}
+    call = MatmulLauncher().bind(plan, [a, b], out, 132, b_rows=37, **scales)
+    b_map = next(x for x in call.maps if x.role == "b")
+    assert b_map.shape == (37, k) and b_map.ptr == 1 << 21 and b_map.strides == (k, 1)
+    plain = MatmulLauncher().bind(plan, [a, b], out, 132, **scales)
+    assert next(x for x in plain.maps if x.role == "b").shape == (n, k)
+    for bad in (0, n + 1, 2.5, True):
+        found = MatmulLauncher().problems(plan, [a, b], out, b_rows=bad, **scales)
+        assert [(v.rule, v.field) for v in found] == [("matmul-b-rows", "b_rows")], bad
+        assert "1 to N = 40" in found[0].why

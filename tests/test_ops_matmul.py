@@ -75,7 +75,14 @@ class FakeFamily:
         m, k = a.shape
         n, kb = b.shape if self.b_major == "k" else b.shape[::-1]
         assert kb == k and out.shape == (m, n), (a.shape, b.shape, out.shape, self.b_major)
-        x, y = _values(_read(a), self.in_dtype), _values(_read(b), self.in_dtype)
+        b_rows = params.get("b_rows")
+        x = _values(_read(a), self.in_dtype)
+        if b_rows is None:
+            y = _values(_read(b), self.in_dtype)
+        else:  # as TMA reads it: B's first b_rows rows from memory, zeros past them
+            assert self.b_major == "k" and 1 <= b_rows <= n
+            y = np.zeros((n, k))
+            y[:b_rows] = _values(_read(b.with_layout((b_rows, k), b.strides)), self.in_dtype)
         with np.errstate(invalid="ignore", over="ignore"):  # NaN in scratch padding gives columns of C dropped
             product = params.get("alpha", 1.0) * (x @ (y.T if self.b_major == "k" else y))
         if "c" in params:
@@ -162,7 +169,8 @@ def test_results_and_the_layouts_the_kernel_gets(family: dict, gen: Any, m: int,
     got = ops.matmul(a, b, out_dtype=out_dtype if out_dtype != in_dtype else None)
     _close(got, _reference(a, b), out_dtype)
     ((key, (a_in, b_in, out_in, params)),) = _launches(family)
-    assert key[:2] == (_NAMES[in_dtype], _NAMES[out_dtype]) and params == {}
+    assert key[:2] == (_NAMES[in_dtype], _NAMES[out_dtype]) and set(params) <= {"b_rows"}
+    assert params.get("b_rows", n) == n, "B's own N rows, where the kernel's N is padded"
     if k * 2 % 16 == 0 or k == 1 or (b_layout == "kn" and n > 1):
         # B's own memory, read in place: a w.T view as the K-major kernel's [N, K], a [K, N] as the MN-major one's
         assert key[2] == ("k" if b_layout == "w.T" and k > 1 else "mn" if b_layout == "kn" and n > 1 else key[2])
@@ -183,6 +191,20 @@ def test_a_weight_passed_as_w_T_is_read_in_place_by_the_k_major_kernel(family: d
     ops.matmul(a, b)
     key, (_, b_in, _, _) = _launches(family)[-1]
     assert key[2] == "mn" and (b_in.ptr, b_in.shape, b_in.strides) == (b.data_ptr(), (128, 256), (256, 1))
+
+
+@pytest.mark.parametrize("n", [13, 1, 777])
+def test_an_odd_n_reads_a_weight_passed_as_w_T_in_place(family: dict, gen: Any, n: int) -> None:
+    """N whose output rows are not whole 16 bytes: the output goes through scratch (N padded to 8),
+    but B = w.T is read in place, its map stopping at w's N rows (``b_rows``), not copied whole."""
+    a, w, bias = _rand(40, 64, gen=gen), _rand(n, 64, gen=gen), _rand(n, gen=gen)
+    for kw in ({}, {"bias": bias}):
+        got = ops.matmul(a, w.T, **kw)
+        _close(got, _reference(a, w.T, **kw), BF16)
+        key, (_, b_in, out_in, params) = _launches(family)[-1]
+        assert key[2] == "k" and params["b_rows"] == n
+        assert (b_in.ptr, b_in.shape, b_in.strides) == (w.data_ptr(), (-(-n // 8) * 8, 64), (64, 1))
+        assert out_in.shape == (40, -(-n // 8) * 8) and out_in.ptr != got.data_ptr()
 
 
 def test_what_tma_cannot_address_goes_through_scratch(family: dict, gen: Any) -> None:

@@ -228,8 +228,9 @@ def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 
     (one extra pass over that array): ``a`` whose rows are not contiguous (a transposed view); any
     array whose row pitch is not whole 16 bytes (K = 1001 in bfloat16) or whose address is not
     16-byte aligned; and where the output's rows are not whole 16 bytes (N not a multiple of 8 for
-    16-bit outputs, of 4 for float32), B, C and the bias are padded to a multiple of 8 columns
-    and the result copied out. A batch [B, M, K] @ [K, N] whose rows lie evenly is one product of
+    16-bit outputs, of 4 for float32), C and the bias are padded to a multiple of 8 columns (B
+    too where it is [K, N]; a ``w.T`` is read in place, its map stopping at its N rows) and the
+    result copied out. A batch [B, M, K] @ [K, N] whose rows lie evenly is one product of
     B*M rows; other batches are one launch per matrix.
 
     fp8 ``a`` and ``b`` (torch.float8_e4m3fn, float8_e5m2) take ``scale_a`` and ``scale_b`` and
@@ -663,14 +664,16 @@ class _ProductPlan:
     """One 2-D product as decided for its arrays' layouts, dtypes and alignments: its kernel, and
     how A, B, the output and C each reach it (`Slot`: a layout of the array's own memory, or a
     `_Staging`, the output's copied back into its first ``n`` columns), and the bias (its layout, or
-    `_fill_bias`'s staging). `_run_product` makes it on any arrays of those layouts."""
+    `_fill_bias`'s staging). ``b_rows``: a K-major B read in place where N is padded (its N rows of
+    the kernel's padded N; the launcher's ``b_rows``). `_run_product` makes it on any arrays of those
+    layouts."""
 
-    __slots__ = ("kernel", "a", "b", "out", "c", "bias", "along", "n", "epilogue")
+    __slots__ = ("kernel", "a", "b", "out", "c", "bias", "along", "n", "epilogue", "b_rows")
 
     def __init__(self, kern: Kernel, a: Slot, b: Slot, out: Slot, c: Slot, bias: Layout | _BiasStaging | None,
-                 along: str | None, n: int, epilogue: bool) -> None:
+                 along: str | None, n: int, epilogue: bool, b_rows: int | None) -> None:
         self.kernel, self.a, self.b, self.out, self.c, self.bias = kern, a, b, out, c, bias
-        self.along, self.n, self.epilogue = along, n, epilogue
+        self.along, self.n, self.epilogue, self.b_rows = along, n, epilogue, b_rows
 
     @property
     def in_place(self) -> bool:
@@ -704,7 +707,17 @@ def _plan_product(args: _Args, arrays: dict[str, Any], av: ArrayView, bv: ArrayV
         return staging if staging is not None else (view.shape, view.strides)
 
     a_slot = slot("a", _as_rows(arrays["a"], av, False), (m, k), None)
-    b_slot = slot("b", _as_rows(arrays["b"], bv, b_major == "k"), (np_, k) if b_major == "k" else (k, np_), None)
+    b_op = _as_rows(arrays["b"], bv, b_major == "k")
+    b_rows = None
+    if b_major == "k" and np_ != n and b_op.contiguous_rows and _addressable(b_op.view, n, k, b_op.pitch):
+        # N padded for the output's stores: B's own n rows, read in place as the kernel's np_ (its map
+        # stops at n, and TMA reads the rest as zeros), not copied whole into np_ rows
+        b_layout: Layout = ((np_, k), (b_op.pitch, 1))
+        made["b"] = b_op.view.with_layout(*b_layout)
+        b_slot: Slot = b_layout
+        b_rows = n
+    else:
+        b_slot = slot("b", b_op, (np_, k) if b_major == "k" else (k, np_), None)
     o_op = _as_rows(arrays["out"], ov, False)
     out_slot: Slot
     if o_op.contiguous_rows and np_ == n and _addressable(o_op.view, m, n, o_op.pitch):
@@ -726,7 +739,7 @@ def _plan_product(args: _Args, arrays: dict[str, Any], av: ArrayView, bv: ArrayV
         bias_slot = args.bias_staging or (args.bias.shape, args.bias.strides)
         made["bias"] = args.bias
     plan = _ProductPlan(kernel(args.in_dtype, args.out_dtype, b_major), a_slot, b_slot, out_slot, c_slot, bias_slot,
-                        args.along if args.bias is not None else None, n, epilogue)
+                        args.along if args.bias is not None else None, n, epilogue, b_rows)
     return plan, made
 
 
@@ -768,6 +781,8 @@ def _run_product(plan: _ProductPlan, like: ArrayView, arrays: dict[str, Any], vi
                 assert isinstance(plan.bias, _BiasStaging)
                 bias_view = _fill_bias(plan.bias, arrays["bias"], like)
             params.update(bias=bias_view, bias_along=plan.along)
+    if plan.b_rows is not None:
+        params["b_rows"] = plan.b_rows
     launch = _launch(plan.kernel, a_in, b_in, o_in, params)
     if scratch is not None:
         arrays["out"][...] = scratch[:, : plan.n]

@@ -203,8 +203,9 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
     a_in = _k_major(a, av, m, k, "a")
     w = b.t() if hasattr(b, "t") else b.T
     b_in = _k_major(w, describe(w, "b"), n, k, "b")
-    if n_kernel != n:  # rows past N of the scratch B are never stored: TMA drops the columns past n of out
-        b_in = _padded_rows(w, b_in, n_kernel, k)
+    if n_kernel != n:  # B's n rows as the kernel's n_kernel: its map stops at n, TMA reads the rest as zeros
+        b_in = b_in.with_layout((n_kernel, k), b_in.strides)
+        params["b_rows"] = n
     direct = n_kernel == n and ov.strides[1] == 1 and ov.ptr % CHUNK == 0 and (m <= 1 or ov.strides[0] % unit == 0)
     if direct:
         o_in = ov if m > 1 else ov.with_layout((m, n), (n_kernel, 1))
@@ -235,14 +236,6 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
 
 def _address(x: Any) -> int | None:
     return x.data_ptr() if hasattr(x, "data_ptr") else None
-
-
-def _padded_rows(w: Any, view: ArrayView, rows: int, k: int) -> ArrayView:
-    """B with ``rows`` rows (the kernel's padded N): a scratch copy whose extra rows are zeros."""
-    pitch = _whole(k, CHUNK)
-    scratch = w.new_zeros((rows, pitch))
-    scratch[: w.shape[0], :k] = w
-    return describe(scratch, "b").with_layout((rows, k), (pitch, 1))
 
 
 def _torch_dtype(name: str) -> Any:

@@ -20,7 +20,7 @@ from tmagen.limits import MAX_SPLITS
 
 COORDINATE_LIMIT = 1 << 31  # TMA coordinates are signed 32-bit
 BIAS_ALONG = {None: 0, "n": 1, "m": 2}
-PARAMETERS = ("c", "alpha", "beta", "bias", "bias_along", "scale_a", "scale_b", "choice")
+PARAMETERS = ("c", "alpha", "beta", "bias", "bias_along", "scale_a", "scale_b", "choice", "b_rows")
 
 
 class MatmulEpilogue(ctypes.Structure):
@@ -98,6 +98,12 @@ class MatmulLauncher:
                 found.append(Violation("array-shape", what, str(value), "TMA addresses tiles with signed 32-bit "
                                        "coordinates: each extent is below 2^31", "split the product", source))
         scale_a, scale_b = params.pop("scale_a", None), params.pop("scale_b", None)
+        b_rows = params.pop("b_rows", None)
+        if b_rows is not None and (plan.kernel.detail.b_major != "k" or isinstance(b_rows, bool) or
+                                   not isinstance(b_rows, int) or not 1 <= b_rows <= n):
+            found.append(Violation("matmul-b-rows", "b_rows", repr(b_rows), f"B [N, K] ({plan.kernel.detail.b_major} "
+                                   f"B here) holds 1 to N = {n} rows in memory, the rest read as zeros",
+                                   "pass an int from 1 to N with a K-major B, or none", source))
         found += self._epilogue_problems(m, n, source, family=plan.kernel.detail, **params)
         found += self._scale_problems(m, n, k, source, plan.kernel.detail.block_scales, scale_a, scale_b)
         return found
@@ -171,10 +177,14 @@ class MatmulLauncher:
              workspace: Workspace | None = None, c: Operand | None = None, alpha: float = 1.0, beta: float = 0.0,
              bias: Operand | None = None, bias_along: str | None = None, scale_a: Operand | None = None,
              scale_b: Operand | None = None, choice: tuple[int, ...] | None = None,
-             memory_bytes_per_us: int = 0) -> Call:
+             memory_bytes_per_us: int = 0, b_rows: int | None = None) -> Call:
         """``choice``: (kernel, splits[, first split tile]) to run instead of the family's own choice
         (tests, tuning); ``memory_bytes_per_us``: the GPU's DRAM peak, by which the family's choice
-        takes the dispatch table of the GPU most like it (0: the first)."""
+        takes the dispatch table of the GPU most like it (0: the first); ``b_rows``: a K-major B's
+        rows in memory where they are fewer than N (an output padded to rows of whole 16 bytes):
+        B's map stops there and TMA fills the rows past it with zeros, so the columns of C past
+        them hold the epilogue's other terms alone, for the caller to drop, and B is read in place
+        instead of copied into N rows (tmagen.ops.matmul's odd N)."""
         a, b = inputs
         m, n, k, _ = self._mnk(plan, [tuple(a.shape), tuple(b.shape)])
         if m == 0 or n == 0:
@@ -219,7 +229,8 @@ class MatmulLauncher:
                      else MapBinding("b", b.ptr, (1, n), tuple(b.strides)))
         else:
             a_map = MapBinding("a", a.ptr, tuple(a.shape), tuple(a.strides))
-            b_map = MapBinding("b", b.ptr, tuple(b.shape), tuple(b.strides))
+            b_map = MapBinding("b", b.ptr, (b_rows, b.shape[1]) if b_rows is not None else tuple(b.shape),
+                               tuple(b.strides))
         maps: tuple[MapBinding, ...] = (a_map, b_map, out_map)
         if family.edge_rows:  # A again in boxes of a few rows, for the tiles at M's edge
             at_edge = k and m % plan.map("a").box[0]
