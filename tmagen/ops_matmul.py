@@ -397,15 +397,23 @@ def _launch_again(recipe: _Recipe | _Fp8Recipe, seen: tuple, stream: int) -> boo
     return run is not None and kernels.launch_again((run,), stream)
 
 
-def _keep_run(recipe: _Recipe | _Fp8Recipe, seen: tuple, launch: Launch) -> None:
-    """Keeps the kernel launch just made for ``seen`` (the call's pointers, scalars and stream),
-    its arguments built once (`kernels.replayable`), with the Launch that owns its parameters."""
-    last = recipe.kernel.last_launch
+def _replayed(kern: Kernel, launch: Launch) -> kernels.Replayed | None:
+    """The kernel launch ``launch`` just made, its arguments built once (`kernels.replayable`), with
+    the Launch that owns its parameters; None where it made none (nothing to launch, or a clear)."""
+    last = kern.last_launch
     if launch.context and last is not None and last[4] is launch.params:  # a kernel launch, this call's
+        head, params, _ = kernels.replayable(*last)
+        return head, params, launch
+    return None
+
+
+def _keep_run(recipe: _Recipe | _Fp8Recipe, seen: tuple, launch: Launch) -> None:
+    """Keeps the kernel launch just made for ``seen`` (the call's pointers, scalars and stream)."""
+    run = _replayed(recipe.kernel, launch)
+    if run is not None:
         if len(recipe.runs) >= _RUNS_LIMIT:
             recipe.runs.clear()
-        head, params, _ = kernels.replayable(*last)
-        recipe.runs[seen] = (head, params, launch)
+        recipe.runs[seen] = run
 
 
 def _view(x: Any, layout: Any, d: tuple[str, str | None, int | None, int]) -> ArrayView:
@@ -434,6 +442,9 @@ def _recipe(record: list, new_out: bool, result: Any, two_d: bool,
     return _StagedRecipe(plan, out_shape, result.dtype, dtypes) if two_d else None
 
 
+_SLOTS = ("a", "b", "out", "c", "bias")  # a recipe's arrays, in the order of its views and dtypes
+
+
 class _StagedRecipe:
     """A PyTorch call of two matrices of which some go to the kernel through scratch, as one launch:
     the `_ProductPlan` the first call of the same dtypes, shapes, strides, 16-byte alignments and
@@ -452,7 +463,7 @@ class _StagedRecipe:
             out = a.new_empty(self.out_shape, dtype=self.out_dtype)
         arrays = {"a": a, "b": b, "out": out, "c": c, "bias": bias}
         views: dict[str, ArrayView | None] = {}
-        for i, name in enumerate(("a", "b", "out", "c", "bias")):
+        for i, name in enumerate(_SLOTS):
             slot = getattr(p, name)
             if slot is not None and not isinstance(slot, (_Staging, _BiasStaging)):
                 views[name] = _view(arrays[name], slot, d[i])
@@ -493,19 +504,18 @@ class _BatchRecipe:
         alpha_f, beta_f = _scalar(alpha, "alpha"), _scalar(beta, "beta")
         made: list[kernels.Replayed] = []
         d = self.dtypes
+        named = dict(zip(_SLOTS, arrays))
         for plan, places in self.matrices:
             views: dict[str, ArrayView | None] = {}
-            for i, (name, place) in enumerate(zip(("a", "b", "out", "c", "bias"), places)):
+            for i, (name, place) in enumerate(zip(_SLOTS, places)):
                 if place is not None:
                     x = arrays[i]
                     views[name] = ArrayView(x, "torch", x.data_ptr() + place[0] * d[i][3], place[1], place[2],
                                             d[i][3], d[i][0], d[i][1], d[i][2])
-            named = {"a": a, "b": b, "out": out, "c": c, "bias": bias}
             launch, _ = _run_product(plan, views["a"], named, views, alpha_f, beta_f)  # type: ignore[arg-type]
-            last = plan.kernel.last_launch
-            if launch.context and last is not None and last[4] is launch.params:
-                head, params, _ = kernels.replayable(*last)
-                made.append((head, params, launch))
+            run = _replayed(plan.kernel, launch)
+            if run is not None:
+                made.append(run)
         if len(made) == len(self.matrices):  # every matrix a kernel launch of this call's: kept to make again
             if len(self.runs) >= _RUNS_LIMIT:
                 self.runs.clear()
