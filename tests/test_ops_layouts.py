@@ -360,7 +360,7 @@ def test_the_narrow_kernels_tiles_fit_its_shared_span() -> None:
     one another, are refused rather than planned."""
     from tmagen.kinds.strided import plan as sp
 
-    span_bytes = 4 * sp.narrow_span_words()
+    span_bytes = 4 * sp.narrow_bytes_span()
     for size in (1, 2, 4, 8, 16):
         for cols in range(1, sp.NARROW_MAX_ROW_BYTES // size + 1):
             for rows in (1, 5, 1000, 1 << 20):

@@ -37,7 +37,7 @@ def source() -> str:
         version=__version__, sizes=sp.SIZES, vector_bytes=sp.VECTOR_BYTES, plane_kernels=sp.plane_kernels(),
         plane_threads=sp.PLANE_THREADS, gather_threads=sp.GATHER_THREADS, tile_kernels=sp.tile_kernels(),
         tile_threads=sp.TILE_THREADS, tile_blocks=sp.TILE_BLOCKS_PER_SM, dependent_launch=sp.DEPENDENT_LAUNCH,
-        narrow_threads=sp.NARROW_THREADS, narrow_words=sp.narrow_span_words(),
+        narrow_threads=sp.NARROW_THREADS, narrow_bytes_span=sp.narrow_bytes_span(),
         narrow_words_span=sp.narrow_words_span())
 
 

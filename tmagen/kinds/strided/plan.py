@@ -318,9 +318,10 @@ def narrow_words_span() -> int:
                for cw in range(1, NARROW_WORDS_MAX_ROW_BYTES // WORD_BYTES + 1))
 
 
-def narrow_span_words() -> int:
-    """4-byte words of the narrow kernel's shared span: its largest tile (at least 4 of the longest
-    rows), and the word before its first byte."""
+def narrow_bytes_span() -> int:
+    """4-byte words of the shared span of the narrow kernel in bytes (its first form; `narrow_words_span`
+    is the form in words'): its largest tile (at least 4 of the longest rows), and the word before its
+    first byte."""
     return (max(NARROW_TILE_BYTES, 4 * NARROW_MAX_ROW_BYTES) + 8) // 4
 
 
