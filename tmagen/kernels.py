@@ -473,7 +473,7 @@ class Kernel:
         with self._lock:
             if device in self._loaded:
                 return self._loaded[device]
-            if stream is not None and runtime.stream_is_capturing(stream):
+            if stream is not None and _capturing(device, stream):
                 raise runtime.GpuError(
                     f"{self.plan.name}: the first call on a device compiles and loads the kernel, which a CUDA graph "
                     "capture does not allow: call it once before capturing (as a warm-up)")
@@ -495,7 +495,7 @@ class Kernel:
             have = self._workspaces.get((device, stream))
             if have is not None and have[0].nbytes >= counter_bytes and have[1].nbytes >= partial_bytes:
                 return have[0].ptr, have[1].ptr
-            if runtime.stream_is_capturing(stream):  # allocating is not allowed: the launcher goes unsplit
+            if _capturing(device, stream):  # allocating is not allowed: the launcher goes unsplit
                 raise NoWorkspace(f"{self.plan.name}: no workspace for a split of K on a stream being captured")
             with runtime.OnDevice(device):
                 if have is not None:  # grown by half again at least, the old kept: a captured graph may use it
@@ -506,6 +506,14 @@ class Kernel:
                 counters.fill(0)
             self._workspaces[(device, stream)] = (counters, partials)
             return counters.ptr, partials.ptr
+
+
+def _capturing(device: int, stream: int) -> bool:
+    """Whether ``stream`` of ``device`` is being captured, asked in the device's context: a thread
+    may have none current (autograd's backward thread, where PyTorch's allocator reused memory and
+    made no runtime call: the driver refused with CUDA_ERROR_INVALID_CONTEXT)."""
+    with runtime.OnDevice(device):
+        return runtime.stream_is_capturing(stream)
 
 
 _MODULES: dict[tuple[Path, int], _Loaded] = {}  # (cubin, device) -> loaded

@@ -401,10 +401,10 @@ def load_once(cache: dict[Any, _T], key: Any, device: int, stream: int | None, w
     with _LOAD_LOCK:
         if key in cache:
             return cache[key]
-        if stream is not None and stream_is_capturing(stream):
-            raise GpuError(f"tmagen's {what} compile and load at their first call on a device, which a CUDA graph "
-                           "capture does not allow: call the op once before capturing")
-        with OnDevice(device):
+        with OnDevice(device):  # (the thread may have no context current: autograd's backward thread)
+            if stream is not None and stream_is_capturing(stream):
+                raise GpuError(f"tmagen's {what} compile and load at their first call on a device, which a CUDA "
+                               "graph capture does not allow: call the op once before capturing")
             found = cache[key] = load()
         return found
 

@@ -203,6 +203,38 @@ def test_torch_through_load(gen: Any) -> None:
         k(x.to(torch.float16))
 
 
+def test_a_first_call_in_a_thread_with_no_context_current(gen: Any) -> None:
+    """A kernel's first call in a thread that has no CUDA context current (autograd's backward thread,
+    where PyTorch reused cached memory and made no runtime call): it loads in the device's context.
+    Before, asking whether the stream was being captured failed there (CUDA_ERROR_INVALID_CONTEXT),
+    and the first backward through torch.ops.tmagen.matmul of a process raised."""
+    import threading
+
+    from tmagen import runtime
+
+    k = tmagen.load({"name": "py_t_f32_thread", "tensors": [{"name": "m", "dtype": "float32", "shape": [64, 64],
+                                                             "box": [32, 32], "swizzle": {"mode": "128B"}}],
+                     "kernel": {"kind": "transpose"}})
+    x = random((96, 160), torch.float32, gen)
+    out = torch.empty(160, 96, device="cuda")
+    seen: dict[str, Any] = {}
+
+    def first_call() -> None:
+        seen["context"] = runtime.current_context()
+        try:
+            k(x, out=out)
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            seen["error"] = exc
+
+    thread = threading.Thread(target=first_call)
+    thread.start()
+    thread.join()
+    assert seen["context"] == 0, "the thread had no context current (what the test is about)"
+    assert "error" not in seen, seen.get("error")
+    torch.cuda.synchronize()
+    assert torch.equal(bits(out), bits(x.t().contiguous()))
+
+
 @pytest.mark.parametrize("name", ["inspect_bf16_offset384", "nhwc_64b_fp16", "nc32hwc32_32b_fp16"])
 def test_torch_inspect_through_load(name: str, gen: Any) -> None:
     """tmagen.load of an inspect spec gives the box's shared-memory footprint, every byte where the
