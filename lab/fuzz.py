@@ -462,7 +462,7 @@ def _transpose_shape(rng: random.Random, box: list[int], es: int, unit: int, ali
 # ----------------------------------------------------------------------------- matmul
 def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[Run]]:
     """bf16/fp16 (or fp8, K-major, promoted or not, block-scaled or not) in, bf16/fp16/fp32 out,
-    K-major or MN-major B, every swizzle of the operands and of
+    K-major or MN-major A and B, every swizzle of the operands and of
     C, 1 to 3 consumer warpgroups, tiles, stages, raster groups and shared-memory offsets; checked
     at its own ragged M, N, K and at another, K below one tile among them. sm_90a only (wgmma)."""
     fp8 = _chance(rng, 0.3)
@@ -533,6 +533,17 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
         # rows 16 bytes off whole 32-byte sectors, M over one tile, K of 16 steps and more
         mnk.append((rng.randint(bm + 1, 3 * bm), _round_up(_extent(rng, bn), 16), 16 * bk + 16 // es))
         epilogues.append(None)
+    # An MN-major A ([K, M], as x^T in a weight gradient), drawn last so that the draws above stay
+    # those of the campaigns before it: boxes of k_rows of K (a family's: one box along K a stage) by
+    # one span (or core-matrix column) of M, which the wgmma's 64 rows of M take side by side; M a
+    # multiple of 8, so that A's rows are whole 16 bytes, as TMA needs. 16-bit types only.
+    if not fp8 and _chance(rng, 0.3):
+        kernel["a_major"] = "mn"
+        mnk = [(_round_up(mm, 8), nn, kk) for mm, nn, kk in mnk]
+        a["box"], a["shape"] = [bk if family else k_rows, atom], [k, mnk[0][0]]
+        c["shape"] = [mnk[0][0], n]
+        while kernel["stages"] > 2 and _matmul_smem(spec) > TARGETS["sm_90a"].smem_per_block_optin:
+            kernel["stages"] -= 1
     return spec, [{"call": "matmul", "args": {"mnk": list(s), **({"epilogue": e} if e else {})}}
                   for s, e in zip(mnk, epilogues)]
 

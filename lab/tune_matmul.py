@@ -92,7 +92,7 @@ def _measure(args: argparse.Namespace) -> None:
         # straddle sectors, or where the GPU's table offers it on aligned rows), as `fit` scores them;
         # --every-kernel: all of them, so that a fit can judge twins on aligned rows
         candidates = (list(range(len(family.kernels))) if args.every_kernel
-                      else family.candidates(family.dense_rows_straddle(n, k), m, k, family.table_for(sms, memory)))
+                      else family.candidates(family.dense_rows_straddle(m, n, k), m, k, family.table_for(sms, memory)))
         for variant, splits, tail in itertools.product(candidates, SPLITS, (False, True)):
             shape = family.kernels[variant].shape
             groups, slots = shape.groups(m, n), shape.slots(sms)
@@ -166,7 +166,7 @@ def _candidates(data: dict[str, Any],
     if [p.shape.key for p in family.kernels] != data["kernels"]:
         return None
     family = replace(family, dispatches=(replace(family.dispatches[0], aligned_pairs=aligned_pairs),))
-    return lambda m, n, k: family.candidates(family.dense_rows_straddle(n, k), m, k)
+    return lambda m, n, k: family.candidates(family.dense_rows_straddle(m, n, k), m, k)
 
 
 def _measured_twins(data: dict[str, Any]) -> tuple[str, ...]:

@@ -177,14 +177,18 @@ def _scales(ptr: int | None, kind: int, ld: int, rows: int, k_blocks: int) -> np
     return flat[: rows if kind == 1 else 1].astype(np.float64)
 
 
-def _matmul(a: TensorMap, b: TensorMap, c: TensorMap, b_major: str, types: tuple[str, str] | None = None,
+def _matmul(a: TensorMap, b: TensorMap, c: TensorMap, majors: tuple[str, str], types: tuple[str, str] | None = None,
             epilogue: Any = None) -> None:
-    """C = A B^T (B [N, K]) or A B (B [K, N]) in float64, rounded to C's type to nearest even. fp8
-    (``types``): the operands decoded, scaled as ``epilogue`` says (per tensor, row or block)."""
+    """C = A B^T (A [M, K] or, a_major "mn", [K, M]; B [N, K], or, b_major "mn", [K, N]) in float64,
+    rounded to C's type to nearest even. fp8 (``types``): the operands decoded, scaled as
+    ``epilogue`` says (per tensor, row or block)."""
     if types is None:
         av, bv = _floats(_view(a), a.args["dtype"]), _floats(_view(b), b.args["dtype"])
     else:
         av, bv = _fp8_floats(_view(a), types[0]), _fp8_floats(_view(b), types[1])
+    a_major, b_major = majors
+    if a_major == "mn":
+        av = av.T
     if epilogue is not None and (epilogue.scale_a or epilogue.scale_b):
         (m, k), n = av.shape, bv.shape[0]
         kb = -(-k // 128)
@@ -237,7 +241,7 @@ class Kernel:
                 assert a_rows["global_address"] == a["global_address"] and a_rows["global_dim"] == a["global_dim"]
                 assert a_rows is a or a_rows["box_dim"][1] == 8, "A's map, or A's in boxes of 8 rows"
             epilogue = params[len(maps) + 3] if len(params) > len(maps) + 3 else None
-            _matmul(maps[0], maps[1], maps[2], Module.b_major[family], Module.fp8_types.get(family), epilogue)
+            _matmul(maps[0], maps[1], maps[2], Module.majors[family], Module.fp8_types.get(family), epilogue)
         elif self.symbol.endswith("_transpose"):
             _transpose(params[0], params[1])
         else:  # the coordinates come innermost first, as the kernel takes them
@@ -249,7 +253,7 @@ class Module:
     """Kernels by symbol. A cubin bakes each inspect kernel's smem_offset in: the emulation is told."""
 
     smem_offsets: dict[str, int] = {}  # inspect kernel symbol -> its map's smem_offset
-    b_major: dict[str, str] = {}  # matmul kernel symbol -> its B's major-ness
+    majors: dict[str, tuple[str, str]] = {}  # matmul kernel symbol -> its A's and B's major-ness
     fp8_types: dict[str, tuple[str, str]] = {}  # fp8 matmul kernel symbol -> A's and B's types (maps say uint8)
 
     def __init__(self, cubin: bytes) -> None:

@@ -611,7 +611,7 @@ def test_matmul_spec_path_binds_sliced_views_by_their_strides(monkeypatch) -> No
 
     device = emulated_gpu.install(monkeypatch)
     plan = load_plan(REPO / "tmagen" / "ops_specs" / "bench_matmul_bfloat16.json")
-    monkeypatch.setattr(emulated_gpu.Module, "b_major", {plan.kernel.symbol: "k"})
+    monkeypatch.setattr(emulated_gpu.Module, "majors", {plan.kernel.symbol: ("k", "k")})
     m, n, k, ld = 100, 72, 40, 48
     rng = np.random.default_rng(5)
 

@@ -53,8 +53,9 @@ def _run_maps(spec, run: dict) -> list[tuple[object, list[int], list[int]]]:
     args = run["args"]
     if run["call"] == "matmul":
         m, n, k = args["mnk"]
+        a = [m, k] if spec.kernel.a_major == "k" else [k, m]
         b = [n, k] if spec.kernel.b_major == "k" else [k, n]
-        return [(maps[role], s, contiguous_strides(s)) for role, s in (("a", [m, k]), ("b", b), ("c", [m, n]))]
+        return [(maps[role], s, contiguous_strides(s)) for role, s in (("a", a), ("b", b), ("c", [m, n]))]
     shape = list(args.get("shape") or maps[args.get("role", "src")].tensor.shape)
     strides = args.get("strides") or contiguous_strides(shape)
     if run["call"] == "inspect":

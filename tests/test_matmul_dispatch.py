@@ -257,7 +257,7 @@ def test_pairs_are_taken_where_rows_straddle(spec: Path, kind: str) -> None:
     ratios = []
     for row in data["rows"]:
         m, n, k = row["m"], row["n"], row["k"]
-        if not family.dense_rows_straddle(n, k):
+        if not family.dense_rows_straddle(m, n, k):
             assert family.choose(m, n, k, 132) == family.choose(m, n, k, 132, straddle=False)
             continue
         took_pairs = _measured(row, family.choose(m, n, k, 132, table=H100))  # measured on an H100

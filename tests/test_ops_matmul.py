@@ -58,11 +58,11 @@ def _tma_addressable(v: Any, name: str, stores: bool = False) -> None:
 
 
 class FakeFamily:
-    """The matmul family's contract, computed on the CPU: A [M, K], B [N, K] ("k") or [K, N] ("mn"),
-    C [M, N]; alpha, beta, c, bias (1-D) and bias_along as keywords."""
+    """The matmul family's contract, computed on the CPU: A [M, K] ("k") or [K, M] ("mn"), B [N, K]
+    ("k") or [K, N] ("mn"), C [M, N]; alpha, beta, c, bias (1-D) and bias_along as keywords."""
 
-    def __init__(self, in_dtype: str, out_dtype: str, b_major: str) -> None:
-        self.in_dtype, self.out_dtype, self.b_major = in_dtype, out_dtype, b_major
+    def __init__(self, in_dtype: str, out_dtype: str, b_major: str, a_major: str = "k") -> None:
+        self.in_dtype, self.out_dtype, self.b_major, self.a_major = in_dtype, out_dtype, b_major, a_major
         self.calls: list[tuple] = []
         self.last_launch = None
 
@@ -72,11 +72,13 @@ class FakeFamily:
         for v, name in ((a, "a"), (b, "b"), (out, "out")):
             _tma_addressable(v, name, stores=name == "out")
         assert out.carrier == self.out_dtype and a.carrier == b.carrier == self.in_dtype
-        m, k = a.shape
+        m, k = a.shape if self.a_major == "k" else a.shape[::-1]
         n, kb = b.shape if self.b_major == "k" else b.shape[::-1]
-        assert kb == k and out.shape == (m, n), (a.shape, b.shape, out.shape, self.b_major)
+        assert kb == k and out.shape == (m, n), (a.shape, b.shape, out.shape, self.a_major, self.b_major)
         b_rows = params.get("b_rows")
         x = _values(_read(a), self.in_dtype)
+        if self.a_major == "mn":
+            x = x.T
         if b_rows is None:
             y = _values(_read(b), self.in_dtype)
         else:  # as TMA reads it: B's first b_rows rows from memory, zeros past them
@@ -109,8 +111,9 @@ def family(monkeypatch: pytest.MonkeyPatch) -> dict:
     """The stand-in family, on PyTorch CPU tensors (tmagen allocates its scratch there too)."""
     kernels: dict[tuple, FakeFamily] = {}
 
-    def kernel(in_dtype: str, out_dtype: str, b_major: str) -> FakeFamily:
-        return kernels.setdefault((in_dtype, out_dtype, b_major), FakeFamily(in_dtype, out_dtype, b_major))
+    def kernel(in_dtype: str, out_dtype: str, b_major: str, a_major: str = "k") -> FakeFamily:
+        key = (in_dtype, out_dtype, b_major, a_major)
+        return kernels.setdefault(key, FakeFamily(*key))
 
     def empty(like: Any, shape: Any, name: str = "out", dtype: str | None = None) -> Any:
         return like.obj.new_empty(tuple(shape), dtype=getattr(torch, dtype) if dtype else None)
@@ -183,7 +186,7 @@ def test_a_weight_passed_as_w_T_is_read_in_place_by_the_k_major_kernel(family: d
     a, w = _rand(64, 128, gen=gen), _rand(256, 128, gen=gen)
     got = ops.matmul(a, w.T)
     ((key, (a_in, b_in, _, _)),) = _launches(family)
-    assert key == ("bfloat16", "bfloat16", "k")
+    assert key == ("bfloat16", "bfloat16", "k", "k")
     assert (b_in.ptr, b_in.shape, b_in.strides) == (w.data_ptr(), (256, 128), (128, 1))
     assert (a_in.ptr, a_in.shape, a_in.strides) == (a.data_ptr(), (64, 128), (128, 1))
     _close(got, _reference(a, w.T), BF16)
@@ -191,6 +194,32 @@ def test_a_weight_passed_as_w_T_is_read_in_place_by_the_k_major_kernel(family: d
     ops.matmul(a, b)
     key, (_, b_in, _, _) = _launches(family)[-1]
     assert key[2] == "mn" and (b_in.ptr, b_in.shape, b_in.strides) == (b.data_ptr(), (128, 256), (256, 1))
+
+
+@pytest.mark.parametrize("m,k", [(64, 128), (40, 1001), (8, 3), (4096, 1)])
+def test_a_transposed_a_is_read_in_place_by_the_mn_major_kernel(family: dict, gen: Any, m: int, k: int) -> None:
+    """A = x.T (x [K, M], as a weight gradient's x.T @ dy reads it): the MN-major A kernel reads x
+    itself, whatever B's layout, where x's rows are whole 16 bytes; else (below) A is copied."""
+    x = _rand(k, m, gen=gen)
+    for b in (_rand(k, 24, gen=gen), _rand(24, k, gen=gen).T):
+        got = ops.matmul(x.T, b)
+        _close(got, _reference(x.T, b), BF16)
+        key, (a_in, _, _, _) = _launches(family)[-1]
+        if k == 1:  # A [M, 1]: K-major too, and that kernel takes it
+            assert key[3] == "k"
+            continue
+        assert key[3] == "mn" and (a_in.ptr, a_in.shape, a_in.strides) == (x.data_ptr(), (k, m), (m, 1))
+        assert key[2] == ("mn" if b.stride(1) == 1 else "k")
+
+
+def test_a_transposed_a_whose_rows_are_not_whole_16_bytes_is_copied(family: dict, gen: Any) -> None:
+    """M of 13 (a pitch of 26 bytes) or a view 2 bytes off alignment: the K-major kernel, on a copy."""
+    for x in (_rand(64, 13, gen=gen), _rand(64, 41, gen=gen)[:, 1:33]):
+        b = _rand(64, 16, gen=gen)
+        got = ops.matmul(x.T, b)
+        _close(got, _reference(x.T, b), BF16)
+        key, (a_in, _, _, _) = _launches(family)[-1]
+        assert key[3] == "k" and a_in.ptr != x.data_ptr() and a_in.strides[1] == 1
 
 
 @pytest.mark.parametrize("n", [13, 1, 777])
@@ -215,8 +244,10 @@ def test_what_tma_cannot_address_goes_through_scratch(family: dict, gen: Any) ->
     (_, (a_in, b_in, out_in, _)), = _launches(family)
     assert a_in.strides == (1008, 1) and a_in.shape == (40, 1001), "A padded to rows of 1008"
     assert b_in.shape == (16, 1001) and out_in.shape == (40, 16), "N = 13 padded to 16 for the store"
-    at = _rand(1001, 40, gen=gen).T  # a transposed view: copied
+    at = _rand(1001, 41, gen=gen).T  # a transposed view of rows of 82 bytes: copied
     _close(ops.matmul(at, w.T), _reference(at, w.T), BF16)
+    key, (a_in, _, _, _) = _launches(family)[-1]
+    assert key[3] == "k" and a_in.ptr != at.data_ptr() and a_in.shape == (41, 1001)
     base = _rand(48, 130, gen=gen)
     off = base[:, 1:129]  # 2 bytes past a 16-byte boundary
     b = _rand(128, 64, gen=gen)
@@ -391,7 +422,7 @@ def test_a_repeated_call_repeats_its_decision_without_re_deciding(family: dict, 
 # Calls of two matrices that TMA cannot take in place, each kind of scratch: (a, b, keywords) makers.
 STAGED = {
     "K = 1001 (rows of 2002 bytes)": lambda g: (_rand(40, 1001, gen=g), _rand(24, 1001, gen=g).T, {}),
-    "a transposed view": lambda g: (_rand(72, 40, gen=g).T, _rand(24, 72, gen=g).T, {}),
+    "a transposed view, M = 41": lambda g: (_rand(72, 41, gen=g).T, _rand(24, 72, gen=g).T, {}),
     "N = 13, B [K, N] and a bias": lambda g: (_rand(40, 72, gen=g), _rand(72, 13, gen=g),
                                                {"bias": _rand(13, gen=g)}),
     "N = 13, B as w.T, c and alpha": lambda g: (_rand(40, 72, gen=g), _rand(13, 72, gen=g).T,
@@ -445,13 +476,20 @@ def test_a_staged_call_into_a_strided_out_leaves_what_is_around_it(family: dict,
 
 
 # ----------------------------------------------------------------------------- the kernel family
-@pytest.mark.parametrize("in_dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16", "float32"])
-@pytest.mark.parametrize("b_major", ["k", "mn"])
-def test_every_family_spec_passes_the_rules_and_compiles(in_dtype: str, out_dtype: str, b_major: str) -> None:
-    spec = ops_matmul.ops_spec(in_dtype, out_dtype, b_major)
+FAMILY_SPECS = [(i, o, b, "k") for i in ("bfloat16", "float16") for o in ("bfloat16", "float16", "float32")
+                for b in ("k", "mn")]
+FAMILY_SPECS += [("bfloat16", "bfloat16", "k", "mn"), ("float16", "float32", "mn", "mn")]  # an MN-major A (x.T)
+
+
+@pytest.mark.parametrize("in_dtype,out_dtype,b_major,a_major", FAMILY_SPECS)
+def test_every_family_spec_passes_the_rules_and_compiles(in_dtype: str, out_dtype: str, b_major: str,
+                                                         a_major: str) -> None:
+    spec = ops_matmul.ops_spec(in_dtype, out_dtype, b_major, a_major)
     plan = resolve(spec)  # raises RuleError for a spec that breaks a rule
-    assert plan.kernel.detail.b_major == b_major
+    assert (plan.kernel.detail.b_major, plan.kernel.detail.a_major) == (b_major, a_major)
+    assert plan.kernel.detail.edge_rows == (8 if a_major == "k" else 0)
+    if a_major == "k":  # one family, however a call names it
+        assert ops_matmul.kernel(in_dtype, out_dtype, b_major) is ops_matmul.kernel(in_dtype, out_dtype, b_major, "k")
     assert [plan.map(r).dtype_name for r in ("a", "b", "c")] == [in_dtype, in_dtype, out_dtype]
     try:
         compiled = nvrtc.compile_plan(plan)

@@ -46,8 +46,9 @@ def _run(cases, device, tmp_path: Path) -> list[dict]:
     cubin.write_bytes(b"emulated")
     emulated_gpu.Module.smem_offsets = {f"{c.name}_inspect_{t['name']}": t.get("smem_offset", 0)
                                         for c in cases if c.kind == "inspect" for t in c.spec["tensors"]}
-    emulated_gpu.Module.b_major = {f"{c.name}_matmul": c.spec["kernel"].get("b_major", "k")
-                                   for c in cases if c.kind == "matmul"}
+    emulated_gpu.Module.majors = {f"{c.name}_matmul": (c.spec["kernel"].get("a_major", "k"),
+                                                       c.spec["kernel"].get("b_major", "k"))
+                                  for c in cases if c.kind == "matmul"}
     emulated_gpu.Module.fp8_types = {f"{c.name}_matmul": (c.spec["tensors"][0]["dtype"], c.spec["tensors"][1]["dtype"])
                                      for c in cases if c.kind == "matmul" and "float8" in c.spec["tensors"][0]["dtype"]}
     job = {"job": "emulated", "cases": [{"name": c.name, "spec": c.spec, "runs": list(c.runs),

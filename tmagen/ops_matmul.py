@@ -3,9 +3,11 @@
 ``matmul(a, b, *, bias=None, alpha=1, beta=0, c=None, out=None, out_dtype=None)`` is
 ``alpha * (a @ b) + beta * c + bias``, accumulated in fp32 and written as ``out_dtype``. B's layout
 is read from its strides, so both ``b`` ([K, N], N contiguous: the kernel's "mn" B) and ``w.T``
-(a transposed view of a [N, K] ``w``: the kernel's "k" B) run without a copy. One kernel family per
-(input type, output type, B layout) is loaded once per process (`kernel`); it picks its tiles per
-call. What TMA cannot address goes through a scratch copy (see `matmul`'s docstring).
+(a transposed view of a [N, K] ``w``: the kernel's "k" B) run without a copy; so is A's, so that
+``x.T`` (a weight gradient's ``x.T @ dy``: the kernel's "mn" A) runs without one too. One kernel
+family per (input type, output type, B layout, A layout) is loaded once per process (`kernel`); it
+picks its tiles per call. What TMA cannot address goes through a scratch copy (see `matmul`'s
+docstring).
 
 With PyTorch installed, `register_torch_op` (called by `tmagen.torch_ops`) registers
 ``torch.ops.tmagen.matmul``, with its fake implementation and autograd formula.
@@ -53,31 +55,45 @@ _COPIES = ("torch", "cupy")  # the frameworks whose arrays tmagen copies into sc
 
 
 # ----------------------------------------------------------------------------- the kernel family
-@cache
-def ops_spec(in_dtype: str, out_dtype: str, b_major: str) -> Spec:
-    """The spec of the kernel family for these types and B layout ("k": B is [N, K]; "mn": [K, N]):
-    the tuned bf16 spec (tmagen/ops_specs/bench_matmul_bfloat16.json: 64-row boxes, so that every
-    tile shape of the family reads the same maps) with the types and B's layout changed; an
-    MN-major B box is [64 K rows, 64 N columns], an fp32 C box [64, 32] (128 bytes, its swizzle)."""
+def ops_spec(in_dtype: str, out_dtype: str, b_major: str, a_major: str = "k") -> Spec:
+    """The spec of the kernel family for these types and layouts of B ("k": B is [N, K]; "mn": [K, N])
+    and A ("k": A is [M, K]; "mn": [K, M]): the tuned bf16 spec (tmagen/ops_specs/
+    bench_matmul_bfloat16.json: 64-row boxes, so that every tile shape of the family reads the same
+    maps) with the types and layouts changed; an MN-major box is [64 K rows, 64 M or N columns]
+    (the same 128-byte swizzled lines), an fp32 C box [64, 32] (128 bytes, its swizzle)."""
+    return _ops_spec(in_dtype, out_dtype, b_major, a_major)
+
+
+@cache  # (behind a signature of all four, so that a call that leaves a_major out shares its entry)
+def _ops_spec(in_dtype: str, out_dtype: str, b_major: str, a_major: str) -> Spec:
     raw = json.loads((Path(__file__).resolve().parent / "ops_specs" / "bench_matmul_bfloat16.json").read_text())
     a, b, c = raw["tensors"]
     a["dtype"] = b["dtype"] = in_dtype
     c["dtype"] = out_dtype
-    if b_major == "mn":
-        b["box"] = [64, 64]
+    for t, major in ((a, a_major), (b, b_major)):
+        if major == "mn":
+            t["box"] = [64, 64]
     if out_dtype == "float32":
         c["box"] = [64, 32]
     raw["kernel"]["b_major"] = b_major
-    raw["name"] = f"ops_matmul_{in_dtype}_{out_dtype}_{b_major}"
-    raw["description"] = f"Derived by tmagen.ops.matmul from bench_matmul_bfloat16: {b_major}-major B."
+    layouts = f"{b_major}-major B"
+    if a_major != "k":  # (K-major A keeps the names of the kernels built before A had a choice)
+        raw["kernel"]["a_major"] = a_major
+        layouts = f"{a_major}-major A, {layouts}"
+    raw["name"] = f"ops_matmul_{in_dtype}_{out_dtype}_{b_major}" + ("" if a_major == "k" else f"_a{a_major}")
+    raw["description"] = f"Derived by tmagen.ops.matmul from bench_matmul_bfloat16: {layouts}."
     return parse_spec(raw, "derived from tmagen/ops_specs/bench_matmul_bfloat16.json")
 
 
-@cache
-def kernel(in_dtype: str, out_dtype: str, b_major: str) -> Kernel:
-    """The family's kernel for these types and B layout, compiled at its first call and loaded once
-    per process and device."""
-    return Kernel(ops_spec(in_dtype, out_dtype, b_major), caller=CALL)
+def kernel(in_dtype: str, out_dtype: str, b_major: str, a_major: str = "k") -> Kernel:
+    """The family's kernel for these types and layouts of B and A, compiled at its first call and
+    loaded once per process and device."""
+    return _kernel(in_dtype, out_dtype, b_major, a_major)
+
+
+@cache  # one Kernel per family, however a_major was passed
+def _kernel(in_dtype: str, out_dtype: str, b_major: str, a_major: str) -> Kernel:
+    return Kernel(ops_spec(in_dtype, out_dtype, b_major, a_major), caller=CALL)
 
 
 # ----------------------------------------------------------------------------- messages
@@ -225,8 +241,9 @@ def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 
       ``beta * c + bias``) or 1.
 
     Where TMA cannot address an array in place, it goes through a scratch copy of PyTorch or CuPy
-    (one extra pass over that array): ``a`` whose rows are not contiguous (a transposed view); any
-    array whose row pitch is not whole 16 bytes (K = 1001 in bfloat16) or whose address is not
+    (one extra pass over that array): ``a`` whose rows and columns are both not contiguous (a
+    transposed view ``x.T`` is read in place as x, where x's rows are whole 16 bytes); any array
+    whose row pitch is not whole 16 bytes (K = 1001 in bfloat16) or whose address is not
     16-byte aligned; and where the output's rows are not whole 16 bytes (N not a multiple of 8 for
     16-bit outputs, of 4 for float32), C and the bias are padded to a multiple of 8 columns (B
     too where it is [K, N]; a ``w.T`` is read in place, its map stopping at its N rows) and the
@@ -655,6 +672,16 @@ class _Args:
 
 def _b_major(bv: ArrayView) -> str:
     """"mn" where B's rows ([K, N], N contiguous) lie as TMA reads them, "k" where its columns do
+def _a_major(av: ArrayView) -> str:
+    """"mn" where A's columns ([M, K] seen as [K, M], M contiguous: a transposed view such as x.T)
+    lie as TMA reads them in place, else "k" (its own rows, in place or through scratch, as the
+    kernels tuned for decoding's few rows take them)."""
+    (m, k), (s0, s1) = av.shape, av.strides
+    if k <= 1 or s1 == 1 or not (m <= 1 or s0 == 1):
+        return "k"
+    return "mn" if _addressable(av, k, m, s1) else "k"
+
+
     (a transposed view of a [N, K] array); where both or neither, the one TMA takes in place, else "k"."""
     (k, n), (s0, s1) = bv.shape, bv.strides
     mn = n <= 1 or s1 == 1
@@ -707,7 +734,7 @@ def _plan_product(args: _Args, arrays: dict[str, Any], av: ArrayView, bv: ArrayV
     scratch takes A's framework and device."""
     m, k = av.shape
     n = bv.shape[1]
-    b_major = _b_major(bv)
+    a_major, b_major = _a_major(av), _b_major(bv)
     np_ = args.n_kernel
     made: dict[str, ArrayView | None] = {}
 
@@ -716,7 +743,7 @@ def _plan_product(args: _Args, arrays: dict[str, Any], av: ArrayView, bv: ArrayV
         made[name] = view
         return staging if staging is not None else (view.shape, view.strides)
 
-    a_slot = slot("a", _as_rows(arrays["a"], av, False), (m, k), None)
+    a_slot = slot("a", _as_rows(arrays["a"], av, a_major == "mn"), (m, k) if a_major == "k" else (k, m), None)
     b_op = _as_rows(arrays["b"], bv, b_major == "k")
     b_rows = None
     if b_major == "k" and np_ != n and b_op.contiguous_rows and _addressable(b_op.view, n, k, b_op.pitch):
@@ -748,8 +775,8 @@ def _plan_product(args: _Args, arrays: dict[str, Any], av: ArrayView, bv: ArrayV
     if args.bias is not None:
         bias_slot = args.bias_staging or (args.bias.shape, args.bias.strides)
         made["bias"] = args.bias
-    plan = _ProductPlan(kernel(args.in_dtype, args.out_dtype, b_major), a_slot, b_slot, out_slot, c_slot, bias_slot,
-                        args.along if args.bias is not None else None, n, epilogue, b_rows)
+    plan = _ProductPlan(kernel(args.in_dtype, args.out_dtype, b_major, a_major), a_slot, b_slot, out_slot, c_slot,
+                        bias_slot, args.along if args.bias is not None else None, n, epilogue, b_rows)
     return plan, made
 
 

@@ -292,15 +292,16 @@ class Verifier:
         with ``epilogue`` (one of MATMUL_EPILOGUES) C = alpha A B + beta C_in + bias, each kernel
         epilogue that choice leads to: alpha alone, a bias along N or along M, beta C_in read in pairs
         of columns, or (an odd row pitch, or everything at once) the general one."""
-        b_major = self.plan.kernel.detail.b_major
+        a_major, b_major = self.plan.kernel.detail.a_major, self.plan.kernel.detail.b_major
         a_t, c_t = self.maps["a"].tensor, self.maps["c"].tensor
-        m, n, kk = mnk or (a_t.shape[0], c_t.shape[1], a_t.shape[1])
+        m, n, kk = mnk or (c_t.shape[0], c_t.shape[1], a_t.shape[1] if a_major == "k" else a_t.shape[0])
         family = self.plan.kernel.detail
         b_t = self.maps["b"].tensor
         a = self.rng.standard_normal((m, kk)).astype(np.float32)
         b = self.rng.standard_normal((n, kk)).astype(np.float32)
         a_bits, a = to_inputs(a, a_t.dtype)
         b_bits, b = to_inputs(b, b_t.dtype)
+        a_global = a_bits if a_major == "k" else np.ascontiguousarray(a_bits.T)
         b_global = b_bits if b_major == "k" else np.ascontiguousarray(b_bits.T)
         out_bytes = c_t.dt.nbytes
         workspace = Workspaces()
@@ -318,7 +319,7 @@ class Verifier:
         c_bits, c_in = to_outputs(self.rng.standard_normal((max(m, 1), c_pitch)).astype(np.float32), c_t.dtype)
         bias_bits, bias = to_outputs(self.rng.standard_normal(max(n if along == "n" else m, 1)).astype(np.float32),
                                      c_t.dtype)
-        with runtime.Buffer.from_array(a_bits) as da, runtime.Buffer.from_array(b_global) as db, \
+        with runtime.Buffer.from_array(a_global) as da, runtime.Buffer.from_array(b_global) as db, \
                 runtime.Buffer(m * n * out_bytes) as dc, runtime.Buffer.from_array(sa) as dsa, \
                 runtime.Buffer.from_array(sb) as dsb, runtime.Buffer.from_array(c_bits) as dcin, \
                 runtime.Buffer.from_array(bias_bits) as dbias:
@@ -331,9 +332,9 @@ class Verifier:
                 params_in.update(c=Array.of(dcin.ptr, (m, n), (c_pitch, 1)), beta=beta)
             if along is not None:
                 params_in.update(bias=Array.of(dbias.ptr, (bias.size,)), bias_along=along)
-            call, params = launch_parameters(self.plan, [Array.of(da.ptr, (m, kk)), Array.of(db.ptr, b_global.shape)],
-                                             Array.of(dc.ptr, (m, n)), self.device.multiprocessors, workspace,
-                                             self.device.memory_bytes_per_us, **params_in)
+            operands = [Array.of(da.ptr, a_global.shape), Array.of(db.ptr, b_global.shape)]
+            call, params = launch_parameters(self.plan, operands, Array.of(dc.ptr, (m, n)), self.device.multiprocessors,
+                                             workspace, self.device.memory_bytes_per_us, **params_in)
             view = self.plan.kernel.family[call.kernel]
             kernel = self._kernel(view)
 

@@ -75,7 +75,7 @@ matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_epilogue(const void* a, const
     uint64_t K, int64_t lda, int64_t ldb, int64_t ldc, float alpha, float beta, const void* c_in, int64_t ldc_in,
     const void* bias, uint32_t bias_along, void* stream);
 
-/* The same with scales (fp32, on the device; null: 1): C = alpha * (sa A)(sb B)^T + beta * C_in + bias.
+/* The same with scales (fp32, on the device; null: 1): C = alpha * (sa A)(sb B^T) + beta * C_in + bias.
 Kind 0: one value for the tensor; kind 1: M values, one per row of A
    (scale_a), or N values, one per column of C (scale_b); the lds are unused. */
 matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_scaled(const void* a, const void* b, void* c, uint64_t M, uint64_t N,
@@ -85,7 +85,7 @@ matmul_bf16_tn_status matmul_bf16_tn_matmul_launch_scaled(const void* a, const v
 
 /* Which kernel (0 .. 10: 128x256 in pairs, 128x192, 128x128 in pairs, 64x256, 64x128, 64x64, 192x192, 128x192 in pairs, 64x256 in pairs, 64x128 in pairs, 192x192 in pairs), how many splits of K and from which tile on
    (the tiles before it whole) a launch of M x N x K on `sms` multiprocessors runs, with A and B
-   dense (pitch K) at pointers on whole 32-byte sectors; a launch whose rows straddle sectors takes
+   dense (pitch K, or M for an MN-major A and N for an MN-major B) at pointers on whole 32-byte sectors; a launch whose rows straddle sectors takes
    the twin in pairs of a tile that runs alone in its place (elsewhere a table fitted on the twins
    on whole sectors offers them beside their tiles). The model's constants are those of the table fitted
    on the GPU most like the current device (NVIDIA H200, NVIDIA H100 80GB HBM3; the first

@@ -47,7 +47,7 @@ constexpr uint32_t matmul_bf16_tn_matmul_tile_m = 128, matmul_bf16_tn_matmul_til
 
 namespace matmul_bf16_tn {
 
-// What the epilogue makes of the product: out = alpha * (sa A)(sb B)^T + beta * C_in + bias, in fp32.
+// What the epilogue makes of the product: out = alpha * (sa A)(sb B^T) + beta * C_in + bias, in fp32.
 struct matmul_epilogue {
   float alpha, beta;
   const __nv_bfloat16* c_in;  // [M, N], ldc_in elements per row; null: no beta term

@@ -630,7 +630,8 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_choice(uint64_t M, 
   if (kernel == nullptr || splits == nullptr || split_from == nullptr) {
     return fail(matmul_f16_nn_f32_bad_argument, "matmul_choice: kernel, splits and split_from are required");
   }
-  // dense A and B (pitch K, or N for an MN-major B) at aligned pointers (MatmulFamily.dense_rows_straddle)
+  // dense A and B (pitch K, or M for an MN-major A and N for an MN-major B) at aligned pointers
+  // (MatmulFamily.dense_rows_straddle)
   const bool straddle = matmul_rows_straddle(nullptr, K) || matmul_rows_straddle(nullptr, N);
   // the current device's table, as its launches take (the first where there is no device; the caller's
   // last CUDA error is left alone: clearing it would clear theirs too)

@@ -26,16 +26,18 @@ pytestmark = pytest.mark.gpu
 
 
 def variant(name: str, dtype: str, out: str, b_major: str, tile=(128, 256, 64), consumers=2, stages=4,
-            c_swizzle: str = "128B") -> dict:
+            c_swizzle: str = "128B", a_major: str = "k", a_swizzle: str = "128B") -> dict:
     bm, bn, bk = tile
     span = {"128B": 128, "64B": 64, "32B": 32}[c_swizzle]
     c_cols = min(span // {"bfloat16": 2, "float16": 2, "float32": 4}[out], bn)
     return {"name": name, "tensors": [
-        {"name": "a", "dtype": dtype, "shape": [512, 512], "box": [bm, 64], "swizzle": {"mode": "128B"}},
+        {"name": "a", "dtype": dtype, "shape": [512, 512], "box": [bm, 64] if a_major == "k" else
+         [64, {"128B": 64, "64B": 32, "32B": 16}[a_swizzle]], "swizzle": {"mode": a_swizzle}},
         {"name": "b", "dtype": dtype, "shape": [512, 512], "box": [bn, 64] if b_major == "k" else [64, 64],
          "swizzle": {"mode": "128B"}},
         {"name": "c", "dtype": out, "shape": [512, 512], "box": [64, c_cols], "swizzle": {"mode": c_swizzle}}],
-        "kernel": {"kind": "matmul", "b_major": b_major, "tile": list(tile), "consumers": consumers, "stages": stages}}
+        "kernel": {"kind": "matmul", "a_major": a_major, "b_major": b_major, "tile": list(tile), "consumers": consumers,
+                   "stages": stages}}
 
 
 VARIANTS = [
@@ -46,19 +48,26 @@ VARIANTS = [
     variant("mm_tn_256x128", "bfloat16", "float32", "k", tile=(256, 128, 64)),
     variant("mm_tn_128x128_c1", "bfloat16", "bfloat16", "k", tile=(128, 128, 128), consumers=1, stages=3),
     variant("mm_nn_64x64", "bfloat16", "bfloat16", "mn", tile=(64, 64, 64), consumers=1, stages=2),
+    # an MN-major A ([K, M]: x.T), with either B; boxes of 64 K rows by a swizzle span of M (64, 32 or 16
+    # columns, side by side for a wgmma's 64 rows)
+    variant("mm_at_bk_bf16", "bfloat16", "bfloat16", "k", a_major="mn"),
+    variant("mm_at_bmn_f16_f32", "float16", "float32", "mn", a_major="mn"),
+    variant("mm_at_64b_bf16", "bfloat16", "bfloat16", "mn", tile=(128, 128, 64), a_major="mn", a_swizzle="64B"),
+    variant("mm_at_32b_64x64", "float16", "float16", "k", tile=(64, 64, 64), consumers=1, stages=2, a_major="mn",
+            a_swizzle="32B"),
 ]
 
 
-def random_shapes(rng: np.random.Generator, count: int) -> list[tuple[int, int, int]]:
-    """M anything; N and K multiples of 8 (rows of 16-byte multiples, as TMA needs); K below a
-    tile in some."""
+def random_shapes(rng: np.random.Generator, count: int, m_step: int = 1) -> list[tuple[int, int, int]]:
+    """M anything (a multiple of ``m_step``: 8 for an MN-major A, whose rows run along M); N and K
+    multiples of 8 (rows of 16-byte multiples, as TMA needs); K below a tile in some."""
     shapes = [(1, 8, 8), (64, 256, 64), (129, 264, 72), (300, 40, 2056), (777, 1024, 16)]
     while len(shapes) < count:
         m = int(rng.integers(1, 1600))
         n = 8 * int(rng.integers(1, 200))
         k = 8 * int(rng.choice([rng.integers(1, 8), rng.integers(8, 300)]))
         shapes.append((m, n, k))
-    return shapes
+    return [(-(-m // m_step) * m_step, n, k) for m, n, k in shapes]
 
 
 def test_random_shapes_every_layout(device, compiler, report) -> None:
@@ -68,7 +77,7 @@ def test_random_shapes_every_layout(device, compiler, report) -> None:
     for name, (spec, cubin) in sorted(compiled.items()):
         checker = Verifier(resolve(spec), cubin, device, seed=int(rng.integers(1 << 30)))
         try:
-            for shape in random_shapes(rng, 24):
+            for shape in random_shapes(rng, 24, 8 if spec.kernel.a_major == "mn" else 1):
                 o = checker.matmul(shape)
                 rows.append({"spec": name, "shape": shape, "ok": o.ok, "detail": o.detail})
                 if not o.ok:
@@ -84,7 +93,7 @@ def test_sass_has_the_tensor_core_and_copy_engine_instructions(compiler) -> None
     if shutil.which("cuobjdump") is None:
         pytest.skip("no cuobjdump on PATH")
 
-    specs = [parse_spec(v) for v in VARIANTS[:3]]
+    specs = [parse_spec(v) for v in VARIANTS[:3] + VARIANTS[7:9]]  # and an MN-major A
     tc = toolchain.find_toolchain()
     for spec in specs:
         plan = resolve(spec)

@@ -105,6 +105,28 @@ def test_every_variant_on_random_shapes(in_dtype: Any, out_dtype: Any, b_layout:
     report(f"ops_matmul_{NAMES[in_dtype]}_{NAMES[out_dtype]}_{b_layout}", rows)
 
 
+@pytest.mark.parametrize("b_layout", ["kn", "w.T"])
+@pytest.mark.parametrize("in_dtype,out_dtype", [(BF16, BF16), (F16, F32)], ids=str)
+def test_a_transposed_a_on_random_shapes(in_dtype: Any, out_dtype: Any, b_layout: str, gen: Any) -> None:
+    """A = x.T (a weight gradient's x.T @ dy): read in place by the MN-major A kernels where x's rows
+    are whole 16 bytes (M a multiple of 8), else copied; each epilogue."""
+    seed = zlib.crc32(f"x.T {in_dtype} {out_dtype} {b_layout}".encode())
+    for i, epilogue in enumerate(EPILOGUES):
+        for m, n, k in [(8, 8, 8), (4096, 64, 4096), *shapes(seed + i)]:
+            x, w = rand(k, m, dtype=in_dtype, gen=gen), rand(n, k, dtype=in_dtype, gen=gen)
+            b = w.T if b_layout == "w.T" else w.T.contiguous()
+            kw: dict[str, Any] = {"alpha": epilogue.get("alpha", 1.0), "beta": epilogue.get("beta", 0.0)}
+            if epilogue.get("c"):
+                kw["c"] = rand(m, n, dtype=out_dtype, gen=gen)
+            if epilogue.get("bias"):
+                along = epilogue["bias"]
+                kw["bias"] = rand(n, dtype=F32 if along == "n32" else out_dtype, gen=gen) if along != "m" else \
+                    rand(m, 1, dtype=out_dtype, gen=gen)
+            got = tmagen.ops.matmul(x.T, b, out_dtype=out_dtype, **kw)
+            assert got.shape == (m, n) and got.dtype == out_dtype
+            assert outside(got, x.T, b, **kw) == 0, (m, n, k, epilogue)
+
+
 def test_scratch_paths(gen: Any) -> None:
     """What TMA cannot address in place: each result checked, and the arrays around a strided out
     untouched."""
@@ -130,7 +152,7 @@ def test_a_staged_call_repeated_takes_each_calls_arrays(gen: Any) -> None:
     (`_StagedRecipe`): each call's own product, its scratch filled from its own arrays."""
     makers = [
         lambda: (rand(40, 1001, gen=gen), rand(24, 1001, gen=gen).T, {}),  # K = 1001
-        lambda: (rand(72, 40, gen=gen).T, rand(24, 72, gen=gen).T, {}),  # a transposed view
+        lambda: (rand(72, 41, gen=gen).T, rand(24, 72, gen=gen).T, {}),  # a transposed view of rows of 82 bytes
         lambda: (rand(40, 72, gen=gen), rand(72, 13, gen=gen), {"bias": rand(13, gen=gen)}),  # N = 13
         lambda: (rand(40, 72, gen=gen), rand(13, 72, gen=gen).T, {"c": rand(40, 13, gen=gen), "beta": 0.5,
                                                                     "alpha": 2.0}),

@@ -1,6 +1,6 @@
-"""How a matmul is launched on arrays: A [M, K], B [N, K] or [K, N] as the spec's b_major says,
-rows of each at their own leading dimension (strides[0]), into C [M, N]; the family's kernel and
-split of K chosen for M, N and K (`MatmulFamily.choose`, the C API's arithmetic); the epilogue
+"""How a matmul is launched on arrays: A [M, K] or [K, M], B [N, K] or [K, N] as the spec's a_major
+and b_major say, rows of each at their own leading dimension (strides[0]), into C [M, N]; the
+family's kernel and split of K chosen for M, N and K (`MatmulFamily.choose`, the C API's arithmetic); the epilogue
 ``alpha * (sa A)(sb B) + beta * c + bias`` as keyword parameters (the scales sa and sb: fp32
 arrays of one value, one per row of A / column of C, or, for a block_scales spec, per block)."""
 
@@ -72,7 +72,8 @@ class MatmulLauncher:
     @staticmethod
     def _mnk(plan: Plan, shapes: Sequence[tuple[int, ...]]) -> tuple[int, int, int, int]:
         """M, N, K, and B's K (which must equal A's)."""
-        (m, k), b = shapes[0], shapes[1]
+        a, b = shapes[0], shapes[1]
+        m, k = a if plan.kernel.detail.a_major == "k" else a[::-1]
         n, kb = b if plan.kernel.detail.b_major == "k" else b[::-1]
         return m, n, k, kb
 
@@ -90,8 +91,10 @@ class MatmulLauncher:
         m, n, k, kb = self._mnk(plan, [tuple(a.shape) for a in inputs])
         if kb != k:
             layout = "[N, K]" if plan.kernel.detail.b_major == "k" else "[K, N]"
+            a_layout = "[M, K]" if plan.kernel.detail.a_major == "k" else "[K, M]"
             found.append(Violation("array-shape", "b.shape", str(tuple(inputs[1].shape)),
-                                   f"A is {tuple(inputs[0].shape)}, so B needs K = {k} ({layout} for this spec)",
+                                   f"A is {tuple(inputs[0].shape)} ({a_layout}), so B needs K = {k} ({layout} for "
+                                   "this spec)",
                                    f"pass B as {layout}", source))
         for what, value in (("M", m), ("N", n), ("K", k)):
             if value >= COORDINATE_LIMIT:
@@ -224,7 +227,8 @@ class MatmulLauncher:
                 picked = family.choose(m, n, k, multiprocessors, max_splits=1, straddle=straddle, table=table)
                 split = MatmulSplit(None, None, 1, 0)
         if k == 0:  # the epilogue alone (beta c + bias): maps of one column that nothing loads
-            a_map = MapBinding("a", a.ptr, (m, 1), (8, 1))
+            a_map = (MapBinding("a", a.ptr, (m, 1), (8, 1)) if family.a_major == "k"
+                     else MapBinding("a", a.ptr, (1, m), (-(-m // 8) * 8, 1)))
             b_map = (MapBinding("b", b.ptr, (n, 1), (8, 1)) if family.b_major == "k"
                      else MapBinding("b", b.ptr, (1, n), tuple(b.strides)))
         else:

@@ -66,6 +66,7 @@ class MatmulPlan:
     c_stride: int  # bytes between the epilogue's C staging buffers
     accumulators: int  # fp32 registers of accumulators per consumer thread (promoted sums included)
     b_major: str = "k"  # "k": B is [N, K]; "mn": B is [K, N]
+    a_major: str = "k"  # "k": A is [M, K]; "mn": A is [K, M]
     variant: int = 0  # its index in the family
     instruction_k: int = 16  # K of one wgmma: 16 (16-bit types) or 32 (fp8)
     promote_stages: int = 0  # fp8: stages whose partial sums the tensor core keeps before fp32 takes them; 0: never
@@ -160,6 +161,10 @@ class MatmulFamily:
         return self.kernels[0].b_major
 
     @property
+    def a_major(self) -> str:
+        return self.kernels[0].a_major
+
+    @property
     def dispatch(self) -> Dispatch:
         """The first table: the one a launch takes where its GPU is not known."""
         return self.dispatches[0]
@@ -207,10 +212,11 @@ class MatmulFamily:
         launcher's ``matmul_rows_straddle``)."""
         return rows_straddle(pointer, pitch * self.kernels[0].element_bytes)
 
-    def dense_rows_straddle(self, n: int, k: int) -> bool:
-        """Whether dense A and B (pitch K, or N for an MN-major B) at pointers on whole sectors have rows
-        that straddle: what ``NAME_matmul_choice`` assumes."""
-        return self.operand_rows_straddle(0, k) or self.operand_rows_straddle(0, k if self.b_major == "k" else n)
+    def dense_rows_straddle(self, m: int, n: int, k: int) -> bool:
+        """Whether dense A and B (pitch K, or M for an MN-major A and N for an MN-major B) at pointers on
+        whole sectors have rows that straddle: what ``NAME_matmul_choice`` assumes."""
+        return (self.operand_rows_straddle(0, k if self.a_major == "k" else m)
+                or self.operand_rows_straddle(0, k if self.b_major == "k" else n))
 
     def choose(self, m: int, n: int, k: int, multiprocessors: int, max_splits: int | None = None,
                straddle: bool | None = None, table: int = 0) -> Choice:
@@ -218,7 +224,7 @@ class MatmulFamily:
         sectors (None: as dense rows at aligned pointers would); ``table``: which of `dispatches`
         (`table_for` the GPU)."""
         splits = self.max_splits if max_splits is None else min(max_splits, self.max_splits)
-        kernels = self.candidates(self.dense_rows_straddle(n, k) if straddle is None else straddle, m, k, table)
+        kernels = self.candidates(self.dense_rows_straddle(m, n, k) if straddle is None else straddle, m, k, table)
         choice = self.dispatches[table].choose([self.kernels[i].shape for i in kernels], m, n, k, multiprocessors,
                                                splits)
         variant = kernels[choice.variant]
@@ -347,17 +353,19 @@ def issue_in_turn(consumers: int, promote_stages: int, sets: int, block_scales: 
 
 
 def maps(spec: Spec) -> list[MapSpec]:
-    """a, b and c, A and B read by wgmma (A K-major, B as b_major says)."""
+    """a, b and c, A and B read by wgmma (each as a_major and b_major say)."""
     k = spec.kernel
     assert isinstance(k, MatmulKernel)
     (ia, a), (ib, b), (ic, c) = spec.tensor(k.a), spec.tensor(k.b), spec.tensor(k.c)
     a, b = operand_promotion(a), operand_promotion(b)
+    a_mn = a.box[0] if k.a_major == "k" else a.box[1]
     b_mn = b.box[0] if k.b_major == "k" else b.box[1]
-    found = [MapSpec(role="a", tensor=a, index=ia, mma=MmaSpec(operand="a", major="k", mn_boxes=k.tile[0] // a.box[0])),
+    found = [MapSpec(role="a", tensor=a, index=ia,
+                     mma=MmaSpec(operand="a", major=k.a_major, mn_boxes=k.tile[0] // a_mn)),
              MapSpec(role="b", tensor=b, index=ib,
                      mma=MmaSpec(operand="b", major=k.b_major, mn_boxes=k.tile[1] // b_mn)),
              MapSpec(role="c", tensor=c, index=ic, stores=True)]
-    if edge_rows_apply(a):
+    if k.a_major == "k" and edge_rows_apply(a):
         found.append(MapSpec(role="a_rows", tensor=a.model_copy(update={"box": [EDGE_BOX_ROWS, a.box[1]]}), index=ia,
                              derived=f"A in boxes of {EDGE_BOX_ROWS} rows, for the tiles at M's edge"))
     return found
@@ -383,7 +391,8 @@ def operand_promotion(t: TensorSpec) -> TensorSpec:
 # before.json and -after.json): 1 x 14336 x 4096 46.6 -> 44.6 us (cuBLAS 43.0), 16 x 14336 x 4096
 # 46.1 -> 45.3, tiles of M = 64 or more unchanged.
 # A's rows past M in shared memory then keep what was there: only rows of C past M depend on
-# them, and those are neither stored nor summed across splits.
+# them, and those are neither stored nor summed across splits. An MN-major A ([K, M]) runs M along
+# each row of its boxes, so no box holds only rows past M: it keeps its own boxes.
 EDGE_BOX_ROWS = 8  # one period of the 128-byte swizzle: 8-row boxes stack into a 64-row box's layout
 
 
@@ -402,7 +411,7 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
                  promoted: bool = False, block_scales: bool = False) -> list[tuple[int, int, int]]:
     """The spec's tile, then every FAMILY_TILES shape its registers hold, where the family is proven:
     A and B in boxes of 64 rows (of M or N) of one 128-byte swizzled line of K (or N, for an
-    MN-major B), one box along K per stage (BK = 64 of 16-bit elements, 128 of fp8), as tmagen's
+    MN-major A or B), one box along K per stage (BK = 64 of 16-bit elements, 128 of fp8), as tmagen's
     own specs are. There the tensor core's descriptors do not depend on how many boxes a tile spans, and every
     kernel of the family runs on the GPU suite. Other boxes keep the spec's tile alone: derived
     tiles over them gave wrong products on an H200 (the random campaign of 2026-11-24: 32 B
@@ -537,6 +546,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
         plans.append(MatmulPlan(symbol, bm, bn, bk, consumers, stages, k.raster_group, a_boxes, b_boxes,
                                 a_stage_bytes=a_step * a_boxes, b_stage_bytes=b_step * b_boxes, c_stride=c_stride,
                                 accumulators=accumulators(bm, bn, consumers, sets), b_major=k.b_major,
+                                a_major=k.a_major,
                                 variant=len(plans), instruction_k=instruction_k, promote_stages=every // bk,
                                 c_buffers=buffers, cluster=tile_cluster(k, bm, b_loads), b_loads=b_loads,
                                 pipelined=sets == 3,

@@ -118,23 +118,24 @@ def _types(spec: Spec) -> Iterator[Violation]:
                         "C is bfloat16, float16 or float32", "use one of those", src)
 
 
-@RULES.rule("matmul-shapes", "A [M, K], B [N, K] (b_major k) or [K, N] (b_major mn) and C [M, N] agree", KERNEL)
+@RULES.rule("matmul-shapes", "A [M, K] (a_major k) or [K, M] (a_major mn), B [N, K] (b_major k) or [K, N] (b_major "
+            "mn) and C [M, N] agree", KERNEL)
 def _shapes(spec: Spec) -> Iterator[Violation]:
     ops = _matrices(spec)
     if ops is None:
         return
     k = ops.kernel
-    m, kk = ops.a.shape
+    m, kk = ops.a.shape if k.a_major == "k" else ops.a.shape[::-1]
     n, kb = ops.b.shape if k.b_major == "k" else ops.b.shape[::-1]
     if kb != kk:
         layout = "[N, K] with b_major k" if k.b_major == "k" else "[K, N] with b_major mn"
         yield Violation("matmul-shapes", f"tensors[{ops.ib}].shape", str(ops.b.shape),
-                        f"A (tensors[{ops.ia}].shape) is {ops.a.shape}: B needs K = {kk}",
+                        f"A (tensors[{ops.ia}].shape, {k.a_major}-major) is {ops.a.shape}: B needs K = {kk}",
                         f"give B as {layout}", KERNEL)
     elif ops.c.shape != [m, n]:
         yield Violation("matmul-shapes", f"tensors[{ops.ic}].shape", str(ops.c.shape),
-                        f"C of A (tensors[{ops.ia}].shape) {ops.a.shape} and B (tensors[{ops.ib}].shape) "
-                        f"{ops.b.shape} is [{m}, {n}]", f"use [{m}, {n}]", KERNEL)
+                        f"C of A (tensors[{ops.ia}].shape, {k.a_major}-major) {ops.a.shape} and B (tensors[{ops.ib}]."
+                        f"shape, {k.b_major}-major) {ops.b.shape} is [{m}, {n}]", f"use [{m}, {n}]", KERNEL)
 
 
 @RULES.rule("matmul-tile", "BM is 64 rows per consumer warpgroup, BN a multiple of 8 up to 256, BK of 16",
@@ -157,8 +158,9 @@ def _tile(spec: Spec) -> Iterator[Violation]:
                         f"use a multiple of {instruction_k}", WGMMA)
 
 
-@RULES.rule("matmul-fp8", "fp8 A and B are both K-major (b_major k); promote_every is a multiple of tile[2] (0: "
-            "never); block scales promote every 128 of K; neither field is for 16-bit types", f"{WGMMA_FP8}; {KERNEL}")
+@RULES.rule("matmul-fp8", "fp8 A and B are both K-major (a_major and b_major k); promote_every is a multiple of "
+            "tile[2] (0: never); block scales promote every 128 of K; neither field is for 16-bit types",
+            f"{WGMMA_FP8}; {KERNEL}")
 def _fp8(spec: Spec) -> Iterator[Violation]:
     k = spec.kernel
     assert isinstance(k, MatmulKernel)
@@ -171,6 +173,9 @@ def _fp8(spec: Spec) -> Iterator[Violation]:
             yield Violation("matmul-fp8", "kernel.block_scales", "true", "block scales are for fp8 operands",
                             "remove it, or use float8_e4m3 / float8_e5m2 A and B", KERNEL)
         return
+    if k.a_major != "k":
+        yield Violation("matmul-fp8", "kernel.a_major", repr(k.a_major), "wgmma reads fp8 operands K-major only: "
+                        "A must be [M, K]", "use 'k', and give A as [M, K] (tmagen.ops.transpose makes it)", src)
     if k.b_major != "k":
         yield Violation("matmul-fp8", "kernel.b_major", repr(k.b_major), "wgmma reads fp8 operands K-major only: "
                         "B must be [N, K]", "use 'k', and give B as [N, K] (tmagen.ops.transpose makes it)", src)
@@ -208,17 +213,23 @@ def _boxes(spec: Spec) -> Iterator[Violation]:
     k = ops.kernel
     bm, bn, bk = k.tile
     a_box, b_box, c_box = ops.a.box, ops.b.box, ops.c.box
+    a_mn, a_k = (a_box[0], a_box[1]) if k.a_major == "k" else (a_box[1], a_box[0])
+    a_mn_field, a_k_field = ("box[0]", "box[1]") if k.a_major == "k" else ("box[1]", "box[0]")
     b_mn, b_k = (b_box[0], b_box[1]) if k.b_major == "k" else (b_box[1], b_box[0])
     b_mn_field, b_k_field = ("box[0]", "box[1]") if k.b_major == "k" else ("box[1]", "box[0]")
-    for i, fld, value, whole, what in ((ops.ia, "box[0]", a_box[0], bm, "BM"), (ops.ia, "box[1]", a_box[1], bk, "BK"),
+    for i, fld, value, whole, what in ((ops.ia, a_mn_field, a_mn, bm, "BM"), (ops.ia, a_k_field, a_k, bk, "BK"),
                                        (ops.ib, b_mn_field, b_mn, bn, "BN"), (ops.ib, b_k_field, b_k, bk, "BK")):
         if whole % value:
             yield Violation("matmul-boxes", f"tensors[{i}].{fld}", str(value),
                             f"the tile's {what} = {whole} must be a whole number of boxes",
                             f"use a divisor of {whole}", KERNEL)
-    if a_box[0] % 64:
-        yield Violation("matmul-boxes", f"tensors[{ops.ia}].box[0]", str(a_box[0]),
+    if k.a_major == "k" and a_mn % 64:
+        yield Violation("matmul-boxes", f"tensors[{ops.ia}].box[0]", str(a_mn),
                         "each wgmma reads 64 rows of A from one box", "use a multiple of 64", KERNEL)
+    if k.a_major == "mn" and 64 % a_mn:
+        yield Violation("matmul-boxes", f"tensors[{ops.ia}].box[1]", str(a_mn),
+                        "each wgmma reads 64 columns of an MN-major A from whole boxes side by side along M",
+                        "use a divisor of 64", KERNEL)
     if k.b_major == "k" and b_box[0] != bn and (b_box[0] * ops.b.box[1] * ops.b.dt.nbytes) % PATTERN_ALIGN:
         yield Violation("matmul-boxes", f"tensors[{ops.ib}].box[0]", str(b_box[0]),
                         f"each wgmma reads all BN = {bn} rows of a K-major B as one operand, so its boxes along N "

@@ -11,16 +11,19 @@ from tmagen.limits import MAX_SPLITS
 
 
 class MatmulKernel(Section):
-    """C = A x B^T on the tensor cores (wgmma): A [M, K], B [N, K] (K-major) or [K, N] (MN-major),
-    bfloat16 or float16 in (or fp8, K-major, with scales), fp32 accumulation, C [M, N] bfloat16,
-    float16 or float32 out. TMA feeds a ring of stages from one producer warpgroup; consumer
-    warpgroups multiply; a persistent grid walks the tiles of C, and the epilogue stores through
-    shared memory with TMA."""
+    """C = A x B^T on the tensor cores (wgmma): A [M, K] (K-major) or [K, M] (MN-major), B [N, K]
+    (K-major) or [K, N] (MN-major), bfloat16 or float16 in (or fp8, K-major, with scales), fp32
+    accumulation, C [M, N] bfloat16, float16 or float32 out. TMA feeds a ring of stages from one
+    producer warpgroup; consumer warpgroups multiply; a persistent grid walks the tiles of C, and
+    the epilogue stores through shared memory with TMA."""
 
     kind: Literal["matmul"]
-    a: str = Field("a", description="The tensor holding A [M, K] (K contiguous).")
+    a: str = Field("a", description="The tensor holding A: [M, K] with a_major k, [K, M] with a_major mn.")
     b: str = Field("b", description="The tensor holding B: [N, K] with b_major k, [K, N] with b_major mn.")
     c: str = Field("c", description="The tensor receiving C [M, N].")
+    a_major: Literal["k", "mn"] = Field("k", description="k: A is [M, K] (K contiguous); mn: A is [K, M] (M "
+                                        "contiguous: C = A^T B, as a weight gradient x^T dy reads x), 16-bit types "
+                                        "only (the wgmma transposes it as it reads shared memory).")
     b_major: Literal["k", "mn"] = Field("k", description="k: B is [N, K] (C = A B^T, both operands K-major); "
                                         "mn: B is [K, N] (C = A B).")
     tile: list[Annotated[int, Field(ge=8)]] = Field(
