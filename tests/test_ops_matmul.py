@@ -550,18 +550,25 @@ def _leaves(shapes: tuple, out_dtype: Any, double: bool) -> list[Any]:
     return [None if t is None else (t.double() if double else t).requires_grad_() for t in made]
 
 
+@pytest.mark.parametrize("path", ["ops.matmul", "torch.ops.tmagen.matmul"])
 @pytest.mark.parametrize("shapes,out_dtype", [
     (((24, 40), (40, 16), (16,), (24, 16)), BF16), (((3, 24, 40), (40, 16), (24, 1), None), BF16),
     (((24, 40), (2, 40, 16), None, (24, 16)), BF16), (((24, 40), (40, 16), (1, 16), (24, 16)), F32)])
-def test_autograd_formulas_against_torch(family: dict, gen: Any, shapes: tuple, out_dtype: Any) -> None:
-    """The backward of torch.ops.tmagen.matmul against torch's own autograd of the same expression,
-    run on the CPU through the stand-in kernel (registered for CPU tensors for this test)."""
+def test_autograd_formulas_against_torch(family: dict, gen: Any, shapes: tuple, out_dtype: Any, path: str) -> None:
+    """The backward of tmagen.ops.matmul (eager: its torch.autograd.Function) and of the operator
+    torch.ops.tmagen.matmul (what torch.compile traces) against torch's own autograd of the same
+    expression, run on the CPU through the stand-in kernel (registered for CPU tensors here)."""
     lib = torch.library.Library("tmagen", "IMPL")  # a CPU kernel for this test only
     lib.impl("matmul", ops_matmul._torch_eager, "CPU")
     try:
         a, b, bias, c = _leaves(shapes, out_dtype, False)
-        y = ops.matmul(a, b, bias=bias, c=c, alpha=0.75, beta=-1.25 if c is not None else 0, out_dtype=out_dtype)
-        assert "tmagen_matmul" in type(y.grad_fn).__name__
+        beta = -1.25 if c is not None else 0
+        if path == "ops.matmul":
+            y = ops.matmul(a, b, bias=bias, c=c, alpha=0.75, beta=beta, out_dtype=out_dtype)
+            assert type(y.grad_fn).__name__ == "TmagenMatmulBackward"
+        else:
+            y = torch.ops.tmagen.matmul(a, b, bias, c, 0.75, beta, out_dtype)
+            assert "tmagen_matmul" in type(y.grad_fn).__name__
         seed = torch.randn(y.shape, generator=gen)
         (y.double() * seed).sum().backward()
         ra, rb, rbias, rc = _leaves(shapes, out_dtype, True)
@@ -573,6 +580,53 @@ def test_autograd_formulas_against_torch(family: dict, gen: Any, shapes: tuple, 
             assert mine.grad is not None and mine.grad.shape == mine.shape and mine.grad.dtype == mine.dtype
             scale = theirs.grad.abs().max().item() + 1e-9
             assert (mine.grad.double() - theirs.grad).abs().max().item() <= 2 ** -6 * scale
+    finally:
+        del lib
+
+
+@pytest.mark.parametrize("transposed", ["w.T", "x.T", "both"])
+def test_autograd_of_transposed_views_hands_each_leaf_the_products_own_output(family: dict, gen: Any,
+                                                                             transposed: str) -> None:
+    """y = x.T @ w.T and its halves: the gradient of a transposed view is made in its memory's layout
+    (the transpose of a product), so that autograd can give the leaf the product's output itself,
+    not a transposed copy of it (as torch's own mm does); and it is right."""
+    x = _rand(40, 24, gen=gen) if transposed != "w.T" else _rand(24, 40, gen=gen)
+    w = _rand(16, 40, gen=gen) if transposed != "x.T" else _rand(40, 16, gen=gen)
+    x.requires_grad_(), w.requires_grad_()
+    a, b = (x.T if transposed != "w.T" else x), (w.T if transposed != "x.T" else w)
+    y = ops.matmul(a, b)
+    seed = torch.randn(y.shape, generator=gen).to(BF16)
+    y.backward(seed)
+    outs = sorted((call[2].shape, call[2].strides) for _, call in _launches(family)[1:])  # the gradient products'
+    assert outs == sorted([(tuple(x.shape), (x.shape[1], 1)), (tuple(w.shape), (w.shape[1], 1))]), \
+        "each gradient product writes its leaf's own layout"
+    assert x.grad.is_contiguous() and w.grad.is_contiguous()
+    s = seed.double()
+    for leaf, want in ((a, s @ b.double().T), (b, a.double().T @ s)):
+        grad = x.grad if leaf is a else w.grad
+        got = grad.double().T if leaf.stride(0) == 1 and leaf.stride(1) != 1 else grad.double()
+        assert (got - want).abs().max().item() <= 2 ** -7 * want.abs().max().item()
+
+
+@pytest.mark.parametrize("given", [2, 3, 5])
+def test_autograd_of_a_call_that_leaves_arguments_out(family: dict, gen: Any, given: int) -> None:
+    """torch.ops.tmagen.matmul(x, w.T) (the schema's defaults for the rest, as a user writes it):
+    its backward gives a gradient per argument given. Before, it indexed past them (IndexError)."""
+    lib = torch.library.Library("tmagen", "IMPL")
+    lib.impl("matmul", ops_matmul._torch_eager, "CPU")
+    try:
+        x, w, bias = _rand(24, 40, gen=gen), _rand(16, 40, gen=gen), _rand(16, gen=gen)
+        leaves = [t.requires_grad_() for t in (x, w, bias)]
+        args = [x, w.T, bias, None, 0.5][:given]
+        y = torch.ops.tmagen.matmul(*args)
+        y.backward(torch.ones_like(y))
+        alpha = 0.5 if given == 5 else 1.0
+        assert torch.allclose(x.grad.double(), alpha * w.double().sum(0).expand(24, 40), rtol=2 ** -7)
+        assert torch.allclose(w.grad.double(), alpha * x.double().sum(0).expand(16, 40), rtol=2 ** -7)
+        assert (bias.grad is None) == (given < 3)
+        if given >= 3:
+            assert torch.equal(bias.grad, torch.full((16,), 24.0, dtype=BF16))
+        del leaves
     finally:
         del lib
 
