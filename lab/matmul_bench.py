@@ -47,6 +47,8 @@ class MatmulShape:
     k: int
     shape_class: str
     ld: int | None = None  # A's and B's row pitch in elements where they are sliced views (None: K, contiguous)
+    a_major: str = "k"  # "mn": A given as x.T, a transposed view of an x [K, M] (a weight gradient's x^T dy)
+    b_major: str = "k"  # "mn": B given as [K, N] (N contiguous: dy), the case's b [N, K] its .T view
 
     @property
     def flops(self) -> int:
@@ -239,10 +241,14 @@ def matmul_check(c: Any, reference: Any) -> str | None:
     return None
 
 
-def operand(rows: int, k: int, ld: int | None, dtype: Any, gen: Any) -> Any:
+def operand(rows: int, k: int, ld: int | None, dtype: Any, gen: Any, major: str = "k") -> Any:
     """A random [rows, K] operand; with ``ld``, the first K columns of a [rows, ld] tensor whose
-    other columns hold NaN, so that a candidate reading past K fails its check."""
+    other columns hold NaN, so that a candidate reading past K fails its check; ``major`` "mn": the
+    transposed view of a [K, rows] tensor."""
     torch = _torch()
+    if major == "mn":
+        assert ld is None, "a transposed view of a sliced one is not in the set"
+        return torch.randn(k, rows, device="cuda", generator=gen).to(dtype).T
     if ld is None:
         return torch.randn(rows, k, device="cuda", generator=gen).to(dtype)
     base = torch.full((rows, ld), float("nan"), device="cuda", dtype=dtype)
@@ -273,8 +279,8 @@ def matmul_case(shape: MatmulShape, base: Method, tmagen: MatmulLaunch | None = 
     sets = buffer_sets(shape, peers.l2_bytes(), dt.itemsize)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(seed)
-    a_s = [operand(m, k, shape.ld, dt, gen) for _ in range(sets)]
-    b_s = [operand(n, k, shape.ld, dt, gen) for _ in range(sets)]
+    a_s = [operand(m, k, shape.ld, dt, gen, shape.a_major) for _ in range(sets)]
+    b_s = [operand(n, k, shape.ld, dt, gen, shape.b_major) for _ in range(sets)]
     c_s = [torch.empty(m, n, device="cuda", dtype=dt) for _ in range(sets)]
     reference = a_s[0].double() @ b_s[0].double().T
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -292,7 +298,12 @@ def matmul_case(shape: MatmulShape, base: Method, tmagen: MatmulLaunch | None = 
         cands.append(candidate(tmagen_name, "tmagen", tmagen))
     cands.append(candidate("cuBLAS (torch.matmul)", "peer", lambda a, b, c: torch.matmul(a, b.T, out=c)))
     tp = peers._triton(triton)
-    if tp is not None:
+    transposed = "mn" in (shape.a_major, shape.b_major)
+    if tp is not None and transposed:  # descriptors over the memory as it lies (lab.triton_peers.matmul_mn)
+        cands.append(candidate("Triton TMA persistent (autotuned)", "peer",
+                               lambda a, b, c: tp.matmul_mn(a, b, c, num_sms),
+                               note=lambda: tp.chosen_config(tp.matmul_mn_kernel)))
+    elif tp is not None:
         cands.append(candidate("Triton TMA persistent (autotuned)", "peer",
                                lambda a, b, c: tp.matmul(a, b, c, num_sms),
                                note=lambda: tp.chosen_config(tp.matmul_kernel)))
@@ -303,13 +314,19 @@ def matmul_case(shape: MatmulShape, base: Method, tmagen: MatmulLaunch | None = 
     in_bytes = (m + n) * k * dt.itemsize
     record = time_case(cands, method, shape=(m, n, k), dtype=dtype, bytes_moved=in_bytes + m * n * dt.itemsize,
                        flops=shape.flops, sets=sets, batch=launches_per_sample(shape))
+    if transposed:
+        record["majors"] = [shape.a_major, shape.b_major]
     return {**record, "ld": shape.ld, "method": {"rounds": method.rounds, "repetitions": method.repetitions,
                                                  "warmup": method.warmup}}
 
 
 def time_matmul(m: int, n: int, k: int, tmagen: MatmulLaunch | None = None, dtype: str = "bfloat16",
-                method: Method | None = None, ld: int | None = None) -> dict[str, Any]:
+                method: Method | None = None, ld: int | None = None, a_major: str = "k",
+                b_major: str = "k") -> dict[str, Any]:
     """The entry point for a matmul of one's own: ``tmagen(a, b, c)`` must queue C = A @ B.T on the
-    default stream for torch tensors a [M, K], b [N, K] and c [M, N] of ``dtype``. Returns the case
-    record (each candidate's TFLOP/s, median and spread, and the checks that failed)."""
-    return matmul_case(MatmulShape(m, n, k, "", ld), method or Method(), tmagen, "tmagen matmul", dtype)
+    default stream for torch tensors a [M, K], b [N, K] and c [M, N] of ``dtype`` (``a_major`` "mn":
+    a is the transposed view of a [K, M] tensor; ``b_major`` "mn": b of a [K, N] one, a weight
+    gradient's dy). Returns the case record (each candidate's TFLOP/s, median and spread, and the
+    checks that failed)."""
+    return matmul_case(MatmulShape(m, n, k, "", ld, a_major, b_major), method or Method(), tmagen, "tmagen matmul",
+                       dtype)

@@ -210,6 +210,67 @@ def matmul(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: int) -> t
     return c
 
 
+# ----------------------------------------------------------------------------- matmul, transposed operands
+# The same persistent kernel and configurations for operands given as transposed views, each
+# descriptor over the memory as it lies: A as x.T of an x [K, M] (a weight gradient's x^T dy), B as
+# [K, N] (dy) or [N, K]; each tile loaded as it lies and transposed for the dot, which Triton
+# lowers to wgmma's MN-major operands (16-bit types).
+def _matmul_mn_blocks(nargs: dict[str, Any]) -> None:
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bk, bm] if nargs["A_MN"] else [bm, bk]
+    nargs["b_desc"].block_shape = [bk, bn] if nargs["B_MN"] else [bn, bk]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+def matmul_mn_configs() -> list[triton.Config]:
+    """MATMUL_TMA_TILES again, their blocks laid as each operand lies."""
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": g}, num_warps=w, num_stages=s,
+                          pre_hook=_matmul_mn_blocks)
+            for bm, bn, bk, w, s, g in MATMUL_TMA_TILES]
+
+
+@triton.autotune(configs=matmul_mn_configs(), key=["M", "N", "K", "A_MN", "B_MN"], do_bench=_bench,
+                 prune_configs_by={"early_config_prune": fitting_matmul_configs})
+@triton.jit(do_not_specialize=["M", "N", "K"])
+def matmul_mn_kernel(a_desc, b_desc, c_desc, M, N, K, A_MN: tl.constexpr, B_MN: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                     NUM_SMS: tl.constexpr):
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    epilogue_tile = tl.program_id(0) - NUM_SMS
+    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS, flatten=True):
+        pid_m, pid_n = _tile_of(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(k_tiles):
+            if A_MN:
+                a = a_desc.load([k * BLOCK_K, pid_m * BLOCK_M]).T
+            else:
+                a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            if B_MN:
+                b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
+            else:
+                b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K]).T
+            acc = tl.dot(a, b, acc)
+        epilogue_tile += NUM_SMS
+        pid_m, pid_n = _tile_of(epilogue_tile, num_pid_m, num_pid_n, GROUP_M)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+def matmul_mn(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, num_sms: int) -> torch.Tensor:
+    """``c`` = ``a @ b.T`` for ``a`` [M, K] and ``b`` [N, K], each either K-major or a transposed view
+    (M or N contiguous: x.T of an x [K, M], dy.T of a dy [K, N]), and ``c`` [M, N]."""
+    m, k = a.shape
+    n = b.shape[0]
+    a_mn, b_mn = a.stride(1) != 1, b.stride(1) != 1
+    a_desc = TensorDescriptor.from_tensor(a.T if a_mn else a, [64, 64])  # placeholders: the pre_hook sets them
+    b_desc = TensorDescriptor.from_tensor(b.T if b_mn else b, [64, 64])
+    c_desc = TensorDescriptor.from_tensor(c, [128, 128])
+    grid = lambda meta: (min(num_sms, triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"])),)  # noqa: E731
+    matmul_mn_kernel[grid](a_desc, b_desc, c_desc, m, n, k, A_MN=a_mn, B_MN=b_mn, NUM_SMS=num_sms)
+    return c
+
+
 # ----------------------------------------------------------------------------- matmul, pointer tiles
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): small row tiles for few rows (M of 1 to 256),
 # narrow column tiles so that a small M still spreads over the SMs, long K steps to keep loads in flight.

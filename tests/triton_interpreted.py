@@ -115,6 +115,19 @@ def matmul_ok(fn: object, m: int, n: int, k: int, ld: int | None, what: str) -> 
 only(tp.matmul_kernel, triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 2},
                                      pre_hook=tp._matmul_blocks))
 matmul_ok(lambda a, b, c: tp.matmul(a, b, c, num_sms=3), 72, 136, 96, 104, "matmul TMA on views")
+# transposed operands (a weight gradient's x^T dy, and each alone): descriptors over x [K, M], dy [K, N]
+only(tp.matmul_mn_kernel, triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 2},
+                                        pre_hook=tp._matmul_mn_blocks))
+for a_t, b_t in ((True, True), (True, False), (False, True)):
+    m, n, k = 136, 200, 96
+    a = torch.randn(k, m).to(torch.float16).T if a_t else torch.randn(m, k).to(torch.float16)
+    b = torch.randn(k, n).to(torch.float16).T if b_t else torch.randn(n, k).to(torch.float16)
+    c = torch.full((m, n), float("nan"), dtype=torch.float16)
+    tp.matmul_mn(a, b, c, num_sms=3)
+    ref = a.double() @ b.double().T
+    err = (c.double() - ref).abs().max().item()
+    expect(err <= 2.0 ** -7 * ref.abs().max().item(), f"matmul TMA, A {'x.T' if a_t else '[M, K]'}, B "
+                                                       f"{'dy.T' if b_t else '[N, K]'}: max error {err:.3g}")
 for bm, bn, bk in ((16, 32, 64), (32, 64, 32)):
     only(tp.matmul_pointer_kernel, triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}))
     for m, n, k, ld in ((1, 72, 200, None), (33, 136, 104, None), (40, 96, 72, 80)):
