@@ -85,9 +85,9 @@ matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(const void* a, c
 
 /* Which kernel (0 .. 10: 128x256 in pairs, 128x192, 128x128 in pairs, 64x256, 64x128, 64x64, 192x192, 128x192 in pairs, 64x256 in pairs, 64x128 in pairs, 192x192 in pairs), how many splits of K and from which tile on
    (the tiles before it whole) a launch of M x N x K on `sms` multiprocessors runs, with A and B
-   dense (pitch K, or M for an MN-major A and N for an MN-major B) at pointers on whole 32-byte sectors; a launch whose rows straddle sectors takes
-   the twin in pairs of a tile that runs alone in its place (elsewhere a table fitted on the twins
-   on whole sectors offers them beside their tiles). The model's constants are those of the table fitted
+   dense (A's rows K and B's N elements apart) at pointers on whole 32-byte sectors; a launch
+   whose rows straddle sectors takes the twin in pairs of a tile that runs alone in its place
+   (elsewhere a table fitted on the twins on whole sectors offers them beside their tiles). The model's constants are those of the table fitted
    on the GPU most like the current device (NVIDIA H200, NVIDIA H100 80GB HBM3; the first
    without a device), as a launch's are. */
 matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_choice(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t* kernel, uint32_t* splits,

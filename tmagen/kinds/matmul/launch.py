@@ -1,8 +1,9 @@
 """How a matmul is launched on arrays: A [M, K] or [K, M], B [N, K] or [K, N] as the spec's a_major
 and b_major say, rows of each at their own leading dimension (strides[0]), into C [M, N]; the
-family's kernel and split of K chosen for M, N and K (`MatmulFamily.choose`, the C API's arithmetic); the epilogue
-``alpha * (sa A)(sb B) + beta * c + bias`` as keyword parameters (the scales sa and sb: fp32
-arrays of one value, one per row of A / column of C, or, for a block_scales spec, per block)."""
+family's kernel and split of K chosen for M, N and K (`MatmulFamily.choose`, the C API's
+arithmetic); the epilogue ``alpha * (sa A)(sb B) + beta * c + bias`` as keyword parameters (the
+scales sa and sb: fp32 arrays of one value, one per row of A / column of C, or, for a
+block_scales spec, per block)."""
 
 from __future__ import annotations
 
