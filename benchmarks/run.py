@@ -2,7 +2,7 @@
 in tmagen/ops_specs (the tuned specs tmagen.ops runs) at 1 GiB (transposes, and two copies, also on
 ragged and odd-stride shapes),
 each case's candidates (tmagen, cudaMemcpyAsync, PyTorch, CuPy, Triton) interleaved on the same
-tensors; the matmul section (lab/matmul_bench.py: 53 named shapes in six classes, tmagen.ops.matmul
+tensors; the matmul section (lab/matmul_bench.py: 61 named shapes in seven classes, tmagen.ops.matmul
 beside cuBLAS and Triton); and a size sweep for the plot. The fp8 section (lab/fp8_bench.py: the same
 shapes in e4m3 with scales, beside torch._scaled_mm and Triton's fp8 matmul) and the ops section
 (lab/ops_bench.py: tmagen.ops.transpose, copy and permute on small, odd-row, ragged, batched, permuted,
@@ -138,6 +138,8 @@ def matmul_cases(specs: list[Spec], tmagen_matmul: str, classes: set[str] | None
         tmagens = [(m.name, m.tensors[2].dtype) for m in specs if isinstance(m.kernel, MatmulKernel)
                    and "float8" not in m.tensors[0].dtype]
         tmagens = tmagens or [("", "bfloat16")]
+    if tmagen_matmul != "ops":  # a tuned spec reads A and B K-major: the weight gradients are tmagen.ops.matmul's
+        shapes = [s for s in shapes if s.shape_class != matmul_bench.WEIGHT_GRADIENT]
     return [Case("matmul", name, s.shape_class, [s.m, s.n, s.k], dtype, ld=s.ld) for name, dtype in tmagens
             for s in shapes]
 
@@ -159,7 +161,7 @@ def ops_cases(classes: set[str] | None = None) -> list[Case]:
 
 
 def matmul_shape(case: Case) -> matmul_bench.MatmulShape:
-    return matmul_bench.MatmulShape(*case.shape, case.shape_kind, case.ld)
+    return matmul_bench.shape_of(*case.shape, case.shape_kind, case.ld)
 
 
 # ----------------------------------------------------------------------------- the budget
@@ -300,14 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out:
         ap.error("give an output folder")
     return run(cases, specs, method, Path(args.out), triton=not args.no_triton, merge=args.merge,
-               ops_classes=ops_classes)
+               ops_classes=ops_classes, matmul_classes=classes)
 
 
 def merged(old: dict[str, Any], new: dict[str, Any], groups: set[str],
-           ops_classes: set[str] | None = None) -> dict[str, Any]:
+           ops_classes: set[str] | None = None, matmul_classes: set[str] | None = None) -> dict[str, Any]:
     """``old``'s run (its machine, date and method) with its cases of ``groups`` replaced by
-    ``new``'s, whose machine and date are kept per group under "sections"; with ``ops_classes``,
-    only the ops cases of those classes are replaced."""
+    ``new``'s, whose machine and date are kept per group under "sections"; with ``ops_classes``
+    (``matmul_classes``), only the ops (matmul and fp8) cases of those classes are replaced."""
     about = {k: new[k] for k in ("gpu", "driver", "sms", "l2_bytes", "versions", "date", "method") if k in new}
     sections = {g: v for g, v in old.get("sections", {}).items() if g not in groups}
     sections.update({g: about for g in sorted(groups)})
@@ -315,13 +317,15 @@ def merged(old: dict[str, Any], new: dict[str, Any], groups: set[str],
     def replaced(case: dict[str, Any]) -> bool:
         if case["group"] == "ops" and ops_classes is not None:
             return "ops" in groups and case["shape_kind"] in ops_classes
+        if case["group"] in ("matmul", "fp8") and matmul_classes is not None:
+            return case["group"] in groups and case["shape_kind"] in matmul_classes
         return case["group"] in groups
 
     return {**old, "sections": sections, "cases": [c for c in old["cases"] if not replaced(c)] + new["cases"]}
 
 
 def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool, merge: bool = False,
-        ops_classes: set[str] | None = None) -> int:
+        ops_classes: set[str] | None = None, matmul_classes: set[str] | None = None) -> int:
     from lab import peers
     from tmagen import runtime, toolchain
     from tmagen.render import render
@@ -353,7 +357,8 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
         record = {"group": case.group, "spec": case.spec, "shape_kind": case.shape_kind, "size_mib": case.size_mib,
                   **record, "seconds": round(time.perf_counter() - t0, 1)}
         data["cases"].append(record)
-        (out / "bench.json").write_text(json.dumps(merged(old, data, groups, ops_classes) if old else data, indent=1))
+        (out / "bench.json").write_text(json.dumps(merged(old, data, groups, ops_classes, matmul_classes) if old
+                                                   else data, indent=1))
         print(one_line(record), flush=True)
     print(f"done in {time.perf_counter() - began:.0f} s: {out / 'bench.json'}", flush=True)
     return 0

@@ -338,7 +338,9 @@ def _matmul_lines(matmuls: list[dict[str, Any]], about: dict[str, Any] | None = 
     timed = [c for c in matmuls if _mine(c) is not None]
     lines = ["", "## Matmul", "",
              "C = A B^T, A [M, K] and B [N, K] both K-major (B passed to `tmagen.ops.matmul` and `torch.matmul` as "
-             "the `.T` view of its [N, K] tensor), bfloat16 in, fp32 accumulation, bfloat16 out; C contiguous. tmagen "
+             "the `.T` view of its [N, K] tensor), bfloat16 in, fp32 accumulation, bfloat16 out; C contiguous; the "
+             "weight-gradient class passes A and B as transposed views instead (x.T of an x [K, M] and dy [K, N], "
+             "both MN-major: `tmagen.ops.matmul(x.T, dy)`), Triton's descriptors lying over them as they are. tmagen "
              f"({', '.join(f'`{n}`' for n in mine_names) or 'none'}) beside cuBLAS (`torch.matmul` on the same "
              "tensors) and Triton: a persistent matmul on TMA descriptors and, for M up to 256, a plain one on "
              "pointer tiles, each autotuned on the shape; \"Triton\" is the faster of the two. Where A and B are "
@@ -407,7 +409,8 @@ def _class_cells(cases: list[dict[str, Any]]) -> str:
 def _matmul_row(case: dict[str, Any]) -> str:
     m, n, k = case["shape"]
     ld = case.get("ld")
-    head = f"| {matmul_class(case)} | {m} | {n} | {k} | {ld if ld else 'K'} |"
+    pitch = ld if ld else "M, N" if matmul_class(case) == "weight-gradient" else "K"
+    head = f"| {matmul_class(case)} | {m} | {n} | {k} | {pitch} |"
     mine, cublas, triton = _mine(case), _cublas(case), best_triton(case)
 
     def tf(c: dict[str, Any] | None) -> str:

@@ -67,8 +67,10 @@ def fp8_ld(shape: MatmulShape) -> int | None:
 
 
 def fp8_shapes() -> list[MatmulShape]:
-    """The bf16 section's 53 shapes, their views' pitches in fp8 elements."""
-    return [MatmulShape(s.m, s.n, s.k, s.shape_class, fp8_ld(s)) for s in matmul_shapes()]
+    """The bf16 section's 53 shapes of K-major operands (wgmma reads fp8 K-major only: not the
+    weight gradients), their views' pitches in fp8 elements."""
+    return [MatmulShape(s.m, s.n, s.k, s.shape_class, fp8_ld(s)) for s in matmul_shapes()
+            if s.a_major == s.b_major == "k"]
 
 
 def scaled_mm_refusal(m: int, n: int, k: int) -> str | None:

@@ -3,14 +3,16 @@ the case that times tmagen's matmul beside cuBLAS and Triton on the same tensors
 
 C = A B^T for A [M, K] and B [N, K], both K-major, bfloat16 in, fp32 accumulation, bfloat16 out:
 what ``tmagen.ops.matmul(a, b.T, out=c)`` computes for a Python user with B stored as [N, K] (a
-linear layer's weight). The candidates:
+linear layer's weight); the weight-gradient class gives A and B as transposed views instead (x.T
+of an x [K, M] and dy [K, N]: ``tmagen.ops.matmul(x.T, dy)``). The candidates:
 
 * tmagen: ``tmagen.ops.matmul`` (the product as a user calls it, with its per-shape dispatch), or,
   where tmagen.ops has no matmul yet or ``--tmagen-matmul spec`` asks for it, the tuned spec of
   tmagen/ops_specs launched directly (the path the benchmark took before issue 18);
 * cuBLAS through ``torch.matmul(a, b.T, out=c)``;
-* Triton: a persistent matmul on TMA descriptors, and for small M (where its small tiles can win)
-  a plain pointer-based one, both autotuned as a Triton user would (:mod:`lab.triton_peers`).
+* Triton: a persistent matmul on TMA descriptors (over the memory as it lies, for transposed
+  views), and for small M (where its small tiles can win) a plain pointer-based one, both
+  autotuned as a Triton user would (:mod:`lab.triton_peers`).
 
 The shape set and the budget are pure (no GPU, no PyTorch); the case imports PyTorch when called.
 """
@@ -35,7 +37,12 @@ CLASSES: dict[str, str] = {
     "long-K": "K >= 16384 on few output tiles",
     "odd-leading-dimension": "a row pitch of A, B or C a multiple of 16 bytes but not of 128 "
                              "(K = 4104, N = 14344, or A and B sliced views of rows K + 8 long)",
+    "weight-gradient": "a linear layer's dW = x^T dy: A given as x.T (x [tokens, in]) and B as dy [tokens, out], "
+                       "both MN-major; M, N = in, out and K = tokens",
 }
+WEIGHT_GRADIENT = "weight-gradient"
+WEIGHT_GRADIENT_MNK = ((4096, 4096, 4096), (4096, 4096, 16384), (4096, 14336, 8192), (14336, 4096, 8192),
+                       (1024, 4096, 8192), (768, 3072, 16384), (4104, 4096, 4096), (2048, 2048, 2048))
 LLM_NK = ((4096, 4096), (14336, 4096), (4096, 14336))
 LLM_M = (1, 16, 64, 256, 1024, 2048, 8192, 16384)
 
@@ -56,7 +63,7 @@ class MatmulShape:
 
 
 def matmul_shapes() -> list[MatmulShape]:
-    """The named shape set: 53 shapes in six classes."""
+    """The named shape set: 61 shapes in seven classes."""
     shapes = [MatmulShape(s, s, s, "square-tile-multiple") for s in (256, 512, 1024, 2048, 4096, 8192, 16384)]
     shapes += [MatmulShape(s, s, s, "square-ragged") for s in (264, 1000, 2056, 3000, 4000, 6000, 10000, 15000)]
     shapes += [MatmulShape(m, n, k, "llm-projection") for n, k in LLM_NK for m in LLM_M]
@@ -70,13 +77,22 @@ def matmul_shapes() -> list[MatmulShape]:
                MatmulShape(4096, 4096, 4096, "odd-leading-dimension", ld=4104),  # views of [M, K + 8]
                MatmulShape(8192, 8192, 8192, "odd-leading-dimension", ld=8200),
                MatmulShape(64, 14336, 4096, "odd-leading-dimension", ld=4104)]  # small M, odd pitch
+    shapes += [shape_of(m, n, k, WEIGHT_GRADIENT) for m, n, k in WEIGHT_GRADIENT_MNK]
     return shapes
 
 
+def shape_of(m: int, n: int, k: int, shape_class: str, ld: int | None = None) -> MatmulShape:
+    """A shape of the set from what a case records (its class gives the operands' layouts)."""
+    majors = ("mn", "mn") if shape_class == WEIGHT_GRADIENT else ("k", "k")
+    return MatmulShape(m, n, k, shape_class, ld, *majors)
+
+
 def pitches(shape: MatmulShape, element_bytes: int = 2) -> tuple[int, int, int]:
-    """The row pitches of A, B and C in bytes."""
+    """The row pitches of A, B and C in bytes (an MN-major operand's rows run along M or N)."""
     ld = shape.ld or shape.k
-    return ld * element_bytes, ld * element_bytes, shape.n * element_bytes
+    a = shape.m if shape.a_major == "mn" else ld
+    b = shape.n if shape.b_major == "mn" else ld
+    return a * element_bytes, b * element_bytes, shape.n * element_bytes
 
 
 # ----------------------------------------------------------------------------- how long each shape is timed
@@ -139,7 +155,8 @@ OPS_FIRST_CALL_S = 90.0
 
 
 def candidates_of(shape: MatmulShape, tmagen: bool, triton: bool) -> int:
-    return 1 + tmagen + (triton * (1 + (shape.m <= TRITON_POINTER_MAX_M)))
+    pointer = shape.m <= TRITON_POINTER_MAX_M and "mn" not in (shape.a_major, shape.b_major)
+    return 1 + tmagen + (triton * (1 + pointer))
 
 
 def estimate(shapes: Sequence[MatmulShape], base: Method, tmagen: bool = True, triton: bool = True,
@@ -153,7 +170,7 @@ def estimate(shapes: Sequence[MatmulShape], base: Method, tmagen: bool = True, t
         timed += samples * candidates_of(s, tmagen, triton) * ms * 1e-3 * 1.1
         setup += CASE_OVERHEAD_S + s.flops / (FLOAT64_TFLOPS * 1e12)
         if triton:
-            configs = TRITON_TMA_CONFIGS + (TRITON_POINTER_CONFIGS if s.m <= TRITON_POINTER_MAX_M else 0)
+            configs = TRITON_TMA_CONFIGS + (TRITON_POINTER_CONFIGS if candidates_of(s, False, True) > 1 else 0)
             # do_bench: 5 launches behind L2 clears to estimate, then ~10 ms of warm-up and ~40 ms of
             # runs behind L2 clears (one of each at least)
             with_clear = ms + CLEAR_L2_MS
@@ -162,8 +179,9 @@ def estimate(shapes: Sequence[MatmulShape], base: Method, tmagen: bool = True, t
             tune += configs * per_config
     compiles = 0
     if triton and shapes:
-        compiles = TRITON_TMA_CONFIGS
-        if any(s.m <= TRITON_POINTER_MAX_M for s in shapes):
+        transposed = ["mn" in (s.a_major, s.b_major) for s in shapes]
+        compiles = TRITON_TMA_CONFIGS * ((not all(transposed)) + any(transposed))  # matmul_kernel, matmul_mn_kernel
+        if any(s.m <= TRITON_POINTER_MAX_M and not t for s, t in zip(shapes, transposed)):
             compiles += TRITON_POINTER_CONFIGS * TRITON_POINTER_VARIANTS
     first = OPS_FIRST_CALL_S if ops and tmagen else 0.0
     total = timed + setup + tune + compiles * TRITON_COMPILE_S + first

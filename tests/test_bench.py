@@ -392,9 +392,14 @@ def test_suite_plan_covers_every_spec_shape_and_matmul() -> None:
     assert len(transposes) == 3 * sum(s.kernel.kind == "transpose" for s in specs)
     assert {c.spec for c in cases if c.group == "copy"} == {s.name for s in specs if s.kernel.kind == "copy"}
     shapes = matmul_bench.matmul_shapes()
+    # a tuned spec launched directly reads K-major operands: the weight gradients are tmagen.ops.matmul's alone
+    k_major = [s for s in shapes if s.shape_class != matmul_bench.WEIGHT_GRADIENT]
     assert [(c.shape, c.shape_kind, c.ld) for c in cases if c.group == "matmul"] == [
-        ([s.m, s.n, s.k], s.shape_class, s.ld) for s in shapes]
-    assert [c.group for c in run.plan(specs, {"matmul"})] == ["matmul"] * len(shapes)
+        ([s.m, s.n, s.k], s.shape_class, s.ld) for s in k_major]
+    assert [c.group for c in run.plan(specs, {"matmul"})] == ["matmul"] * len(k_major)
+    through_ops = run.plan(specs, {"matmul"}, tmagen_matmul="ops")
+    assert [(c.shape, c.shape_kind) for c in through_ops] == [([s.m, s.n, s.k], s.shape_class) for s in shapes]
+    assert all(run.matmul_shape(c) == s for c, s in zip(through_ops, shapes)), "each case's shape, its layouts too"
     # the whole suite by default, autotuning included, fits one 10-minute GPU call with a minute for compiling
     # the specs; the fp8 section is measured apart (--only fp8 --merge), in a call of its own
     seconds, _ = run.estimate(cases, run.FULL)
@@ -412,7 +417,7 @@ def test_suite_estimate_runs_without_a_gpu(capsys) -> None:
     assert run.main(["--estimate", "--only", "transpose,matmul"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"plan: {12 + len(matmul_bench.matmul_shapes())} cases") and "Triton: 18+18 configs" in out
-    assert "matmul    53 shapes" in out and "Triton: 16+10 configs" in out
+    assert f"matmul    {len(matmul_bench.matmul_shapes())} shapes" in out and "Triton: 16+10 configs" in out
 
 
 def test_report_of_a_partial_run_with_a_case_that_failed_whole() -> None:
@@ -444,7 +449,7 @@ def test_matmul_shape_set_has_every_class_it_names() -> None:
     """At least 40 shapes; each class's shapes are what its name says; every row pitch is a whole
     number of 16 bytes (TMA's rule, which the Triton TMA peer needs too)."""
     shapes = matmul_bench.matmul_shapes()
-    assert len(shapes) >= 40 and len({(s.m, s.n, s.k, s.ld) for s in shapes}) == len(shapes)
+    assert len(shapes) >= 40 and len({(s.m, s.n, s.k, s.ld, s.a_major, s.b_major) for s in shapes}) == len(shapes)
     by = {c: [s for s in shapes if s.shape_class == c] for c in matmul_bench.CLASSES}
     assert all(by.values()) and sum(map(len, by.values())) == len(shapes)
     assert all(s.m == s.n == s.k and s.k % 256 == 0 for s in by["square-tile-multiple"])
@@ -457,6 +462,10 @@ def test_matmul_shape_set_has_every_class_it_names() -> None:
         assert any(p % 128 for p in matmul_bench.pitches(s)), s
     assert any(s.ld for s in by["odd-leading-dimension"]) and any(not s.ld for s in by["odd-leading-dimension"])
     assert all(p % 16 == 0 for s in shapes for p in matmul_bench.pitches(s))
+    # the weight gradients: A and B transposed views (x.T, dy), their rows M and N long; the others K-major
+    assert all((s.a_major, s.b_major) == (("mn", "mn") if s.shape_class == "weight-gradient" else ("k", "k"))
+               for s in shapes)
+    assert {s.k for s in by["weight-gradient"]} >= {4096, 16384}
     assert all(s.ld is None or s.ld > s.k for s in shapes)
 
 
@@ -562,7 +571,9 @@ def test_matmul_report_geometric_means_and_tallies() -> None:
     classes = [line.split(" |")[0][2:] for line in text.splitlines()
                if line.startswith("| ") and " | " in line and line.split(" | ")[1].split()[0].isdigit()
                and "at " in line]
-    assert classes == [*matmul_bench.CLASSES, "all"]  # in the set's order, then the whole set
+    present = {c["shape_kind"] for c in _matmul_fixture()["cases"] if c["group"] == "matmul"}
+    assert len(present) >= 6  # the classes the fixture has, in the set's order, then the whole set
+    assert classes == [c for c in matmul_bench.CLASSES if c in present] + ["all"]
 
 
 def test_matmul_report_geometric_mean_met_and_within_noise() -> None:
