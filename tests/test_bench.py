@@ -469,6 +469,19 @@ def test_matmul_shape_set_has_every_class_it_names() -> None:
     assert all(s.ld is None or s.ld > s.k for s in shapes)
 
 
+def test_merging_a_matmul_class_replaces_only_its_cases() -> None:
+    """--only matmul --matmul-class weight-gradient --merge: the class's cases replaced, the other
+    matmul classes and the other groups kept (before, every matmul case of the old run was dropped)."""
+    run = _run_module()
+    old = {"format": 2, "gpu": "A", "date": "1", "cases": [
+        {"group": "copy", "shape_kind": "full", "n": 1}, {"group": "matmul", "shape_kind": "long-K", "n": 2},
+        {"group": "matmul", "shape_kind": "weight-gradient", "n": 3}, {"group": "fp8", "shape_kind": "long-K", "n": 4}]}
+    new = {"gpu": "B", "date": "2", "cases": [{"group": "matmul", "shape_kind": "weight-gradient", "n": 5}]}
+    got = run.merged(old, new, {"matmul"}, matmul_classes={"weight-gradient"})
+    assert [c["n"] for c in got["cases"]] == [1, 2, 4, 5] and got["sections"]["matmul"]["gpu"] == "B"
+    assert [c["n"] for c in run.merged(old, new, {"matmul"})["cases"]] == [1, 4, 5]
+
+
 def test_matmul_section_fits_its_budget() -> None:
     """The whole section, autotuning and checks included, in under 6 minutes (the estimate's rates
     are an H200's); long launches are timed in fewer rounds, short ones several to a sample, and
