@@ -397,3 +397,37 @@ def test_the_host_only_figures_run_without_a_gpu() -> None:
     figures = {name: float(us) for us, _, name in (line.strip().partition(" us  ") for line in run.stdout.splitlines())
                if name}
     assert figures.get("Kernel.launch, cached (driver stubbed)", 0) > 0, run.stdout
+
+
+def test_on_device_sets_a_context_where_none_is_current_and_restores_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """runtime.OnDevice: a thread with no context current is given the device's and keeps it (as the
+    runtime API does); one with another current gets it pushed for the block and popped after."""
+    current = {"ctx": 0}
+    calls: list[str] = []
+
+    def fake(symbol: str, *types: object) -> object:
+        def call(*args: object) -> int:
+            calls.append(symbol)
+            if symbol == "cuCtxSetCurrent":
+                current["ctx"] = args[0]
+            elif symbol == "cuCtxPushCurrent":
+                current["saved"], current["ctx"] = current["ctx"], args[0]
+            elif symbol == "cuCtxPopCurrent":
+                current["ctx"] = current["saved"]
+            return 0
+        return call
+
+    monkeypatch.setattr(runtime, "driver_function", fake)
+    monkeypatch.setattr(runtime, "current_context", lambda: current["ctx"])
+    monkeypatch.setattr(runtime, "primary_context", lambda ordinal: 11)
+    with runtime.OnDevice(0):
+        assert current["ctx"] == 11
+    assert current["ctx"] == 11 and calls == ["cuCtxSetCurrent"], "none was current: the device's stays"
+    current["ctx"], calls[:] = 22, []
+    with runtime.OnDevice(0):
+        assert current["ctx"] == 11
+    assert current["ctx"] == 22 and calls == ["cuCtxPushCurrent", "cuCtxPopCurrent"], "another's is restored"
+    current["ctx"], calls[:] = 11, []
+    with runtime.OnDevice(0):  # its own already current: nothing to do
+        pass
+    assert current["ctx"] == 11 and calls == []

@@ -334,15 +334,23 @@ def current_context() -> int:
 
 
 class OnDevice:
-    """Makes the primary context of a device current for a block (pushed and popped only where the
-    thread has another one current, so that the caller's current device never changes)."""
+    """Makes the primary context of a device current for a block: pushed and popped where the
+    thread has another one current, so that the caller's current device never changes; where it
+    has none, set and left current, as the runtime API does at a thread's first call. A thread
+    with none (autograd's backward thread, where PyTorch reused memory and made no runtime call)
+    then keeps it, and the launches made again there (`tmagen.kernels.launch_again`, which asks
+    no context) are not refused: before, each backward product of a training step fell back to
+    the general path, a 64 x 64 x 64 step taking 493 us against torch's 219 on an H100 machine."""
 
     def __init__(self, ordinal: int) -> None:
         self.context = primary_context(ordinal)
         self._pushed = False
 
     def __enter__(self) -> OnDevice:
-        if current_context() != self.context:
+        current = current_context()
+        if current == 0:
+            _raise_for(driver_function("cuCtxSetCurrent", ctypes.c_int, _VOIDP)(self.context), "cuCtxSetCurrent")
+        elif current != self.context:
             _raise_for(driver_function("cuCtxPushCurrent", ctypes.c_int, _VOIDP)(self.context), "cuCtxPushCurrent")
             self._pushed = True
         return self

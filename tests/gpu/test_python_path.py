@@ -225,12 +225,15 @@ def test_a_first_call_in_a_thread_with_no_context_current(gen: Any) -> None:
             k(x, out=out)
         except Exception as exc:  # noqa: BLE001 (reported below)
             seen["error"] = exc
+        seen["after"] = runtime.current_context()
 
     thread = threading.Thread(target=first_call)
     thread.start()
     thread.join()
     assert seen["context"] == 0, "the thread had no context current (what the test is about)"
     assert "error" not in seen, seen.get("error")
+    # and keeps the device's, as after a runtime call: launches made again there are not refused
+    assert seen["after"] == runtime.primary_context(torch.cuda.current_device())
     torch.cuda.synchronize()
     assert torch.equal(bits(out), bits(x.t().contiguous()))
 
