@@ -243,3 +243,45 @@ def test_the_c_api_chooses_as_python_does_and_splits_through_its_workspace(devic
                               0, None) == 0, last_error()
             torch.cuda.synchronize()
             _check(c[:, :n], a[:, :k], b[:, :k], "bfloat16")
+
+
+def test_the_c_api_of_a_weight_gradient_spec(device) -> None:
+    """The generated C API of a spec whose A and B are MN-major (matmul_bf16_wgrad_f32: A [K, M] and
+    B [K, N], as x and dy lie): its choice equals Python's with dense rows M and N elements apart;
+    launches with lda and ldb of 0 (dense) and padded, M and N ragged, a split of K among them, give
+    the product; K = 0 with an epilogue gives beta C_in + bias."""
+    name = "matmul_bf16_wgrad_f32"
+    lib, choice, launch, plan = _library(name)
+    family = plan.kernel.detail
+    assert (family.a_major, family.b_major) == ("mn", "mn")
+    table = family.table_for(device.multiprocessors, device.memory_bytes_per_us)
+    variant, splits, split_from = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
+    rng = np.random.default_rng(21)
+    shapes = [(8 * int(rng.integers(1, 2000)), 8 * int(rng.integers(1, 2000)), int(rng.integers(1, 30000)))
+              for _ in range(300)] + [(1000, 776, 2048), (4104, 4096, 4096), (4096, 4096, 4096)]
+    for m, n, k in shapes:
+        assert choice(m, n, k, 132, ctypes.byref(variant), ctypes.byref(splits), ctypes.byref(split_from)) == 0
+        want = family.choose(m, n, k, 132, table=table)
+        got = (variant.value, splits.value, split_from.value)
+        assert got == (want.variant, want.splits, want.split_from), (m, n, k)
+    last_error = getattr(lib, f"{name}_last_error")
+    split = next((m, n, k) for m, n, k in shapes if m * n * k < 2 ** 32 and family.choose(
+        m, n, k, device.multiprocessors, table=table).splits > 1)
+    for (m, n, k), pad in [((1000, 776, 2048), 0), ((1000, 776, 2048), 8), ((264, 136, 72), 16), (split, 0)]:
+        x = torch.randn(k, m + pad, device="cuda").to(torch.bfloat16)  # A as it lies: [K, M], rows m + pad apart
+        dy = torch.randn(k, n + pad, device="cuda").to(torch.bfloat16)
+        c = torch.full((m, n), float("nan"), device="cuda")
+        lda, ldb = (m + pad, n + pad) if pad else (0, 0)
+        assert launch(x.data_ptr(), dy.data_ptr(), c.data_ptr(), m, n, k, lda, ldb, 0, 1.0, 0.0, None, 0, None, 0,
+                      None) == 0, last_error()
+        torch.cuda.synchronize()
+        _check(c, x[:, :m].T, dy[:, :n].T, "float32")
+    # K = 0: no product, the epilogue alone (A's map of one row that nothing loads, M not whole 16 bytes)
+    m, n = 50, 72
+    c_in, bias = torch.randn(m, n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.full((m, n), float("nan"), device="cuda")
+    scratch = torch.zeros(64, device="cuda", dtype=torch.bfloat16)
+    assert launch(scratch.data_ptr(), scratch.data_ptr(), out.data_ptr(), m, n, 0, 0, 0, 0, 1.0, 3.0, c_in.data_ptr(),
+                  0, bias.data_ptr(), 1, None) == 0, last_error()
+    torch.cuda.synchronize()
+    assert torch.allclose(out, 3.0 * c_in + bias, rtol=1e-6, atol=1e-6), "K = 0: beta C_in + bias"
