@@ -1053,9 +1053,11 @@ def _torch_backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
 def _grad_product(x: Any, y: Any, alpha: float, dtype: Any) -> Any:
     torch = _TORCH
     if x.dtype == y.dtype and x.dtype in (torch.bfloat16, torch.float16):
-        if torch.is_grad_enabled() or torch.compiler.is_compiling():  # a double backward, or a traced graph
-            return torch.ops.tmagen.matmul(x, y, None, None, alpha, 0.0, dtype)
-        return _torch_call(torch, x, y, None, alpha, 0.0, None, None, str(dtype).removeprefix("torch."))
+        if type(x) is torch.Tensor and type(y) is torch.Tensor and not torch.is_grad_enabled():
+            return _torch_call(torch, x, y, None, alpha, 0.0, None, None, str(dtype).removeprefix("torch."))
+        # a double backward (grad enabled), or a traced one (AOTAutograd's fake or functional tensors,
+        # where torch.compiler.is_compiling() is False): the operator, which they record
+        return torch.ops.tmagen.matmul(x, y, None, None, alpha, 0.0, dtype)
     # an fp32 gradient (out_dtype float32): the tensor cores take 16-bit inputs, so torch's product
     return (torch.matmul(x.float(), y.float()) * alpha).to(dtype)
 

@@ -301,6 +301,30 @@ def test_autograd_against_torch(gen: Any) -> None:
             assert (mine.grad.double() - theirs.grad).abs().max() <= 2 ** -6 * theirs.grad.abs().max()
 
 
+@pytest.mark.parametrize("layout", ["x @ w.T", "x.T @ dy"])
+def test_a_compiled_training_step_takes_the_operators_backward(layout: str, gen: Any) -> None:
+    """torch.compile (AOTAutograd) of a step whose product is tmagen's, its backward traced from the
+    operator's formulas (the transposed views' gradients made in their memory's layout): each leaf's
+    gradient against float64."""
+    x = rand(96, 128, gen=gen).requires_grad_()
+    w = rand(64, 128, gen=gen).requires_grad_() if layout == "x @ w.T" else rand(96, 64, gen=gen).requires_grad_()
+
+    def step(x: Any, w: Any) -> Any:
+        y = tmagen.ops.matmul(x, w.T) if layout == "x @ w.T" else tmagen.ops.matmul(x.T, w)
+        return (y.float() * y.float()).sum()
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    for _ in range(2):
+        x.grad = w.grad = None
+        compiled(x, w).backward()
+        x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+        y64 = x64 @ w64.T if layout == "x @ w.T" else x64.T @ w64
+        (y64 * y64).sum().backward()
+        for mine, theirs in ((x, x64), (w, w64)):
+            assert mine.grad is not None and mine.grad.shape == mine.shape and mine.grad.is_contiguous()
+            assert (mine.grad.double() - theirs.grad).abs().max() <= 2 ** -5 * theirs.grad.abs().max()
+
+
 def test_load_of_a_family_spec_takes_the_epilogue(gen: Any) -> None:
     """The contract tmagen.ops.matmul calls: B as the spec lays it out, the epilogue as keywords."""
     for b_major in ("k", "mn"):
