@@ -80,6 +80,19 @@ EPILOGUES: list[dict[str, Any]] = [{}, {"alpha": -0.75}, {"c": True, "beta": 0.5
                                    {"alpha": 1.5, "c": True, "beta": -2.0, "bias": "n32"}]
 
 
+def epilogue_args(epilogue: dict[str, Any], m: int, n: int, out_dtype: Any, gen: Any) -> dict[str, Any]:
+    """The keywords of one of EPILOGUES for an [M, N] output of ``out_dtype``: alpha and beta, c, and
+    a bias along N (of the output's dtype, or float32 for "n32") or along M."""
+    kw: dict[str, Any] = {"alpha": epilogue.get("alpha", 1.0), "beta": epilogue.get("beta", 0.0)}
+    if epilogue.get("c"):
+        kw["c"] = rand(m, n, dtype=out_dtype, gen=gen)
+    if epilogue.get("bias"):
+        along = epilogue["bias"]
+        kw["bias"] = rand(n, dtype=F32 if along == "n32" else out_dtype, gen=gen) if along != "m" else \
+            rand(m, 1, dtype=out_dtype, gen=gen)
+    return kw
+
+
 @pytest.mark.parametrize("b_layout", ["kn", "w.T"])
 @pytest.mark.parametrize("out_dtype", [BF16, F16, F32], ids=str)
 @pytest.mark.parametrize("in_dtype", [BF16, F16], ids=str)
@@ -90,13 +103,7 @@ def test_every_variant_on_random_shapes(in_dtype: Any, out_dtype: Any, b_layout:
         for m, n, k in [(1, 1, 1), *shapes(seed + i)]:
             a, w = rand(m, k, dtype=in_dtype, gen=gen), rand(n, k, dtype=in_dtype, gen=gen)
             b = w.T if b_layout == "w.T" else w.T.contiguous()
-            kw: dict[str, Any] = {"alpha": epilogue.get("alpha", 1.0), "beta": epilogue.get("beta", 0.0)}
-            if epilogue.get("c"):
-                kw["c"] = rand(m, n, dtype=out_dtype, gen=gen)
-            if epilogue.get("bias"):
-                along = epilogue["bias"]
-                kw["bias"] = rand(n, dtype=F32 if along == "n32" else out_dtype, gen=gen) if along != "m" else \
-                    rand(m, 1, dtype=out_dtype, gen=gen)
+            kw = epilogue_args(epilogue, m, n, out_dtype, gen)
             got = tmagen.ops.matmul(a, b, out_dtype=out_dtype, **kw)
             assert got.shape == (m, n) and got.dtype == out_dtype and got.is_contiguous()
             bad = outside(got, a, b, **kw)
@@ -115,13 +122,7 @@ def test_a_transposed_a_on_random_shapes(in_dtype: Any, out_dtype: Any, b_layout
         for m, n, k in [(8, 8, 8), (4096, 64, 4096), *shapes(seed + i)]:
             x, w = rand(k, m, dtype=in_dtype, gen=gen), rand(n, k, dtype=in_dtype, gen=gen)
             b = w.T if b_layout == "w.T" else w.T.contiguous()
-            kw: dict[str, Any] = {"alpha": epilogue.get("alpha", 1.0), "beta": epilogue.get("beta", 0.0)}
-            if epilogue.get("c"):
-                kw["c"] = rand(m, n, dtype=out_dtype, gen=gen)
-            if epilogue.get("bias"):
-                along = epilogue["bias"]
-                kw["bias"] = rand(n, dtype=F32 if along == "n32" else out_dtype, gen=gen) if along != "m" else \
-                    rand(m, 1, dtype=out_dtype, gen=gen)
+            kw = epilogue_args(epilogue, m, n, out_dtype, gen)
             got = tmagen.ops.matmul(x.T, b, out_dtype=out_dtype, **kw)
             assert got.shape == (m, n) and got.dtype == out_dtype
             assert outside(got, x.T, b, **kw) == 0, (m, n, k, epilogue)
