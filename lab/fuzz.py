@@ -524,8 +524,7 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
     a["shape"], c["shape"] = [m, k], [m, n]
     b["shape"] = [n, k] if b_major == "k" else [k, n]
     spec: dict[str, Any] = {"target": "sm_90a", "tensors": [a, b, c], "kernel": kernel}
-    while kernel["stages"] > 2 and _matmul_smem(spec) > TARGETS["sm_90a"].smem_per_block_optin:
-        kernel["stages"] -= 1
+    _fit_stages(spec)
     # each run with an epilogue or none: alpha, a bias along N or M, beta C_in in pairs of columns,
     # of an odd pitch, or everything (verify.MATMUL_EPILOGUES: each of the kernel's epilogues)
     epilogues = [rng.choice([None, None, None, *MATMUL_EPILOGUES[1:]]) for _ in mnk]
@@ -542,8 +541,7 @@ def draw_matmul(rng: random.Random, target: str) -> tuple[dict[str, Any], list[R
         mnk = [(_round_up(mm, 8), nn, kk) for mm, nn, kk in mnk]
         a["box"], a["shape"] = [bk if family else k_rows, atom], [k, mnk[0][0]]
         c["shape"] = [mnk[0][0], n]
-        while kernel["stages"] > 2 and _matmul_smem(spec) > TARGETS["sm_90a"].smem_per_block_optin:
-            kernel["stages"] -= 1
+        _fit_stages(spec)
     return spec, [{"call": "matmul", "args": {"mnk": list(s), **({"epilogue": e} if e else {})}}
                   for s, e in zip(mnk, epilogues)]
 
@@ -555,6 +553,13 @@ def _matmul_sizes(rng: random.Random, bm: int, bn: int, bk: int) -> tuple[int, i
     n = _round_up(_extent(rng, bn), 16)
     k = _round_up(_extent(rng, bk) if _chance(rng, 0.7) else rng.randint(1, bk), 16)
     return m, n, k
+
+
+def _fit_stages(spec: dict[str, Any]) -> None:
+    """Fewer stages (down to 2) until the spec's kernel fits a block's shared memory."""
+    kernel = spec["kernel"]
+    while kernel["stages"] > 2 and _matmul_smem(spec) > TARGETS["sm_90a"].smem_per_block_optin:
+        kernel["stages"] -= 1
 
 
 def _matmul_smem(spec: dict[str, Any]) -> int:
