@@ -1027,7 +1027,7 @@ def _torch_backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
     need = (*ctx.needs_input_grad, *(False,) * (len(_OP_DEFAULTS) + 2 - given))
     ga = gb = g_bias = g_c = None
     if need[0]:
-        if a.dim() == 2 and b.dim() == 2 and a.stride(0) == 1 and a.stride(1) != 1:
+        if a.dim() == b.dim() == 2 and _transposed(a):
             # a transposed view (x.T): its gradient made in its memory's layout, (b grad^T)^T, as b's below
             ga = _grad_product(b, grad.mT, ctx.alpha, a.dtype).mT
         else:
@@ -1035,7 +1035,7 @@ def _torch_backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
     if need[1]:
         if b.dim() == 2 and a.dim() > 2:  # one product over every row of the batch
             gb = _grad_product(a.reshape(-1, a.shape[-1]).mT, grad.reshape(-1, grad.shape[-1]), ctx.alpha, b.dtype)
-        elif b.dim() == 2 and a.dim() == 2 and b.stride(0) == 1 and b.stride(1) != 1:
+        elif a.dim() == b.dim() == 2 and _transposed(b):
             # b a transposed view (w.T): its gradient made in w's layout, (grad^T a)^T, so that autograd
             # hands w a contiguous gradient instead of copying a transposed one (as torch's mm does)
             gb = _grad_product(grad.mT, a, ctx.alpha, b.dtype).mT
@@ -1048,6 +1048,11 @@ def _torch_backward(ctx: Any, grad: Any) -> tuple[Any, ...]:
         shape, dtype = ctx.c_meta
         g_c = (grad * ctx.beta).sum_to_size(shape).to(dtype)
     return (ga, gb, g_bias, g_c, None, None, None)[:given]  # one per argument the call gave
+
+
+def _transposed(x: Any) -> bool:
+    """Whether a matrix is a transposed view: its columns contiguous, its rows not."""
+    return bool(x.stride(0) == 1 and x.stride(1) != 1)
 
 
 def _grad_product(x: Any, y: Any, alpha: float, dtype: Any) -> Any:
