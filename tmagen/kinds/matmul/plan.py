@@ -406,14 +406,14 @@ def edge_rows_apply(a: TensorSpec) -> bool:
 # What 64-row boxes cost fp8, whose 128 x 128 tile is fed too slowly rather than bound by the tensor
 # cores. H100, 2026-11-28, e4m3 in, bf16 out, TFLOP/s interleaved with cuBLASLt (scratch probe):
 # - Under ncu at 8192^3, without promotion, the tensor pipe was 66% busy. 23% of the warps' stall
-#   samples sat on the consumers' full-barrier wait. cuBLASLt's 128 x 144 tiles kept it 92% busy.
+#   samples sat on the consumers' full-barrier wait. cuBLASLt's (its m64n144k32 wgmmas) kept it 92% busy.
 # - The same tile with A as one 128-row box instead of two: 965 -> 1089 at 8192^3, and
 #   1002 -> 1127 at 1024 x 4096 x 14336.
 # - With promotion, A and B as one 128-row box each, the tile alone rather than in pairs:
 #   943 -> 1017 and 1050 -> 1140 (cuBLASLt 1349 and 1431).
 # A 128-row box lays out as two 64-row boxes stacked, so no descriptor changes. The tensor map does
 # change, and a family's kernels share one: a box per tile shape needs a map per kernel.
-# 128 x 256 tiles without promotion reached 1360 to 1439 (cuBLASLt's speed), but promoted they need
+# 128 x 256 tiles without promotion ran at 1.00 to 1.08 of cuBLASLt (1321 to 1444), but promoted they need
 # 256 registers per consumer thread.
 FAMILY_BOX_ROWS = 64  # the A and B boxes a family is derived over: 64 rows of one 128-byte swizzled line of K
 FAMILY_SPAN = 128
