@@ -406,7 +406,7 @@ def edge_rows_apply(a: TensorSpec) -> bool:
 # What 64-row boxes cost fp8, whose 128 x 128 tile is fed too slowly rather than bound by the tensor
 # cores. H100, 2026-11-28, e4m3 in, bf16 out, TFLOP/s interleaved with cuBLASLt (scratch probe):
 # - Under ncu at 8192^3, without promotion, the tensor pipe was 66% busy. 23% of the warps' stall
-#   samples sat on the consumers' full-barrier wait. cuBLASLt's (its m64n144k32 wgmmas) kept it 92% busy.
+#   samples sat on the consumers' full-barrier wait. cuBLASLt's kernel (m64n144k32 wgmmas) kept its pipe 92% busy.
 # - The same tile with A as one 128-row box instead of two: 965 -> 1089 at 8192^3, and
 #   1002 -> 1127 at 1024 x 4096 x 14336.
 # - With promotion, A and B as one 128-row box each, the tile alone rather than in pairs:
