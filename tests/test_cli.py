@@ -62,6 +62,12 @@ def _spec(**tensor) -> dict:
     return {"name": "cli_case", "tensors": [t], "kernel": {"kind": "inspect"}}
 
 
+def _matmul_with_a(**fields: object) -> dict:
+    raw = json.loads((REPO / "specs" / "matmul_bf16_tn.json").read_text())
+    raw["tensors"][0].update(fields)
+    return raw
+
+
 @pytest.mark.parametrize("content, fragments", [
     pytest.param('{"name": "x",', ["not valid JSON at line 1, column 14"], id="malformed-json"),
     pytest.param("", ["not valid JSON at line 1, column 1"], id="empty-file"),
@@ -73,6 +79,10 @@ def _spec(**tensor) -> dict:
                                       "<= 32", "[box-inner-within-swizzle-span;"], id="rule-breaking"),
     pytest.param(_spec(box=[8, 64], smem_offset=64), ["2 rule violations", "box-inner-within-swizzle-span",
                                                       "smem-offset-alignment"], id="two-rules"),
+    # a matmul plans a map per size of its loads from A's box, which cannot be laid out there: the rules say why
+    pytest.param(_matmul_with_a(smem_offset=64), ["2 rule violations", "tensors[0].smem_offset = 64",
+                                                  "[smem-offset-alignment;", "[mma-k-major-boxes-contiguous;"],
+                 id="matmul-box-off-128-bytes"),
 ])
 def test_check_bad_spec_returns_2(capsys, tmp_path, content, fragments) -> None:
     path = write(tmp_path, "bad.json", content)

@@ -387,7 +387,7 @@ def test_matmul_kernels_wait_for_the_kernel_before_them_before_touching_memory(s
     allow = body.index("tma::allow_next_grid();")
     assert body.count("tma::allow_next_grid();") == 1 and allow > body.rindex("tma::load_2d")
     host = files[f"{plan.name}.cu"]
-    assert host.count("stream, args, true);") == len(plan.kernel.family)
+    assert host.count("stream, args, true);") == 1 and host.count("return launch(") == len(plan.kernel.family)
 
 
 @pytest.mark.parametrize("spec_path", [p for p in SPECS if "matmul" not in p.name], ids=lambda p: p.stem)
@@ -413,24 +413,28 @@ def test_copy_and_transpose_kernels_wait_and_inspect_kernels_do_not(spec_path: P
 
 @pytest.mark.parametrize("spec_name", ["matmul_bf16_tn", "matmul_f16_nn_f32", "matmul_fp8_e4m3"])
 def test_matmul_tiles_at_the_edge_of_m_load_a_in_boxes_of_8_rows(spec_name: str) -> None:
-    """A 64-row box of A at M's edge is filled past M by TMA, which measured slower than reading rows:
-    the family gets A again as a map of 8-row boxes (same tensor, same swizzle, one period of the
-    128-byte pattern), loads through it only the rows down to M, and expects only their bytes.
-    Python and C pass that map only where M has an edge and K > 0; elsewhere A's own map stands in
-    for it and is encoded once."""
+    """A box of A at M's edge is filled past M by TMA, which measured slower than reading rows: the
+    family gets A again as a map of 8-row boxes (same tensor, same swizzle, one period of the
+    128-byte pattern) and, below a kernel's larger loads, loads A's own boxes wholly above M, then
+    8-row boxes down to M, and expects only their bytes. Python and C pass those maps only where M
+    has an edge and K > 0; elsewhere the kernel's map of A stands in for them and is encoded once."""
     plan = resolve(parse_spec(json.loads((REPO / "specs" / f"{spec_name}.json").read_text())))
     family = plan.kernel.detail
     a, rows = plan.map("a"), plan.map("a_rows")
     assert family.edge_rows == 8 and tuple(rows.box) == (8, a.box[1]) and rows.swizzle == a.swizzle
-    assert all(k.maps == ("a", "b", "c", "a_rows") for k in plan.kernel.family)
+    assert [k.maps for k in plan.kernel.family] == [(p.a_map, p.b_map, "c", "a_rows", "a") for p in family.kernels]
     files = render(plan, f"specs/{spec_name}.json")
     kernels = next(text for name, text in files.items() if name.endswith("_kernels.cuh"))
-    assert "a_bytes = a_k_boxes * (a_whole * A::tx_bytes + a_edge * A_rows::tx_bytes)" in kernels
+    assert ("a_bytes = a_k_boxes * (a_whole * a_load_tx + a_boxes_at_edge * A::tx_bytes + a_edge * A_rows::tx_bytes)"
+            in kernels)
     assert "stage_tx - a_tx + a_bytes" in kernels and "a_rows_map, &full[stage]" in kernels
+    assert "a_box_map, &full[stage]" in kernels
     assert kernels.count("const __grid_constant__ CUtensorMap a_rows_map") == len(plan.kernel.family)
     host = files[f"{plan.name}.cu"]
-    assert f"const bool a_edge = K != 0 && M % {a.box[0]} != 0;" in host
-    assert "a_edge ? &a_rows_cache.map : &a_cache.map" in host
+    assert "const bool a_edge = K != 0 && M % a_load_rows != 0;" in host
+    assert "a_edge ? &a_rows_cache.map : &a_slot.map" in host and "a_own_boxes ? &a_cache.map : &a_slot.map" in host
+    first = family.kernels[0]
+    assert first.a_load_rows == first.bm == 128 and first.a_map == "a_128" and a.box[0] == 64
 
     n, k = 256, 512
 
@@ -440,12 +444,13 @@ def test_matmul_tiles_at_the_edge_of_m_load_a_in_boxes_of_8_rows(spec_name: str)
                                   Array.of(1 << 40, (m, n)), 132, choice=(0, 1, 0), alpha=0.5)
         return call.maps
 
-    for m in (1, 63, 100, 1000):
+    # an edge wherever M is not whole loads of the kernel's (its BM rows here), 64 included
+    for m in (1, 63, 64, 100, 1000):
         maps = bound(m)
-        assert [b.role for b in maps] == ["a", "b", "c", "a_rows"]
-        assert (maps[3].ptr, maps[3].shape, maps[3].strides) == (maps[0].ptr, maps[0].shape, maps[0].strides)
-    for maps in (bound(64), bound(1024), bound(100, 0)):
-        assert maps[3] is maps[0]
+        assert [b.role for b in maps] == ["a_128", first.b_map, "c", "a_rows", "a"]
+        assert all((b.ptr, b.shape, b.strides) == (maps[0].ptr, maps[0].shape, maps[0].strides) for b in maps[3:])
+    for maps in (bound(128), bound(1024), bound(100, 0)):
+        assert maps[3] is maps[0] and maps[4] is maps[0]
 
 
 def test_a_matmul_whose_a_boxes_do_not_stack_from_8_rows_has_no_edge_map() -> None:

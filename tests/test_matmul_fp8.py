@@ -64,8 +64,11 @@ def test_the_plan_promotes_every_stage_and_keeps_tiles_whose_sums_fit() -> None:
     # 128 x 192: 96 + 96, one set of partial sums (a second would need 288)
     assert family.kernels[1].accumulators == 192 and not family.kernels[1].pipelined
     assert all(p.pipelined for p in family.kernels[2:4])  # one consumer: 240 registers
-    assert [replace(family.kernels[i], symbol="", variant=0, cluster=1) for i in (4, 5)] == [
-        replace(family.kernels[i], symbol="", variant=0) for i in (1, 2)], "a twin differs in its cluster alone"
+    # a twin differs in its cluster alone, and in B's loads: each CTA multicasts its half of B's rows
+    assert [(family.kernels[i].b_map, family.kernels[i].b_load_rows) for i in (1, 2, 4, 5)] == [
+        ("b_192", 192), ("b_128", 128), ("b_96", 96), ("b", 64)]
+    assert [replace(family.kernels[i], symbol="", variant=0, cluster=1, b_map="", b_load_rows=0) for i in (4, 5)] == [
+        replace(family.kernels[i], symbol="", variant=0, b_map="", b_load_rows=0) for i in (1, 2)]
 
 
 def test_block_scales_leave_room_for_their_scales() -> None:

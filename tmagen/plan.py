@@ -158,7 +158,7 @@ def _resolve(spec: Spec) -> tuple[Plan | None, list[Violation]]:
         smem: int | None = None
         threads: int | None = None
         if kind is not None:  # without a kernel the box itself is the budget; the user's kernel adds its own
-            mine = [k for k in kernels or () if m.role in k.maps]
+            mine = [k for kernel in kernels or () for k in kernel.family if m.role in k.maps]
             smem = max((k.total_smem_bytes for k in mine), default=0)
             threads = max((k.threads for k in mine), default=0)
         a = tensor_map_args(spec, m, smem, threads, l2_hints=kind.l2_hints if kind else True,

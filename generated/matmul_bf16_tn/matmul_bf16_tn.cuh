@@ -375,6 +375,360 @@ struct a_rows_box {
 #endif
 };
 
+// Box of map "a_128": 128 x 64 __nv_bfloat16 (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
+// Rows of 128 bytes start every 128 bytes.
+struct a_128_box {
+  static constexpr int rank = 2;
+  // Elements of dimension d in shared memory, outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t dim(int d) {
+    const uint32_t dims[rank] = {128, 64};
+    return dims[d];
+  }
+  static constexpr uint32_t elem_bytes = 2;
+  static constexpr uint32_t unit_bytes = 2;
+  static constexpr uint32_t row_bytes = 128;
+  static constexpr uint32_t row_pitch = 128;
+  static constexpr uint32_t rows = 128;
+  static constexpr uint32_t footprint = 16384;  // bytes of shared memory from the box start
+  static constexpr uint32_t tx_bytes = 16384;    // bytes one load brings (mbarrier expect_tx)
+  // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
+  static constexpr uint32_t smem_offset = 0;
+  // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
+  static constexpr uint32_t buffer_stride = 16384;
+  static constexpr uint32_t period = 1024;
+  using swizzle = Swizzle<3, 4, 3>;
+
+  // Byte offset from the box start (absolute shared address `base`) of the byte at `row`
+  // (outer indices flattened) and `byte_in_row`.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset_bytes(uint32_t base, uint32_t row, uint32_t byte_in_row) {
+    return swizzle::apply(base + row * row_pitch + byte_in_row) - base;
+  }
+  // Byte offset of element (i0, i1), outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t base, uint32_t i0, uint32_t i1) {
+    const uint32_t index[rank] = {i0, i1};
+    uint32_t row = 0;
+    for (int d = 0; d + 1 < rank; ++d) row = row * dim(d) + index[d];
+    return offset_bytes(base, row, index[rank - 1] * elem_bytes);
+  }
+
+  static_assert(row_bytes % 16 == 0, "TMA moves rows of whole 16-byte chunks");
+  static_assert(row_bytes <= 128, "a swizzled row fits the 128-byte swizzle span");
+  static_assert(smem_offset % 128 == 0 && smem_offset < 1024, "TMA shared addresses are 128-byte aligned");
+  static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
+#ifdef __CUDACC__
+  using element = __nv_bfloat16;
+  using raw = uint16_t;  // the bits of one element
+  // The address of element (i0, i1) in a box that TMA loaded at `box` (a pointer into shared memory).
+  __device__ static char* element_address(void* box, uint32_t i0, uint32_t i1) {
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(box));
+    return static_cast<char*>(box) + offset(base, i0, i1);
+  }
+  // Element (i0, i1), outermost first, as __nv_bfloat16: `float v = at(...)` reads the value.
+  __device__ static element& at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<element*>(element_address(box, i0, i1));
+  }
+  // The same element's bits, as uint16_t: to move it unchanged, or to read what no CUDA type names.
+  __device__ static raw& raw_at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<raw*>(element_address(box, i0, i1));
+  }
+#endif
+};
+
+// Box of map "a_192": 192 x 64 __nv_bfloat16 (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
+// Rows of 128 bytes start every 128 bytes.
+struct a_192_box {
+  static constexpr int rank = 2;
+  // Elements of dimension d in shared memory, outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t dim(int d) {
+    const uint32_t dims[rank] = {192, 64};
+    return dims[d];
+  }
+  static constexpr uint32_t elem_bytes = 2;
+  static constexpr uint32_t unit_bytes = 2;
+  static constexpr uint32_t row_bytes = 128;
+  static constexpr uint32_t row_pitch = 128;
+  static constexpr uint32_t rows = 192;
+  static constexpr uint32_t footprint = 24576;  // bytes of shared memory from the box start
+  static constexpr uint32_t tx_bytes = 24576;    // bytes one load brings (mbarrier expect_tx)
+  // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
+  static constexpr uint32_t smem_offset = 0;
+  // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
+  static constexpr uint32_t buffer_stride = 24576;
+  static constexpr uint32_t period = 1024;
+  using swizzle = Swizzle<3, 4, 3>;
+
+  // Byte offset from the box start (absolute shared address `base`) of the byte at `row`
+  // (outer indices flattened) and `byte_in_row`.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset_bytes(uint32_t base, uint32_t row, uint32_t byte_in_row) {
+    return swizzle::apply(base + row * row_pitch + byte_in_row) - base;
+  }
+  // Byte offset of element (i0, i1), outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t base, uint32_t i0, uint32_t i1) {
+    const uint32_t index[rank] = {i0, i1};
+    uint32_t row = 0;
+    for (int d = 0; d + 1 < rank; ++d) row = row * dim(d) + index[d];
+    return offset_bytes(base, row, index[rank - 1] * elem_bytes);
+  }
+
+  static_assert(row_bytes % 16 == 0, "TMA moves rows of whole 16-byte chunks");
+  static_assert(row_bytes <= 128, "a swizzled row fits the 128-byte swizzle span");
+  static_assert(smem_offset % 128 == 0 && smem_offset < 1024, "TMA shared addresses are 128-byte aligned");
+  static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
+#ifdef __CUDACC__
+  using element = __nv_bfloat16;
+  using raw = uint16_t;  // the bits of one element
+  // The address of element (i0, i1) in a box that TMA loaded at `box` (a pointer into shared memory).
+  __device__ static char* element_address(void* box, uint32_t i0, uint32_t i1) {
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(box));
+    return static_cast<char*>(box) + offset(base, i0, i1);
+  }
+  // Element (i0, i1), outermost first, as __nv_bfloat16: `float v = at(...)` reads the value.
+  __device__ static element& at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<element*>(element_address(box, i0, i1));
+  }
+  // The same element's bits, as uint16_t: to move it unchanged, or to read what no CUDA type names.
+  __device__ static raw& raw_at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<raw*>(element_address(box, i0, i1));
+  }
+#endif
+};
+
+// Box of map "b_96": 96 x 64 __nv_bfloat16 (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
+// Rows of 128 bytes start every 128 bytes.
+struct b_96_box {
+  static constexpr int rank = 2;
+  // Elements of dimension d in shared memory, outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t dim(int d) {
+    const uint32_t dims[rank] = {96, 64};
+    return dims[d];
+  }
+  static constexpr uint32_t elem_bytes = 2;
+  static constexpr uint32_t unit_bytes = 2;
+  static constexpr uint32_t row_bytes = 128;
+  static constexpr uint32_t row_pitch = 128;
+  static constexpr uint32_t rows = 96;
+  static constexpr uint32_t footprint = 12288;  // bytes of shared memory from the box start
+  static constexpr uint32_t tx_bytes = 12288;    // bytes one load brings (mbarrier expect_tx)
+  // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
+  static constexpr uint32_t smem_offset = 0;
+  // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
+  static constexpr uint32_t buffer_stride = 12288;
+  static constexpr uint32_t period = 1024;
+  using swizzle = Swizzle<3, 4, 3>;
+
+  // Byte offset from the box start (absolute shared address `base`) of the byte at `row`
+  // (outer indices flattened) and `byte_in_row`.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset_bytes(uint32_t base, uint32_t row, uint32_t byte_in_row) {
+    return swizzle::apply(base + row * row_pitch + byte_in_row) - base;
+  }
+  // Byte offset of element (i0, i1), outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t base, uint32_t i0, uint32_t i1) {
+    const uint32_t index[rank] = {i0, i1};
+    uint32_t row = 0;
+    for (int d = 0; d + 1 < rank; ++d) row = row * dim(d) + index[d];
+    return offset_bytes(base, row, index[rank - 1] * elem_bytes);
+  }
+
+  static_assert(row_bytes % 16 == 0, "TMA moves rows of whole 16-byte chunks");
+  static_assert(row_bytes <= 128, "a swizzled row fits the 128-byte swizzle span");
+  static_assert(smem_offset % 128 == 0 && smem_offset < 1024, "TMA shared addresses are 128-byte aligned");
+  static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
+#ifdef __CUDACC__
+  using element = __nv_bfloat16;
+  using raw = uint16_t;  // the bits of one element
+  // The address of element (i0, i1) in a box that TMA loaded at `box` (a pointer into shared memory).
+  __device__ static char* element_address(void* box, uint32_t i0, uint32_t i1) {
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(box));
+    return static_cast<char*>(box) + offset(base, i0, i1);
+  }
+  // Element (i0, i1), outermost first, as __nv_bfloat16: `float v = at(...)` reads the value.
+  __device__ static element& at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<element*>(element_address(box, i0, i1));
+  }
+  // The same element's bits, as uint16_t: to move it unchanged, or to read what no CUDA type names.
+  __device__ static raw& raw_at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<raw*>(element_address(box, i0, i1));
+  }
+#endif
+};
+
+// Box of map "b_128": 128 x 64 __nv_bfloat16 (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
+// Rows of 128 bytes start every 128 bytes.
+struct b_128_box {
+  static constexpr int rank = 2;
+  // Elements of dimension d in shared memory, outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t dim(int d) {
+    const uint32_t dims[rank] = {128, 64};
+    return dims[d];
+  }
+  static constexpr uint32_t elem_bytes = 2;
+  static constexpr uint32_t unit_bytes = 2;
+  static constexpr uint32_t row_bytes = 128;
+  static constexpr uint32_t row_pitch = 128;
+  static constexpr uint32_t rows = 128;
+  static constexpr uint32_t footprint = 16384;  // bytes of shared memory from the box start
+  static constexpr uint32_t tx_bytes = 16384;    // bytes one load brings (mbarrier expect_tx)
+  // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
+  static constexpr uint32_t smem_offset = 0;
+  // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
+  static constexpr uint32_t buffer_stride = 16384;
+  static constexpr uint32_t period = 1024;
+  using swizzle = Swizzle<3, 4, 3>;
+
+  // Byte offset from the box start (absolute shared address `base`) of the byte at `row`
+  // (outer indices flattened) and `byte_in_row`.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset_bytes(uint32_t base, uint32_t row, uint32_t byte_in_row) {
+    return swizzle::apply(base + row * row_pitch + byte_in_row) - base;
+  }
+  // Byte offset of element (i0, i1), outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t base, uint32_t i0, uint32_t i1) {
+    const uint32_t index[rank] = {i0, i1};
+    uint32_t row = 0;
+    for (int d = 0; d + 1 < rank; ++d) row = row * dim(d) + index[d];
+    return offset_bytes(base, row, index[rank - 1] * elem_bytes);
+  }
+
+  static_assert(row_bytes % 16 == 0, "TMA moves rows of whole 16-byte chunks");
+  static_assert(row_bytes <= 128, "a swizzled row fits the 128-byte swizzle span");
+  static_assert(smem_offset % 128 == 0 && smem_offset < 1024, "TMA shared addresses are 128-byte aligned");
+  static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
+#ifdef __CUDACC__
+  using element = __nv_bfloat16;
+  using raw = uint16_t;  // the bits of one element
+  // The address of element (i0, i1) in a box that TMA loaded at `box` (a pointer into shared memory).
+  __device__ static char* element_address(void* box, uint32_t i0, uint32_t i1) {
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(box));
+    return static_cast<char*>(box) + offset(base, i0, i1);
+  }
+  // Element (i0, i1), outermost first, as __nv_bfloat16: `float v = at(...)` reads the value.
+  __device__ static element& at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<element*>(element_address(box, i0, i1));
+  }
+  // The same element's bits, as uint16_t: to move it unchanged, or to read what no CUDA type names.
+  __device__ static raw& raw_at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<raw*>(element_address(box, i0, i1));
+  }
+#endif
+};
+
+// Box of map "b_192": 192 x 64 __nv_bfloat16 (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
+// Rows of 128 bytes start every 128 bytes.
+struct b_192_box {
+  static constexpr int rank = 2;
+  // Elements of dimension d in shared memory, outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t dim(int d) {
+    const uint32_t dims[rank] = {192, 64};
+    return dims[d];
+  }
+  static constexpr uint32_t elem_bytes = 2;
+  static constexpr uint32_t unit_bytes = 2;
+  static constexpr uint32_t row_bytes = 128;
+  static constexpr uint32_t row_pitch = 128;
+  static constexpr uint32_t rows = 192;
+  static constexpr uint32_t footprint = 24576;  // bytes of shared memory from the box start
+  static constexpr uint32_t tx_bytes = 24576;    // bytes one load brings (mbarrier expect_tx)
+  // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
+  static constexpr uint32_t smem_offset = 0;
+  // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
+  static constexpr uint32_t buffer_stride = 24576;
+  static constexpr uint32_t period = 1024;
+  using swizzle = Swizzle<3, 4, 3>;
+
+  // Byte offset from the box start (absolute shared address `base`) of the byte at `row`
+  // (outer indices flattened) and `byte_in_row`.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset_bytes(uint32_t base, uint32_t row, uint32_t byte_in_row) {
+    return swizzle::apply(base + row * row_pitch + byte_in_row) - base;
+  }
+  // Byte offset of element (i0, i1), outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t base, uint32_t i0, uint32_t i1) {
+    const uint32_t index[rank] = {i0, i1};
+    uint32_t row = 0;
+    for (int d = 0; d + 1 < rank; ++d) row = row * dim(d) + index[d];
+    return offset_bytes(base, row, index[rank - 1] * elem_bytes);
+  }
+
+  static_assert(row_bytes % 16 == 0, "TMA moves rows of whole 16-byte chunks");
+  static_assert(row_bytes <= 128, "a swizzled row fits the 128-byte swizzle span");
+  static_assert(smem_offset % 128 == 0 && smem_offset < 1024, "TMA shared addresses are 128-byte aligned");
+  static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
+#ifdef __CUDACC__
+  using element = __nv_bfloat16;
+  using raw = uint16_t;  // the bits of one element
+  // The address of element (i0, i1) in a box that TMA loaded at `box` (a pointer into shared memory).
+  __device__ static char* element_address(void* box, uint32_t i0, uint32_t i1) {
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(box));
+    return static_cast<char*>(box) + offset(base, i0, i1);
+  }
+  // Element (i0, i1), outermost first, as __nv_bfloat16: `float v = at(...)` reads the value.
+  __device__ static element& at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<element*>(element_address(box, i0, i1));
+  }
+  // The same element's bits, as uint16_t: to move it unchanged, or to read what no CUDA type names.
+  __device__ static raw& raw_at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<raw*>(element_address(box, i0, i1));
+  }
+#endif
+};
+
+// Box of map "b_256": 256 x 64 __nv_bfloat16 (outermost first), swizzle CU_TENSOR_MAP_SWIZZLE_128B.
+// Rows of 128 bytes start every 128 bytes.
+struct b_256_box {
+  static constexpr int rank = 2;
+  // Elements of dimension d in shared memory, outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t dim(int d) {
+    const uint32_t dims[rank] = {256, 64};
+    return dims[d];
+  }
+  static constexpr uint32_t elem_bytes = 2;
+  static constexpr uint32_t unit_bytes = 2;
+  static constexpr uint32_t row_bytes = 128;
+  static constexpr uint32_t row_pitch = 128;
+  static constexpr uint32_t rows = 256;
+  static constexpr uint32_t footprint = 32768;  // bytes of shared memory from the box start
+  static constexpr uint32_t tx_bytes = 32768;    // bytes one load brings (mbarrier expect_tx)
+  // The box starts smem_offset bytes past a 1024-byte boundary: the pattern's base offset.
+  static constexpr uint32_t smem_offset = 0;
+  // Bytes from that boundary to the first 1024-byte boundary after the box: where a next box can start.
+  static constexpr uint32_t buffer_stride = 32768;
+  static constexpr uint32_t period = 1024;
+  using swizzle = Swizzle<3, 4, 3>;
+
+  // Byte offset from the box start (absolute shared address `base`) of the byte at `row`
+  // (outer indices flattened) and `byte_in_row`.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset_bytes(uint32_t base, uint32_t row, uint32_t byte_in_row) {
+    return swizzle::apply(base + row * row_pitch + byte_in_row) - base;
+  }
+  // Byte offset of element (i0, i1), outermost first.
+  TMAGEN_MATMUL_BF16_TN_HD static constexpr uint32_t offset(uint32_t base, uint32_t i0, uint32_t i1) {
+    const uint32_t index[rank] = {i0, i1};
+    uint32_t row = 0;
+    for (int d = 0; d + 1 < rank; ++d) row = row * dim(d) + index[d];
+    return offset_bytes(base, row, index[rank - 1] * elem_bytes);
+  }
+
+  static_assert(row_bytes % 16 == 0, "TMA moves rows of whole 16-byte chunks");
+  static_assert(row_bytes <= 128, "a swizzled row fits the 128-byte swizzle span");
+  static_assert(smem_offset % 128 == 0 && smem_offset < 1024, "TMA shared addresses are 128-byte aligned");
+  static_assert(smem_offset + footprint <= 232448, "the box fits a block's shared memory");
+#ifdef __CUDACC__
+  using element = __nv_bfloat16;
+  using raw = uint16_t;  // the bits of one element
+  // The address of element (i0, i1) in a box that TMA loaded at `box` (a pointer into shared memory).
+  __device__ static char* element_address(void* box, uint32_t i0, uint32_t i1) {
+    const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(box));
+    return static_cast<char*>(box) + offset(base, i0, i1);
+  }
+  // Element (i0, i1), outermost first, as __nv_bfloat16: `float v = at(...)` reads the value.
+  __device__ static element& at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<element*>(element_address(box, i0, i1));
+  }
+  // The same element's bits, as uint16_t: to move it unchanged, or to read what no CUDA type names.
+  __device__ static raw& raw_at(void* box, uint32_t i0, uint32_t i1) {
+    return *reinterpret_cast<raw*>(element_address(box, i0, i1));
+  }
+#endif
+};
+
 #ifdef __CUDACC__
 namespace tma {
 

@@ -666,14 +666,7 @@ extern "C" matmul_bf16_wgrad_f32_status matmul_bf16_wgrad_f32_matmul_launch_scal
   // (K = 0: one row that nothing loads, at a pitch TMA takes)
   const int64_t a_strides[2] = {K ? (lda ? lda : static_cast<int64_t>(M)) : static_cast<int64_t>((M + 7) / 8 * 8), 1};
   const int64_t b_strides[2] = {ldb ? ldb : static_cast<int64_t>(N), 1};
-  thread_local cached_map a_cache, b_cache, c_cache;
   thread_local cached_choice choice_cache;
-  status = cached_encode(a_cache, matmul_bf16_wgrad_f32_encode_a, a, a_shape, a_strides);
-  if (status != matmul_bf16_wgrad_f32_ok) return status;
-  status = cached_encode(b_cache, matmul_bf16_wgrad_f32_encode_b, b, b_shape, b_strides);
-  if (status != matmul_bf16_wgrad_f32_ok) return status;
-  status = cached_encode(c_cache, matmul_bf16_wgrad_f32_encode_c, c, c_shape, c_strides);
-  if (status != matmul_bf16_wgrad_f32_ok) return status;
   uint32_t variant = 0, splits = 1, split_from = 0;
   const bool straddle = K != 0 && (matmul_rows_straddle(a, static_cast<uint64_t>(a_strides[0])) ||
                                    matmul_rows_straddle(b, static_cast<uint64_t>(b_strides[0])));
@@ -701,63 +694,91 @@ extern "C" matmul_bf16_wgrad_f32_status matmul_bf16_wgrad_f32_matmul_launch_scal
   const uint64_t slots = matmul_slots(matmul_tile(variant), sms);
   const uint32_t grid = static_cast<uint32_t>((units < slots ? units : slots) * matmul_tile(variant).cluster);
   uint32_t m32 = static_cast<uint32_t>(M), n32 = static_cast<uint32_t>(N), k32 = static_cast<uint32_t>(K);
-  // The kernel's parameters in order, each by its address (cuLaunchKernel copies them, the maps' 128 bytes too).
-  void* args[8] = {&a_cache.map, &b_cache.map, &c_cache.map, &m32, &n32, &k32, &epilogue, &split};
+  // Each kernel loads A and B through maps of its own boxes (MatmulPlan.a_map and b_map): those of
+  // the chosen one are encoded, each where the last launch on this thread that used it had other
+  // pointers or shapes.
+  thread_local cached_map c_cache, a_cache, b_cache;
+  using encoder = matmul_bf16_wgrad_f32_status (*)(matmul_bf16_wgrad_f32_tensor_map*, const void*, const uint64_t*, const int64_t*);
+  const auto launch = [&](cached_map& a_slot, encoder encode_a, cached_map& b_slot, encoder encode_b,
+                          uint32_t a_load_rows, const void* symbol, launchable* kernel, const char* symbol_name,
+                          uint32_t threads, uint32_t smem_bytes) -> matmul_bf16_wgrad_f32_status {
+    matmul_bf16_wgrad_f32_status found = cached_encode(a_slot, encode_a, a, a_shape, a_strides);
+    if (found != matmul_bf16_wgrad_f32_ok) return found;
+    found = cached_encode(b_slot, encode_b, b, b_shape, b_strides);
+    if (found != matmul_bf16_wgrad_f32_ok) return found;
+    found = cached_encode(c_cache, matmul_bf16_wgrad_f32_encode_c, c, c_shape, c_strides);
+    if (found != matmul_bf16_wgrad_f32_ok) return found;
+    (void)a_load_rows;
+    // The kernel's parameters in order, each by its address (cuLaunchKernel copies them, the maps' 128 bytes too).
+    void* args[8] = {&a_slot.map, &b_slot.map, &c_cache.map, &m32, &n32, &k32, &epilogue, &split};
+    return driver_launch(symbol, kernel, symbol_name, grid, threads, smem_bytes, stream, args, true);
+  };
   switch (variant) {
     case 0: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul), &kernel, "matmul_bf16_wgrad_f32_matmul", grid,
-                           matmul_bf16_wgrad_f32_matmul_threads, matmul_bf16_wgrad_f32_matmul_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul), &kernel, "matmul_bf16_wgrad_f32_matmul",
+                    matmul_bf16_wgrad_f32_matmul_threads, matmul_bf16_wgrad_f32_matmul_smem_bytes);
     }
     case 1: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_128x192), &kernel, "matmul_bf16_wgrad_f32_matmul_128x192", grid,
-                           matmul_bf16_wgrad_f32_matmul_128x192_threads, matmul_bf16_wgrad_f32_matmul_128x192_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_128x192), &kernel, "matmul_bf16_wgrad_f32_matmul_128x192",
+                    matmul_bf16_wgrad_f32_matmul_128x192_threads, matmul_bf16_wgrad_f32_matmul_128x192_smem_bytes);
     }
     case 2: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_128x128), &kernel, "matmul_bf16_wgrad_f32_matmul_128x128", grid,
-                           matmul_bf16_wgrad_f32_matmul_128x128_threads, matmul_bf16_wgrad_f32_matmul_128x128_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_128x128), &kernel, "matmul_bf16_wgrad_f32_matmul_128x128",
+                    matmul_bf16_wgrad_f32_matmul_128x128_threads, matmul_bf16_wgrad_f32_matmul_128x128_smem_bytes);
     }
     case 3: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_64x256), &kernel, "matmul_bf16_wgrad_f32_matmul_64x256", grid,
-                           matmul_bf16_wgrad_f32_matmul_64x256_threads, matmul_bf16_wgrad_f32_matmul_64x256_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_64x256), &kernel, "matmul_bf16_wgrad_f32_matmul_64x256",
+                    matmul_bf16_wgrad_f32_matmul_64x256_threads, matmul_bf16_wgrad_f32_matmul_64x256_smem_bytes);
     }
     case 4: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_64x128), &kernel, "matmul_bf16_wgrad_f32_matmul_64x128", grid,
-                           matmul_bf16_wgrad_f32_matmul_64x128_threads, matmul_bf16_wgrad_f32_matmul_64x128_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_64x128), &kernel, "matmul_bf16_wgrad_f32_matmul_64x128",
+                    matmul_bf16_wgrad_f32_matmul_64x128_threads, matmul_bf16_wgrad_f32_matmul_64x128_smem_bytes);
     }
     case 5: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_64x64), &kernel, "matmul_bf16_wgrad_f32_matmul_64x64", grid,
-                           matmul_bf16_wgrad_f32_matmul_64x64_threads, matmul_bf16_wgrad_f32_matmul_64x64_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_64x64), &kernel, "matmul_bf16_wgrad_f32_matmul_64x64",
+                    matmul_bf16_wgrad_f32_matmul_64x64_threads, matmul_bf16_wgrad_f32_matmul_64x64_smem_bytes);
     }
     case 6: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_192x192), &kernel, "matmul_bf16_wgrad_f32_matmul_192x192", grid,
-                           matmul_bf16_wgrad_f32_matmul_192x192_threads, matmul_bf16_wgrad_f32_matmul_192x192_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_192x192), &kernel, "matmul_bf16_wgrad_f32_matmul_192x192",
+                    matmul_bf16_wgrad_f32_matmul_192x192_threads, matmul_bf16_wgrad_f32_matmul_192x192_smem_bytes);
     }
     case 7: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_128x192_pairs), &kernel, "matmul_bf16_wgrad_f32_matmul_128x192_pairs", grid,
-                           matmul_bf16_wgrad_f32_matmul_128x192_pairs_threads, matmul_bf16_wgrad_f32_matmul_128x192_pairs_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_128x192_pairs), &kernel, "matmul_bf16_wgrad_f32_matmul_128x192_pairs",
+                    matmul_bf16_wgrad_f32_matmul_128x192_pairs_threads, matmul_bf16_wgrad_f32_matmul_128x192_pairs_smem_bytes);
     }
     case 8: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_64x256_pairs), &kernel, "matmul_bf16_wgrad_f32_matmul_64x256_pairs", grid,
-                           matmul_bf16_wgrad_f32_matmul_64x256_pairs_threads, matmul_bf16_wgrad_f32_matmul_64x256_pairs_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_64x256_pairs), &kernel, "matmul_bf16_wgrad_f32_matmul_64x256_pairs",
+                    matmul_bf16_wgrad_f32_matmul_64x256_pairs_threads, matmul_bf16_wgrad_f32_matmul_64x256_pairs_smem_bytes);
     }
     case 9: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_64x128_pairs), &kernel, "matmul_bf16_wgrad_f32_matmul_64x128_pairs", grid,
-                           matmul_bf16_wgrad_f32_matmul_64x128_pairs_threads, matmul_bf16_wgrad_f32_matmul_64x128_pairs_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_64x128_pairs), &kernel, "matmul_bf16_wgrad_f32_matmul_64x128_pairs",
+                    matmul_bf16_wgrad_f32_matmul_64x128_pairs_threads, matmul_bf16_wgrad_f32_matmul_64x128_pairs_smem_bytes);
     }
     case 10: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_192x192_pairs), &kernel, "matmul_bf16_wgrad_f32_matmul_192x192_pairs", grid,
-                           matmul_bf16_wgrad_f32_matmul_192x192_pairs_threads, matmul_bf16_wgrad_f32_matmul_192x192_pairs_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_bf16_wgrad_f32_encode_a, b_cache, matmul_bf16_wgrad_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_bf16_wgrad_f32_matmul_192x192_pairs), &kernel, "matmul_bf16_wgrad_f32_matmul_192x192_pairs",
+                    matmul_bf16_wgrad_f32_matmul_192x192_pairs_threads, matmul_bf16_wgrad_f32_matmul_192x192_pairs_smem_bytes);
     }
   }
   return fail(matmul_bf16_wgrad_f32_bad_argument, "matmul: no kernel %u", variant);

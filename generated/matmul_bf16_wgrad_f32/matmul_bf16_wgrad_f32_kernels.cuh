@@ -194,9 +194,9 @@ __device__ __forceinline__ float epilogue_value(const matmul_epilogue& e, float 
 }
 
 template <uint32_t BM, uint32_t BN, uint32_t Consumers, uint32_t Stages, uint32_t ABoxes, uint32_t BBoxes,
-          uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers, uint32_t Cluster, bool Pipelined = false, bool Ordered = false>
+          uint32_t ALoadRows, uint32_t BLoadRows, uint32_t ProducerRegisters, uint32_t ConsumerRegisters, uint32_t CBuffers, uint32_t Cluster, bool Pipelined = false, bool Ordered = false>
 __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUtensorMap* b_map, const CUtensorMap* c_map,
-                                            const CUtensorMap* a_rows_map,
+                                            const CUtensorMap* a_rows_map, const CUtensorMap* a_box_map,
                                             uint32_t M, uint32_t N, uint32_t K, const matmul_epilogue& epilogue,
                                             const matmul_split& split) {
   using A = a_box;
@@ -207,9 +207,23 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   constexpr uint32_t a_stage = A::wgmma::box_stride * ABoxes * a_k_boxes;
   constexpr uint32_t stage_bytes = a_stage + B::wgmma::box_stride * BBoxes * b_k_boxes;
   constexpr uint32_t a_tx = A::tx_bytes * ABoxes * a_k_boxes, stage_tx = a_tx + B::tx_bytes * BBoxes * b_k_boxes;
-  // A cluster's CTAs take turns loading B's boxes for all of them (box % Cluster == rank): a stage of
-  // three boxes is two and one. Each CTA's full barrier expects the whole stage either way.
-  static_assert(BBoxes * b_k_boxes >= Cluster, "every CTA of a cluster loads a share of B");
+  // The producer loads A's BM rows (of each box along K) ALoadRows at a time through a_map and B's BN
+  // BLoadRows at a time through b_map: one copy each (per CTA of a cluster, for B) where their boxes
+  // stack (rows of a 128-byte swizzled line lie one after the other wherever a box ends), which TMA
+  // moves faster than several (`load_rows` in tmagen/kinds/matmul/plan.py); else the operand's own
+  // boxes, box_stride apart.
+  constexpr uint32_t a_copies = BM / ALoadRows, b_copies = BN / BLoadRows;
+  constexpr bool a_own = ALoadRows == A::wgmma::mn_per_box, b_own = BLoadRows == B::wgmma::mn_per_box;
+  constexpr uint32_t a_load_tx = a_own ? A::tx_bytes : ALoadRows * A::row_bytes;
+  constexpr uint32_t a_load_stride = a_own ? A::wgmma::box_stride : ALoadRows * A::row_pitch;
+  constexpr uint32_t b_load_stride = b_own ? B::wgmma::box_stride : BLoadRows * B::row_pitch;
+  static_assert(a_copies * ALoadRows == BM && b_copies * BLoadRows == BN, "a tile is whole copies");
+  static_assert((a_own || (A::wgmma::box_stride == A::wgmma::mn_per_box * A::row_pitch && A::tx_bytes == A::wgmma::mn_per_box * A::row_bytes)) &&
+                (b_own || (B::wgmma::box_stride == B::wgmma::mn_per_box * B::row_pitch && B::tx_bytes == B::wgmma::mn_per_box * B::row_bytes)),
+                "copies other than the operand's boxes stack only where its boxes' rows lie end to end");
+  // A cluster's CTAs take turns loading B for all of them (b_copy % Cluster == rank): a stage of
+  // three copies is two and one. Each CTA's full barrier expects the whole stage either way.
+  static_assert(b_copies * b_k_boxes >= Cluster, "every CTA of a cluster loads a share of B");
   // C staging: CBuffers per consumer, one per piece of its rows where they fit (it writes a whole tile
   // without waiting for its own stores, which drain during the next tile's K loop), else two.
   constexpr uint32_t c_cols = C::dim(1), c_stride = 8192, c_buffers = CBuffers;
@@ -257,9 +271,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       const matmul_tile group = units.group(unit.tile);
       const matmul_tile tile = {group.m * Cluster + units.rank, group.n};
       const bool inside = tile.m < units.tiles_m;  // else its CTA loads B for its partner alone
-      // A's boxes of this tile: every one (a tile past M, none).
-      uint32_t a_whole = inside ? ABoxes : 0, a_edge = 0;
-      const uint32_t a_bytes = a_whole * a_k_boxes * A::tx_bytes;
+      // A's rows of this tile in copies of ALoadRows (a tile past M, none).
+      uint32_t a_whole = inside ? a_copies : 0, a_edge = 0;
+      const uint32_t a_bytes = a_whole * a_k_boxes * a_load_tx;
       for (uint32_t kt = unit.kt_begin; kt < unit.kt_end; ++kt, ++it) {
         const uint32_t stage = it % Stages;
         // Free in every CTA of the cluster: this one's B share lands in each. A fresh barrier passes parity 1 at once.
@@ -269,20 +283,20 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
         uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
         for (uint32_t kb = 0; kb < a_k_boxes; ++kb) {
           for (uint32_t mb = 0; mb < a_whole; ++mb)
-            tma::load_2d(a_tile + (kb * ABoxes + mb) * A::wgmma::box_stride, a_map, &full[stage],
-                         static_cast<int32_t>(tile.m * BM + mb * A::wgmma::mn_per_box),
+            tma::load_2d(a_tile + kb * ABoxes * A::wgmma::box_stride + mb * a_load_stride, a_map, &full[stage],
+                         static_cast<int32_t>(tile.m * BM + mb * ALoadRows),
                          static_cast<int32_t>(kt * BK + kb * A::wgmma::k_per_box));
         }
         for (uint32_t kb = 0; kb < b_k_boxes; ++kb)
-          for (uint32_t nb = 0; nb < BBoxes; ++nb) {
-            const uint32_t box = kb * BBoxes + nb;
-            const int32_t c0 = static_cast<int32_t>(tile.n * BN + nb * B::wgmma::mn_per_box);
+          for (uint32_t nb = 0; nb < b_copies; ++nb) {
+            const uint32_t b_copy = kb * b_copies + nb;
+            uint8_t* b_box = b_tile + kb * BBoxes * B::wgmma::box_stride + nb * b_load_stride;
+            const int32_t c0 = static_cast<int32_t>(tile.n * BN + nb * BLoadRows);
             const int32_t c1 = static_cast<int32_t>(kt * BK + kb * B::wgmma::k_per_box);
             if constexpr (Cluster == 1) {
-              tma::load_2d(b_tile + box * B::wgmma::box_stride, b_map, &full[stage], c0, c1);
-            } else if (box % Cluster == units.rank) {  // this CTA's share, to the same offset and barrier in each
-              tma::load_2d_multicast(b_tile + box * B::wgmma::box_stride, b_map, &full[stage],
-                                     static_cast<uint16_t>((1u << Cluster) - 1), c0, c1);
+              tma::load_2d(b_box, b_map, &full[stage], c0, c1);
+            } else if (b_copy % Cluster == units.rank) {  // this CTA's share, to the same offset and barrier in each
+              tma::load_2d_multicast(b_box, b_map, &full[stage], static_cast<uint16_t>((1u << Cluster) - 1), c0, c1);
             }
           }
       }
@@ -641,121 +655,132 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 
 // 128 x 256 tiles, 2 consumer warpgroup(s), 4 stages of 49152 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) matmul_bf16_wgrad_f32_matmul(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<128, 256, 2, 4, 2, 4,
-                          56, 224, 2, 2>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 224, 2, 2>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }
 
 // 128 x 192 tiles, 2 consumer warpgroup(s), 4 stages of 40960 bytes, 4 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(384, 1) matmul_bf16_wgrad_f32_matmul_128x192(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<128, 192, 2, 4, 2, 3,
-                          56, 224, 4, 1>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 224, 4, 1>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }
 
 // 128 x 128 tiles, 2 consumer warpgroup(s), 6 stages of 32768 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) matmul_bf16_wgrad_f32_matmul_128x128(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<128, 128, 2, 6, 2, 2,
-                          56, 224, 2, 2>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 224, 2, 2>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }
 
 // 64 x 256 tiles, 1 consumer warpgroup(s), 5 stages of 40960 bytes, 3 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_wgrad_f32_matmul_64x256(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<64, 256, 1, 5, 1, 4,
-                          56, 240, 3, 1>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 240, 3, 1>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }
 
 // 64 x 128 tiles, 1 consumer warpgroup(s), 8 stages of 24576 bytes, 4 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_wgrad_f32_matmul_64x128(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<64, 128, 1, 8, 1, 2,
-                          56, 240, 4, 1>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 240, 4, 1>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }
 
 // 64 x 64 tiles, 1 consumer warpgroup(s), 12 stages of 16384 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16_wgrad_f32_matmul_64x64(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<64, 64, 1, 12, 1, 1,
-                          56, 240, 2, 1>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 240, 2, 1>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }
 
 // 192 x 192 tiles, 3 consumer warpgroup(s), 4 stages of 49152 bytes, 1 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 384 consumer threads at 152 take 512 threads x 128.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(512, 1) matmul_bf16_wgrad_f32_matmul_192x192(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<192, 192, 3, 4, 3, 3,
-                          56, 152, 1, 1>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 152, 1, 1>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }
 
 // 128 x 192 tiles, 2 consumer warpgroup(s), 4 stages of 40960 bytes, 4 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) matmul_bf16_wgrad_f32_matmul_128x192_pairs(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<128, 192, 2, 4, 2, 3,
-                          56, 224, 4, 2>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 224, 4, 2>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }
 
 // 64 x 256 tiles, 1 consumer warpgroup(s), 5 stages of 40960 bytes, 3 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(256, 1) __cluster_dims__(2, 1, 1) matmul_bf16_wgrad_f32_matmul_64x256_pairs(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<64, 256, 1, 5, 1, 4,
-                          56, 240, 3, 2>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 240, 3, 2>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }
 
 // 64 x 128 tiles, 1 consumer warpgroup(s), 8 stages of 24576 bytes, 4 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 128 consumer threads at 240 take 256 threads x 152.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(256, 1) __cluster_dims__(2, 1, 1) matmul_bf16_wgrad_f32_matmul_64x128_pairs(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<64, 128, 1, 8, 1, 2,
-                          56, 240, 4, 2>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 240, 4, 2>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }
 
 // 192 x 192 tiles, 3 consumer warpgroup(s), 4 stages of 49152 bytes, 1 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 384 consumer threads at 152 take 512 threads x 128.
+// Maps: a_map is A's map "a" (64 rows a copy), b_map B's "b" (64).
 extern "C" __global__ void __launch_bounds__(512, 1) __cluster_dims__(2, 1, 1) matmul_bf16_wgrad_f32_matmul_192x192_pairs(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_bf16_wgrad_f32::matmul_epilogue epilogue, const matmul_bf16_wgrad_f32::matmul_split split) {
   matmul_bf16_wgrad_f32::matmul_body<192, 192, 3, 4, 3, 3,
-                          56, 152, 1, 2>(
-      &a_map, &b_map, &c_map, nullptr, M, N, K, epilogue, split);
+                          64, 64, 56, 152, 1, 2>(
+      &a_map, &b_map, &c_map, nullptr, nullptr, M, N, K, epilogue, split);
 }

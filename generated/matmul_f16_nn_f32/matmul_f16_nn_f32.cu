@@ -324,6 +324,60 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_a_rows(matmul_f16_n
   return ok();
 }
 
+extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_a_128(matmul_f16_nn_f32_tensor_map* out, const void* ptr, const uint64_t* shape,
+                                              const int64_t* strides) {
+  if (out == nullptr) return fail(matmul_f16_nn_f32_bad_argument, "a_128: no tensor map to write");
+  // The driver wants 64 bytes and CUDA 13 declares 128; a caller's own storage may have neither.
+  if (reinterpret_cast<uintptr_t>(out) % 128 != 0) {
+    return fail(matmul_f16_nn_f32_misaligned, "a_128: the tensor map at %p is not 128-byte aligned", static_cast<void*>(out));
+  }
+  cuuint64_t dims[2] = {};
+  cuuint64_t byte_strides[2] = {};
+  const matmul_f16_nn_f32_status checked = check_tensor("a_128", ptr, 16, 2, shape, strides, 2,
+                                                  false, dims, byte_strides);
+  if (checked != matmul_f16_nn_f32_ok) return checked;
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  const matmul_f16_nn_f32_status found = encode_tiled_entry(&encode);
+  if (found != matmul_f16_nn_f32_ok) return found;
+  const cuuint32_t box[2] = {64, 128};  // innermost first
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult result = encode(reinterpret_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(ptr),
+                                 dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    return fail(matmul_f16_nn_f32_encode_failed, "a_128: cuTensorMapEncodeTiled returned %s (%d) although tmagen's checks "
+                "passed; run `tmagen diagnose` on these arguments", driver_error_name(result), static_cast<int>(result));
+  }
+  return ok();
+}
+
+extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_a_192(matmul_f16_nn_f32_tensor_map* out, const void* ptr, const uint64_t* shape,
+                                              const int64_t* strides) {
+  if (out == nullptr) return fail(matmul_f16_nn_f32_bad_argument, "a_192: no tensor map to write");
+  // The driver wants 64 bytes and CUDA 13 declares 128; a caller's own storage may have neither.
+  if (reinterpret_cast<uintptr_t>(out) % 128 != 0) {
+    return fail(matmul_f16_nn_f32_misaligned, "a_192: the tensor map at %p is not 128-byte aligned", static_cast<void*>(out));
+  }
+  cuuint64_t dims[2] = {};
+  cuuint64_t byte_strides[2] = {};
+  const matmul_f16_nn_f32_status checked = check_tensor("a_192", ptr, 16, 2, shape, strides, 2,
+                                                  false, dims, byte_strides);
+  if (checked != matmul_f16_nn_f32_ok) return checked;
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  const matmul_f16_nn_f32_status found = encode_tiled_entry(&encode);
+  if (found != matmul_f16_nn_f32_ok) return found;
+  const cuuint32_t box[2] = {64, 192};  // innermost first
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult result = encode(reinterpret_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(ptr),
+                                 dims, byte_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    return fail(matmul_f16_nn_f32_encode_failed, "a_192: cuTensorMapEncodeTiled returned %s (%d) although tmagen's checks "
+                "passed; run `tmagen diagnose` on these arguments", driver_error_name(result), static_cast<int>(result));
+  }
+  return ok();
+}
+
 #include <atomic>
 #include <mutex>
 
@@ -692,21 +746,7 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
   const uint64_t c_shape[2] = {M, N};
   const int64_t a_strides[2] = {K ? (lda ? lda : static_cast<int64_t>(K)) : 8, 1};
   const int64_t b_strides[2] = {ldb ? ldb : static_cast<int64_t>(N), 1};
-  thread_local cached_map a_cache, b_cache, c_cache, a_rows_cache;
   thread_local cached_choice choice_cache;
-  status = cached_encode(a_cache, matmul_f16_nn_f32_encode_a, a, a_shape, a_strides);
-  if (status != matmul_f16_nn_f32_ok) return status;
-  status = cached_encode(b_cache, matmul_f16_nn_f32_encode_b, b, b_shape, b_strides);
-  if (status != matmul_f16_nn_f32_ok) return status;
-  status = cached_encode(c_cache, matmul_f16_nn_f32_encode_c, c, c_shape, c_strides);
-  if (status != matmul_f16_nn_f32_ok) return status;
-  // A again in boxes of 8 rows, for the tiles at M's edge; where M has none (or K = 0, where
-  // nothing loads), A's own map stands in, unused.
-  const bool a_edge = K != 0 && M % 64 != 0;
-  if (a_edge) {
-    status = cached_encode(a_rows_cache, matmul_f16_nn_f32_encode_a_rows, a, a_shape, a_strides);
-    if (status != matmul_f16_nn_f32_ok) return status;
-  }
   uint32_t variant = 0, splits = 1, split_from = 0;
   const bool straddle = K != 0 && (matmul_rows_straddle(a, static_cast<uint64_t>(a_strides[0])) ||
                                    matmul_rows_straddle(b, static_cast<uint64_t>(b_strides[0])));
@@ -734,64 +774,103 @@ extern "C" matmul_f16_nn_f32_status matmul_f16_nn_f32_matmul_launch_scaled(
   const uint64_t slots = matmul_slots(matmul_tile(variant), sms);
   const uint32_t grid = static_cast<uint32_t>((units < slots ? units : slots) * matmul_tile(variant).cluster);
   uint32_t m32 = static_cast<uint32_t>(M), n32 = static_cast<uint32_t>(N), k32 = static_cast<uint32_t>(K);
-  // The kernel's parameters in order, each by its address (cuLaunchKernel copies them, the maps' 128 bytes too).
-  void* args[9] = {&a_cache.map, &b_cache.map, &c_cache.map, a_edge ? &a_rows_cache.map : &a_cache.map, &m32, &n32, &k32,
-                   &epilogue, &split};
+  // Each kernel loads A and B through maps of its own boxes (MatmulPlan.a_map and b_map): those of
+  // the chosen one are encoded, each where the last launch on this thread that used it had other
+  // pointers or shapes.
+  thread_local cached_map c_cache, a_128_cache, a_cache, a_192_cache, b_cache, a_rows_cache;
+  using encoder = matmul_f16_nn_f32_status (*)(matmul_f16_nn_f32_tensor_map*, const void*, const uint64_t*, const int64_t*);
+  const auto launch = [&](cached_map& a_slot, encoder encode_a, cached_map& b_slot, encoder encode_b,
+                          uint32_t a_load_rows, const void* symbol, launchable* kernel, const char* symbol_name,
+                          uint32_t threads, uint32_t smem_bytes) -> matmul_f16_nn_f32_status {
+    matmul_f16_nn_f32_status found = cached_encode(a_slot, encode_a, a, a_shape, a_strides);
+    if (found != matmul_f16_nn_f32_ok) return found;
+    found = cached_encode(b_slot, encode_b, b, b_shape, b_strides);
+    if (found != matmul_f16_nn_f32_ok) return found;
+    found = cached_encode(c_cache, matmul_f16_nn_f32_encode_c, c, c_shape, c_strides);
+    if (found != matmul_f16_nn_f32_ok) return found;
+    // A again in boxes of 8 rows, and in its own boxes where the kernel's loads are larger,
+    // for the tiles at M's edge; where M has none (or K = 0, where nothing loads), A's map stands in, unused.
+    const bool a_edge = K != 0 && M % a_load_rows != 0;
+    const bool a_own_boxes = a_edge && &a_slot != &a_cache;
+    if (a_edge) {
+      found = cached_encode(a_rows_cache, matmul_f16_nn_f32_encode_a_rows, a, a_shape, a_strides);
+      if (found != matmul_f16_nn_f32_ok) return found;
+    }
+    if (a_own_boxes) {
+      found = cached_encode(a_cache, matmul_f16_nn_f32_encode_a, a, a_shape, a_strides);
+      if (found != matmul_f16_nn_f32_ok) return found;
+    }
+    // The kernel's parameters in order, each by its address (cuLaunchKernel copies them, the maps' 128 bytes too).
+    void* args[10] = {&a_slot.map, &b_slot.map, &c_cache.map, a_edge ? &a_rows_cache.map : &a_slot.map,
+                      a_own_boxes ? &a_cache.map : &a_slot.map, &m32, &n32, &k32, &epilogue, &split};
+    return driver_launch(symbol, kernel, symbol_name, grid, threads, smem_bytes, stream, args, true);
+  };
   switch (variant) {
     case 0: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul), &kernel, "matmul_f16_nn_f32_matmul", grid,
-                           matmul_f16_nn_f32_matmul_threads, matmul_f16_nn_f32_matmul_smem_bytes, stream, args, true);
+      return launch(a_128_cache, matmul_f16_nn_f32_encode_a_128, b_cache, matmul_f16_nn_f32_encode_b,
+                    128, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul), &kernel, "matmul_f16_nn_f32_matmul",
+                    matmul_f16_nn_f32_matmul_threads, matmul_f16_nn_f32_matmul_smem_bytes);
     }
     case 1: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x192), &kernel, "matmul_f16_nn_f32_matmul_128x192", grid,
-                           matmul_f16_nn_f32_matmul_128x192_threads, matmul_f16_nn_f32_matmul_128x192_smem_bytes, stream, args, true);
+      return launch(a_128_cache, matmul_f16_nn_f32_encode_a_128, b_cache, matmul_f16_nn_f32_encode_b,
+                    128, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x192), &kernel, "matmul_f16_nn_f32_matmul_128x192",
+                    matmul_f16_nn_f32_matmul_128x192_threads, matmul_f16_nn_f32_matmul_128x192_smem_bytes);
     }
     case 2: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x128), &kernel, "matmul_f16_nn_f32_matmul_128x128", grid,
-                           matmul_f16_nn_f32_matmul_128x128_threads, matmul_f16_nn_f32_matmul_128x128_smem_bytes, stream, args, true);
+      return launch(a_128_cache, matmul_f16_nn_f32_encode_a_128, b_cache, matmul_f16_nn_f32_encode_b,
+                    128, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x128), &kernel, "matmul_f16_nn_f32_matmul_128x128",
+                    matmul_f16_nn_f32_matmul_128x128_threads, matmul_f16_nn_f32_matmul_128x128_smem_bytes);
     }
     case 3: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x256), &kernel, "matmul_f16_nn_f32_matmul_64x256", grid,
-                           matmul_f16_nn_f32_matmul_64x256_threads, matmul_f16_nn_f32_matmul_64x256_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_f16_nn_f32_encode_a, b_cache, matmul_f16_nn_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x256), &kernel, "matmul_f16_nn_f32_matmul_64x256",
+                    matmul_f16_nn_f32_matmul_64x256_threads, matmul_f16_nn_f32_matmul_64x256_smem_bytes);
     }
     case 4: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x128), &kernel, "matmul_f16_nn_f32_matmul_64x128", grid,
-                           matmul_f16_nn_f32_matmul_64x128_threads, matmul_f16_nn_f32_matmul_64x128_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_f16_nn_f32_encode_a, b_cache, matmul_f16_nn_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x128), &kernel, "matmul_f16_nn_f32_matmul_64x128",
+                    matmul_f16_nn_f32_matmul_64x128_threads, matmul_f16_nn_f32_matmul_64x128_smem_bytes);
     }
     case 5: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x64), &kernel, "matmul_f16_nn_f32_matmul_64x64", grid,
-                           matmul_f16_nn_f32_matmul_64x64_threads, matmul_f16_nn_f32_matmul_64x64_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_f16_nn_f32_encode_a, b_cache, matmul_f16_nn_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x64), &kernel, "matmul_f16_nn_f32_matmul_64x64",
+                    matmul_f16_nn_f32_matmul_64x64_threads, matmul_f16_nn_f32_matmul_64x64_smem_bytes);
     }
     case 6: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_192x192), &kernel, "matmul_f16_nn_f32_matmul_192x192", grid,
-                           matmul_f16_nn_f32_matmul_192x192_threads, matmul_f16_nn_f32_matmul_192x192_smem_bytes, stream, args, true);
+      return launch(a_192_cache, matmul_f16_nn_f32_encode_a_192, b_cache, matmul_f16_nn_f32_encode_b,
+                    192, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_192x192), &kernel, "matmul_f16_nn_f32_matmul_192x192",
+                    matmul_f16_nn_f32_matmul_192x192_threads, matmul_f16_nn_f32_matmul_192x192_smem_bytes);
     }
     case 7: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x192_pairs), &kernel, "matmul_f16_nn_f32_matmul_128x192_pairs", grid,
-                           matmul_f16_nn_f32_matmul_128x192_pairs_threads, matmul_f16_nn_f32_matmul_128x192_pairs_smem_bytes, stream, args, true);
+      return launch(a_128_cache, matmul_f16_nn_f32_encode_a_128, b_cache, matmul_f16_nn_f32_encode_b,
+                    128, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_128x192_pairs), &kernel, "matmul_f16_nn_f32_matmul_128x192_pairs",
+                    matmul_f16_nn_f32_matmul_128x192_pairs_threads, matmul_f16_nn_f32_matmul_128x192_pairs_smem_bytes);
     }
     case 8: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x256_pairs), &kernel, "matmul_f16_nn_f32_matmul_64x256_pairs", grid,
-                           matmul_f16_nn_f32_matmul_64x256_pairs_threads, matmul_f16_nn_f32_matmul_64x256_pairs_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_f16_nn_f32_encode_a, b_cache, matmul_f16_nn_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x256_pairs), &kernel, "matmul_f16_nn_f32_matmul_64x256_pairs",
+                    matmul_f16_nn_f32_matmul_64x256_pairs_threads, matmul_f16_nn_f32_matmul_64x256_pairs_smem_bytes);
     }
     case 9: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x128_pairs), &kernel, "matmul_f16_nn_f32_matmul_64x128_pairs", grid,
-                           matmul_f16_nn_f32_matmul_64x128_pairs_threads, matmul_f16_nn_f32_matmul_64x128_pairs_smem_bytes, stream, args, true);
+      return launch(a_cache, matmul_f16_nn_f32_encode_a, b_cache, matmul_f16_nn_f32_encode_b,
+                    64, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_64x128_pairs), &kernel, "matmul_f16_nn_f32_matmul_64x128_pairs",
+                    matmul_f16_nn_f32_matmul_64x128_pairs_threads, matmul_f16_nn_f32_matmul_64x128_pairs_smem_bytes);
     }
     case 10: {
       thread_local launchable kernel;
-      return driver_launch(reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_192x192_pairs), &kernel, "matmul_f16_nn_f32_matmul_192x192_pairs", grid,
-                           matmul_f16_nn_f32_matmul_192x192_pairs_threads, matmul_f16_nn_f32_matmul_192x192_pairs_smem_bytes, stream, args, true);
+      return launch(a_192_cache, matmul_f16_nn_f32_encode_a_192, b_cache, matmul_f16_nn_f32_encode_b,
+                    192, reinterpret_cast<const void*>(&matmul_f16_nn_f32_matmul_192x192_pairs), &kernel, "matmul_f16_nn_f32_matmul_192x192_pairs",
+                    matmul_f16_nn_f32_matmul_192x192_pairs_threads, matmul_f16_nn_f32_matmul_192x192_pairs_smem_bytes);
     }
   }
   return fail(matmul_f16_nn_f32_bad_argument, "matmul: no kernel %u", variant);

@@ -56,6 +56,16 @@ matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_c(matmul_f16_nn_f32_tensor_map
 matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_a_rows(matmul_f16_nn_f32_tensor_map* out, const void* ptr, const uint64_t* shape,
     const int64_t* strides);
 
+/* Map "a_128": 2-D __half, box 128x64, CU_TENSOR_MAP_SWIZZLE_128B.
+   `shape` and `strides` have 2 entries; `ptr` is 16-byte aligned. */
+matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_a_128(matmul_f16_nn_f32_tensor_map* out, const void* ptr, const uint64_t* shape,
+    const int64_t* strides);
+
+/* Map "a_192": 2-D __half, box 192x64, CU_TENSOR_MAP_SWIZZLE_128B.
+   `shape` and `strides` have 2 entries; `ptr` is 16-byte aligned. */
+matmul_f16_nn_f32_status matmul_f16_nn_f32_encode_a_192(matmul_f16_nn_f32_tensor_map* out, const void* ptr, const uint64_t* shape,
+    const int64_t* strides);
+
 /* C = A x B: A is M x K, B is K x N, C is M x N, all row-major with leading
    dimensions lda, ldb, ldc in elements (0: contiguous; each a multiple of 16 bytes, as TMA needs),
    __half in, fp32 accumulation, float out; M, N, K below 2^31. K = 0 sets C to zeros.

@@ -56,6 +56,26 @@ matmul_fp8_e4m3_status matmul_fp8_e4m3_encode_c(matmul_fp8_e4m3_tensor_map* out,
 matmul_fp8_e4m3_status matmul_fp8_e4m3_encode_a_rows(matmul_fp8_e4m3_tensor_map* out, const void* ptr, const uint64_t* shape,
     const int64_t* strides);
 
+/* Map "a_128": 2-D __nv_fp8_e4m3, box 128x128, CU_TENSOR_MAP_SWIZZLE_128B.
+   `shape` and `strides` have 2 entries; `ptr` is 16-byte aligned. */
+matmul_fp8_e4m3_status matmul_fp8_e4m3_encode_a_128(matmul_fp8_e4m3_tensor_map* out, const void* ptr, const uint64_t* shape,
+    const int64_t* strides);
+
+/* Map "b_96": 2-D __nv_fp8_e4m3, box 96x128, CU_TENSOR_MAP_SWIZZLE_128B.
+   `shape` and `strides` have 2 entries; `ptr` is 16-byte aligned. */
+matmul_fp8_e4m3_status matmul_fp8_e4m3_encode_b_96(matmul_fp8_e4m3_tensor_map* out, const void* ptr, const uint64_t* shape,
+    const int64_t* strides);
+
+/* Map "b_128": 2-D __nv_fp8_e4m3, box 128x128, CU_TENSOR_MAP_SWIZZLE_128B.
+   `shape` and `strides` have 2 entries; `ptr` is 16-byte aligned. */
+matmul_fp8_e4m3_status matmul_fp8_e4m3_encode_b_128(matmul_fp8_e4m3_tensor_map* out, const void* ptr, const uint64_t* shape,
+    const int64_t* strides);
+
+/* Map "b_192": 2-D __nv_fp8_e4m3, box 192x128, CU_TENSOR_MAP_SWIZZLE_128B.
+   `shape` and `strides` have 2 entries; `ptr` is 16-byte aligned. */
+matmul_fp8_e4m3_status matmul_fp8_e4m3_encode_b_192(matmul_fp8_e4m3_tensor_map* out, const void* ptr, const uint64_t* shape,
+    const int64_t* strides);
+
 /* C = A x B^T: A is M x K, B is N x K, C is M x N, all row-major with leading
    dimensions lda, ldb, ldc in elements (0: contiguous; each a multiple of 16 bytes, as TMA needs),
    __nv_fp8_e4m3 in, fp32 accumulation, __nv_bfloat16 out; M, N, K below 2^31. K = 0 sets C to zeros.

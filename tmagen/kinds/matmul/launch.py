@@ -227,18 +227,22 @@ class MatmulLauncher:
                 # none can be had now (a stream being captured into a CUDA graph): the best unsplit kernel
                 picked = family.choose(m, n, k, multiprocessors, max_splits=1, straddle=straddle, table=table)
                 split = MatmulSplit(None, None, 1, 0)
+        kernel = family.kernels[picked.variant]  # A and B through the maps of its loads (`load_rows`)
         if k == 0:  # the epilogue alone (beta c + bias): maps of one column that nothing loads
-            a_map = (MapBinding("a", a.ptr, (m, 1), (8, 1)) if family.a_major == "k"
-                     else MapBinding("a", a.ptr, (1, m), (-(-m // 8) * 8, 1)))
-            b_map = (MapBinding("b", b.ptr, (n, 1), (8, 1)) if family.b_major == "k"
-                     else MapBinding("b", b.ptr, (1, n), tuple(b.strides)))
+            a_map = (MapBinding(kernel.a_map, a.ptr, (m, 1), (8, 1)) if family.a_major == "k"
+                     else MapBinding(kernel.a_map, a.ptr, (1, m), (-(-m // 8) * 8, 1)))
+            b_map = (MapBinding(kernel.b_map, b.ptr, (n, 1), (8, 1)) if family.b_major == "k"
+                     else MapBinding(kernel.b_map, b.ptr, (1, n), tuple(b.strides)))
         else:
-            a_map = MapBinding("a", a.ptr, tuple(a.shape), tuple(a.strides))
-            b_map = MapBinding("b", b.ptr, (b_rows, b.shape[1]) if b_rows is not None else tuple(b.shape),
+            a_map = MapBinding(kernel.a_map, a.ptr, tuple(a.shape), tuple(a.strides))
+            b_map = MapBinding(kernel.b_map, b.ptr, (b_rows, b.shape[1]) if b_rows is not None else tuple(b.shape),
                                tuple(b.strides))
         maps: tuple[MapBinding, ...] = (a_map, b_map, out_map)
-        if family.edge_rows:  # A again in boxes of a few rows, for the tiles at M's edge
-            at_edge = k and m % plan.map("a").box[0]
-            maps += (replace(a_map, role="a_rows") if at_edge else a_map,)  # else A's own, unused (encoded once)
+        if family.edge_rows:  # A again in boxes of a few rows, and in its own boxes, for the tiles at M's edge
+            at_edge = k and m % kernel.a_load_rows
+            own_boxes = at_edge and kernel.a_map != "a"
+            # else the kernel's map of A stands in, unused (encoded once)
+            maps += (replace(a_map, role="a_rows") if at_edge else a_map,
+                     replace(a_map, role="a") if own_boxes else a_map)
         return Call(maps, (ctypes.c_uint32(m), ctypes.c_uint32(n), ctypes.c_uint32(k), epilogue, split),
                     family.grid(picked, m, n, multiprocessors), kernel=picked.variant)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tmagen.dtypes import FP8_NAMES
+from tmagen.errors import ModelError
 from tmagen.kinds.matmul.dispatch import DISPATCHES, Choice, Dispatch, TileCost, TileShape, table_for
 from tmagen.limits import TARGETS
 from tmagen.mma import OperandTile
@@ -72,9 +73,13 @@ class MatmulPlan:
     promote_stages: int = 0  # fp8: stages whose partial sums the tensor core keeps before fp32 takes them; 0: never
     c_buffers: int = C_STAGING_BUFFERS  # C staging buffers per consumer: up to one per piece of its rows
     cluster: int = 1  # CTAs per cluster: tiles one above the other, each CTA loading half of their B boxes
-    b_loads: int = 0  # B boxes per stage (split between a cluster's CTAs)
+    b_loads: int = 0  # B's own boxes per stage: what decides its cluster (rule matmul-cluster)
     pipelined: bool = False  # fp8: two sets of partial sums, one stage's promoted while the next one's wgmmas run
     ordered: bool = False  # fp8 block scales, one set: consumers issue each stage's wgmmas in turn (`issue_in_turn`)
+    a_map: str = "a"  # the map the producer loads A through: its box is a_load_rows of the tile's rows (`load_rows`)
+    b_map: str = "b"
+    a_load_rows: int = 0  # M per load of A: its whole BM where its boxes stack (`load_rows`), else its own box's
+    b_load_rows: int = 0  # N per load of B: its BN over the cluster's CTAs where its boxes stack, else its own box's
 
     @property
     def element_bytes(self) -> int:
@@ -368,7 +373,94 @@ def maps(spec: Spec) -> list[MapSpec]:
     if k.a_major == "k" and edge_rows_apply(a):
         found.append(MapSpec(role="a_rows", tensor=a.model_copy(update={"box": [EDGE_BOX_ROWS, a.box[1]]}), index=ia,
                              derived=f"A in boxes of {EDGE_BOX_ROWS} rows, for the tiles at M's edge"))
+    found += load_maps(spec, found)
     return found
+
+
+def load_maps(spec: Spec, found: list[MapSpec]) -> list[MapSpec]:
+    """A again and B again in the boxes each kernel of the family loads its share of a tile in, where
+    they are not the operand's own (`operand_loads`): one map per number of rows, named by it (a_128)."""
+    k = spec.kernel
+    assert isinstance(k, MatmulKernel)
+    a_map, b_map, c_map = found[:3]
+    try:
+        a, b = operand_tile(a_map, box_layout(a_map)), operand_tile(b_map, box_layout(b_map))
+    except ModelError:  # a box that cannot be laid out: the TMA rules say why, and no kernel is planned
+        return []
+    assert a is not None and b is not None
+    rows: dict[str, int] = {}
+    for bm, bn, _ in family_tiles(k, a, b, c_map.tensor.box[1], promote_every(k, spec) > 0, k.block_scales):
+        for cluster in tile_clusters(k, bm, b_loads(bn, k.tile[2], b)):
+            loads = operand_loads(a_map, b_map, a, b, bm, bn, cluster, k.tile[2])
+            rows.update({str(loads[f"{x}_map"]): int(loads[f"{x}_load_rows"]) for x in "ab"})
+    return [MapSpec(role=name, tensor=m.tensor.model_copy(update={"box": [rows[name], m.tensor.box[1]]}),
+                    index=m.index, derived=f"{m.role.upper()} in boxes of {rows[name]} rows, a kernel's share of a "
+                    "tile in one copy")
+            for m in (a_map, b_map) for name in sorted(rows, key=lambda x: rows[x]) if name.startswith(f"{m.role}_")]
+
+
+# A kernel loads each K-major operand's share of a tile in one copy where the operand's boxes are
+# 128-byte swizzled lines of K, as the family's are: A's BM rows, and B's BN rows split among the CTAs
+# of a cluster (each CTA multicasts its share). Rows of such boxes lie one after the other, 128 bytes
+# apart, wherever a box ends (the swizzle repeats every 8 rows), so the tile in shared memory and the
+# tensor core's descriptors are the same as with the 64-row boxes the family is derived over; only
+# the number of copies changes, and TMA moves fewer, larger copies faster. TMA's copies, not the
+# tensor cores, bound fp8's 128 x 128 tile (H100, 2026-11-27, e4m3 in, bf16 out, scratch probe):
+# under ncu at 8192^3, without promotion, its tensor pipe was 66% busy and 23% of the warps' stall
+# samples sat on the consumers' full-barrier wait; cuBLASLt's kernel (m64n144k32 wgmmas) kept its
+# pipe 92% busy. Built so, on an H100 (2026-11-28, scratch probe: this build and the one before in
+# alternating processes, each interleaved with cuBLAS(Lt), TFLOP/s before -> after):
+# - fp8 128 x 128 alone: 1020 -> 1066 at 4096^3, 1116 -> 1158 at 8192^3, 1059 -> 1122 at
+#   1024 x 4096 x 14336, 1102 -> 1171 at 2048 x 2048 x 32768; in pairs (B's halves one 64-row box
+#   each, as before) within 1.5%.
+# - bf16 128 x 128 in pairs: 561 -> 591 at 4096^3, 586 -> 614 at 8192^3, 506 -> 546 at
+#   1024 x 4096 x 4096 (8 of 12 shapes 4 to 8% faster, the rest within 1%); 128 x 256 in pairs
+#   within 1% but for 4104^3, 562 -> 582.
+# - tmagen.ops.matmul (the dispatch tables unchanged): bf16 15000^3 680 -> 724 (cuBLAS 732; 709 ->
+#   728 in a second call), the 11 other bf16 shapes and 9 fp8 shapes within 1.5%.
+# 128 x 256 fp8 tiles without promotion ran at 1.00 to 1.08 of cuBLASLt (1321 to 1444), but promoted
+# they need 256 registers per consumer thread.
+MAX_BOX_ROWS = 256  # TMA's box dimensions are at most 256 elements (cuTensorMapEncodeTiled)
+
+
+def load_rows(m: MapSpec, t: OperandTile, share: int, cluster: int, bk: int) -> int:
+    """Rows of M or N per copy of an operand whose tile is ``share`` rows, split among ``cluster``
+    CTAs: each CTA's whole share (at most a box's 256 rows) where the operand is K-major in boxes
+    that stack from 8-row swizzle periods of one 128-byte line of K (as `edge_rows_apply` says of A)
+    and lie end to end, else its own boxes'."""
+    own = t.mn_per_box
+    each, split = divmod(share, cluster)
+    stacks = (m.mma is not None and m.mma.major == "k" and t.k_per_box == bk and edge_rows_apply(m.tensor)
+              and t.stride == t.mn_per_box * t.span)  # its boxes lie end to end (no smem_offset between)
+    if not stacks or split or each % EDGE_BOX_ROWS or each > MAX_BOX_ROWS:
+        return own
+    return each
+
+
+def operand_loads(a_map: MapSpec, b_map: MapSpec, a: OperandTile, b: OperandTile, bm: int, bn: int, cluster: int,
+                  bk: int) -> dict[str, str | int]:
+    """The maps a kernel loads its A and B through and their rows per copy (`load_rows`), as
+    `MatmulPlan`'s fields: an operand's own map where it loads its own boxes, else one named by
+    the rows (a_128)."""
+    fields: dict[str, str | int] = {}
+    for m, t, share, ctas in ((a_map, a, bm, 1), (b_map, b, bn, cluster)):
+        rows = load_rows(m, t, share, ctas, bk)
+        fields[f"{m.role}_load_rows"] = rows
+        fields[f"{m.role}_map"] = m.role if rows == t.mn_per_box else f"{m.role}_{rows}"
+    return fields
+
+
+def b_loads(bn: int, bk: int, b: OperandTile) -> int:
+    """B boxes of the operand's own in a stage of a tile BN wide: what a cluster's CTAs share."""
+    return bn // b.mn_per_box * (bk // b.k_per_box)
+
+
+def tile_clusters(k: MatmulKernel, bm: int, loads: int) -> tuple[int, ...]:
+    """The clusters a tile runs in: its own (`tile_cluster`), then 2 where it runs alone (its B boxes
+    did not split evenly, or it is of 64 rows) and has a twin in pairs: in a spec that leaves
+    ``cluster`` to tmagen, where its stage has two B boxes or more to share (rule matmul-cluster)."""
+    own = tile_cluster(k, bm, loads)
+    return (own, 2) if k.cluster is None and own == 1 and loads >= 2 else (own,)
 
 
 OPERAND_L2_PROMOTION = "128B"  # what A and B fetch into L2 where the spec leaves it out (see ROW_SECTOR's note)
@@ -393,6 +485,9 @@ def operand_promotion(t: TensorSpec) -> TensorSpec:
 # A's rows past M in shared memory then keep what was there: only rows of C past M depend on
 # them, and those are neither stored nor summed across splits. An MN-major A ([K, M]) runs M along
 # each row of its boxes, so no box holds only rows past M: it keeps its own boxes.
+# Below a kernel's larger copies (`load_rows`), the edge takes A's own boxes first, then 8-row ones:
+# in 8-row boxes alone, the 64 rows of 64 x 14336 x 4096 (bf16, 128 x 128 tiles in pairs, an H100,
+# 2026-11-28) ran at 83.5 TFLOP/s, against 117.7 through one 64-row box (118.7 before the larger copies).
 EDGE_BOX_ROWS = 8  # one period of the 128-byte swizzle: 8-row boxes stack into a 64-row box's layout
 
 
@@ -403,18 +498,6 @@ def edge_rows_apply(a: TensorSpec) -> bool:
             and all(s == 1 for s in (a.element_strides or [1])))
 
 
-# What 64-row boxes cost fp8, whose 128 x 128 tile is fed too slowly rather than bound by the tensor
-# cores. H100, 2026-11-28, e4m3 in, bf16 out, TFLOP/s interleaved with cuBLASLt (scratch probe):
-# - Under ncu at 8192^3, without promotion, the tensor pipe was 66% busy. 23% of the warps' stall
-#   samples sat on the consumers' full-barrier wait. cuBLASLt's kernel (m64n144k32 wgmmas) kept its pipe 92% busy.
-# - The same tile with A as one 128-row box instead of two: 965 -> 1089 at 8192^3, and
-#   1002 -> 1127 at 1024 x 4096 x 14336.
-# - With promotion, A and B as one 128-row box each, the tile alone rather than in pairs:
-#   943 -> 1017 and 1050 -> 1140 (cuBLASLt 1349 and 1431).
-# A 128-row box lays out as two 64-row boxes stacked, so no descriptor changes. The tensor map does
-# change, and a family's kernels share one: a box per tile shape needs a map per kernel.
-# 128 x 256 tiles without promotion ran at 1.00 to 1.08 of cuBLASLt (1321 to 1444), but promoted they need
-# 256 registers per consumer thread.
 FAMILY_BOX_ROWS = 64  # the A and B boxes a family is derived over: 64 rows of one 128-byte swizzled line of K
 FAMILY_SPAN = 128
 
@@ -495,11 +578,6 @@ def pair_pays(p: MatmulPlan, m: int, k: int) -> bool:
     return m > p.bm and -(-k // p.bk) >= PAIR_MIN_K_STEPS
 
 
-def pair_twin(k: MatmulKernel, p: MatmulPlan) -> bool:
-    """Whether kernel ``p``, which runs alone (its B boxes did not split evenly, or it is of 64 rows),
-    gets a twin in pairs: in a spec that leaves ``cluster`` to tmagen, where its stage has two B boxes
-    or more to share (rule matmul-cluster)."""
-    return k.cluster is None and p.cluster == 1 and p.b_loads >= 2
 
 
 def pieces(bm: int, bn: int, consumers: int, c_map: MapSpec) -> int:
@@ -547,7 +625,6 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     tiles = family_tiles(k, a, b, c_map.tensor.box[1], every > 0, k.block_scales)
     for i, (bm, bn, consumers) in enumerate(tiles):
         a_boxes, b_boxes = bm // a.mn_per_box, bn // b.mn_per_box
-        b_loads = b_boxes * (bk // b.k_per_box)
         stage = a_step * a_boxes + b_step * b_boxes
         stages, buffers = stages_and_buffers(limit, stage, consumers, c_stride, pieces(bm, bn, consumers, c_map),
                                              k.stages if i == 0 else None)
@@ -555,29 +632,35 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
             continue
         sets = accumulator_sets(bm, bn, consumers, every // bk, k.block_scales)
         symbol = f"{spec.name}_matmul" if i == 0 else f"{spec.name}_matmul_{bm}x{bn}"
+        loads = b_loads(bn, bk, b)
+        cluster = tile_clusters(k, bm, loads)[0]
         plans.append(MatmulPlan(symbol, bm, bn, bk, consumers, stages, k.raster_group, a_boxes, b_boxes,
                                 a_stage_bytes=a_step * a_boxes, b_stage_bytes=b_step * b_boxes, c_stride=c_stride,
                                 accumulators=accumulators(bm, bn, consumers, sets), b_major=k.b_major,
                                 a_major=k.a_major,
                                 variant=len(plans), instruction_k=instruction_k, promote_stages=every // bk,
-                                c_buffers=buffers, cluster=tile_cluster(k, bm, b_loads), b_loads=b_loads,
+                                c_buffers=buffers, cluster=cluster, b_loads=loads,
                                 pipelined=sets == 3,
-                                ordered=issue_in_turn(consumers, every // bk, sets, k.block_scales)))
+                                ordered=issue_in_turn(consumers, every // bk, sets, k.block_scales),
+                                **operand_loads(a_map, b_map, a, b, bm, bn, cluster, bk)))
     # the twins in pairs come last, so that the kernels before them keep their indices (``choice=``);
     # only in a family (a spec's own tile alone stays alone, as ``dispatch: "single"`` asks, or as
     # boxes the family is not proven on keep it)
     twins = [-1] * len(plans)
     for p in list(plans) if len(tiles) > 1 else []:
-        if pair_twin(k, p):
+        if len(tile_clusters(k, p.bm, p.b_loads)) > 1:
             twins[p.variant] = len(plans)
-            plans.append(replace(p, symbol=f"{p.symbol}_pairs", variant=len(plans), cluster=2))
+            plans.append(replace(p, symbol=f"{p.symbol}_pairs", variant=len(plans), cluster=2,
+                                 **operand_loads(a_map, b_map, a, b, p.bm, p.bn, 2, bk)))
     family = MatmulFamily(tuple(plans), DISPATCHES, max_splits=1 if k.dispatch == "single" else k.max_splits,
                           promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec),
                           stmatrix=c_map.tensor.dt.nbytes == 2 and c_map.tensor.box[1] % 16 == 0,
                           edge_rows=EDGE_BOX_ROWS if "a_rows" in roles else 0,
                           twins=tuple(twins + [-1] * (len(plans) - len(twins))))
-    views = [KernelPlan(p.symbol, roles, p.threads, p.smem_bytes, p.stage_bytes, p.stages,
-                        persistent=True, detail=p, barriers=2 * p.stages,  # full and empty
+    # each kernel's maps, in the order of its parameters
+    views = [KernelPlan(p.symbol, (p.a_map, p.b_map, "c", *(("a_rows", "a") if family.edge_rows else ())), p.threads,
+                        p.smem_bytes, p.stage_bytes, p.stages, persistent=True, detail=p,
+                        barriers=2 * p.stages,  # full and empty
                         registers=p.register_budget, dependent_launch=True) for p in plans]
     first = views[0]
     return (KernelPlan(first.symbol, first.maps, first.threads, first.smem_bytes, first.buffer_stride, first.stages,

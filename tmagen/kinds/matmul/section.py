@@ -50,9 +50,10 @@ class MatmulKernel(Section):
         "applied in the epilogue.")
     cluster: int | None = Field(
         None, ge=1, le=2, description="CTAs per cluster: 2 pairs tiles that lie one above the other (along M) and "
-        "loads each stage's B boxes once for both, the CTAs taking them in turns (three boxes are two and one), "
-        "multicast to the pair (half the B traffic through L2); a stage of one B box cannot be shared (rule "
-        "matmul-cluster); 1: no clusters. Default: 2 for tiles of 128 rows or more whose B loads per stage are "
+        "loads each stage's B once for both, multicast to the pair (half the B traffic through L2): each CTA "
+        "its half in one copy where B's boxes are 128-byte swizzled lines of K, else the CTAs take B's boxes in "
+        "turns (three boxes are two and one); a stage of one B box cannot be shared (rule matmul-cluster); 1: "
+        "no clusters. Default: 2 for tiles of 128 rows or more whose B boxes per stage are "
         "even in number, 1 for the others, each of which (in a family) also gets a twin in pairs that launches "
         "take where A's or B's rows straddle 32-byte sectors, and elsewhere where the GPU's dispatch table "
         "offers it (README, Twins in pairs).")
