@@ -225,6 +225,27 @@ def test_boxes_the_family_failed_on_keep_their_own_tile() -> None:
         assert [(p.bm, p.bn, p.consumers) for p in load(REPO / name).kernel.detail.kernels] == [*FAMILY_TILES, *twins]
 
 
+def test_a_k_major_b_whose_boxes_leave_gaps_keeps_its_own_tile() -> None:
+    """B's boxes at an smem_offset lie one box stride apart with a gap after each, which the one
+    descriptor a wgmma reads B's BN rows through cannot skip: a 64 x 64 tile (one box each, which
+    the rules take) derives no family there. A's 64-row blocks each have their own descriptor, so
+    an offset A keeps the family, and loads its own boxes (`load_rows`: they do not stack)."""
+    from tmagen.plan import resolve
+    from tmagen.spec import parse_spec
+
+    def family(offsets: dict[int, int]) -> list[tuple[int, int, str, str]]:
+        raw = json.loads((REPO / "specs" / "matmul_bf16_tn.json").read_text())
+        raw["kernel"].update(tile=[64, 64, 64], consumers=1)
+        for i, offset in offsets.items():
+            raw["tensors"][i]["smem_offset"] = offset
+        return [(p.bm, p.bn, p.a_map, p.b_map) for p in resolve(parse_spec(raw)).kernel.detail.kernels]
+
+    assert family({1: 128}) == family({0: 128, 1: 512}) == [(64, 64, "a", "b")]
+    offset_a = family({0: 128})
+    assert len(offset_a) == len(family({})) == 11
+    assert all(a == "a" for _, _, a, _ in offset_a) and offset_a[1] == (128, 256, "a", "b_128")
+
+
 def test_fp8_tiles_have_their_own_keys_and_fall_back_to_the_16_bit_ones() -> None:
     from tmagen.kinds.matmul.dispatch import Dispatch, TileCost, TileShape
 

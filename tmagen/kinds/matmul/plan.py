@@ -516,11 +516,15 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
     own specs are. There the tensor core's descriptors do not depend on how many boxes a tile spans, and every
     kernel of the family runs on the GPU suite. Other boxes keep the spec's tile alone: derived
     tiles over them gave wrong products on an H200 (the random campaign of 2026-11-24: 32 B
-    boxes of 8 or 16 rows, unswizzled boxes, 96-row boxes with two boxes along K per stage).
+    boxes of 8 or 16 rows, unswizzled boxes, 96-row boxes with two boxes along K per stage). A
+    K-major B's boxes must also lie end to end (an smem_offset leaves a gap after each), as rule
+    mma-k-major-boxes-contiguous asks of the spec's own tile: a wgmma reads B's BN rows through one
+    descriptor, which steps 8 rows at a time and cannot skip a gap (A's 64-row blocks each have
+    their own).
     ``dispatch: "single"``: the spec's tile alone."""
     own = (k.tile[0], k.tile[1], k.consumers)
     proven = all(t.mn_per_box == FAMILY_BOX_ROWS and t.swizzled and t.span == FAMILY_SPAN and t.k_per_box == k.tile[2]
-                 for t in (a, b))
+                 for t in (a, b)) and (b.major == "mn" or b.stride == b.mn_per_box * b.span)
     if k.dispatch == "single" or not proven:
         return [own]
     others = [t for t in FAMILY_TILES if t != own and t[1] % c_cols == 0
@@ -582,8 +586,6 @@ def pair_pays(p: MatmulPlan, m: int, k: int) -> bool:
     """Whether kernel ``p``'s twin in pairs is taken on straddling rows: M spans more than one of
     its tiles and K at least PAIR_MIN_K_STEPS of its steps."""
     return m > p.bm and -(-k // p.bk) >= PAIR_MIN_K_STEPS
-
-
 
 
 def pieces(bm: int, bn: int, consumers: int, c_map: MapSpec) -> int:
