@@ -418,12 +418,12 @@ def load_maps(spec: Spec, found: list[MapSpec]) -> list[MapSpec]:
 # alternating processes, each interleaved with cuBLAS(Lt), TFLOP/s before -> after):
 # - fp8 128 x 128 alone: 1020 -> 1066 at 4096^3, 1116 -> 1158 at 8192^3, 1059 -> 1122 at
 #   1024 x 4096 x 14336, 1102 -> 1171 at 2048 x 2048 x 32768; in pairs (B's halves one 64-row box
-#   each, as before) within 1.5%.
+#   each, as before) -2.7 to +1.5% over 9 shapes.
 # - bf16 128 x 128 in pairs: 561 -> 591 at 4096^3, 586 -> 614 at 8192^3, 506 -> 546 at
-#   1024 x 4096 x 4096 (8 of 12 shapes 4 to 8% faster, the rest within 1%); 128 x 256 in pairs
-#   within 1% but for 4104^3, 562 -> 582.
+#   1024 x 4096 x 4096 (8 of 12 shapes 3.7 to 7.9% faster, the rest within 1.1%); 128 x 256 in
+#   pairs within 1.1% but for 4104^3, 562 -> 582.
 # - tmagen.ops.matmul (the dispatch tables unchanged): bf16 15000^3 680 -> 724 (cuBLAS 732; 709 ->
-#   728 in a second call), the 11 other bf16 shapes and 9 fp8 shapes within 1.5%.
+#   728 in a second call), the 11 other bf16 shapes within 0.6%, the 9 fp8 shapes -0.5 to +1.9%.
 # 128 x 256 fp8 tiles without promotion ran at 1.00 to 1.08 of cuBLASLt (1321 to 1444), but promoted
 # they need 256 registers per consumer thread.
 MAX_BOX_ROWS = 256  # TMA's box dimensions are at most 256 elements (cuTensorMapEncodeTiled)
