@@ -660,6 +660,9 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
             twins[p.variant] = len(plans)
             plans.append(replace(p, symbol=f"{p.symbol}_pairs", variant=len(plans), cluster=2,
                                  **operand_loads(a_map, b_map, a, b, p.bm, p.bn, 2, bk)))
+    # `load_maps` enumerates the same tiles and clusters for the maps, which are made before the plan
+    unmapped = {name for p in plans for name in (p.a_map, p.b_map)} - set(roles)
+    assert not unmapped, f"no map {sorted(unmapped)} among {roles}: load_maps and plan must see the same kernels"
     family = MatmulFamily(tuple(plans), DISPATCHES, max_splits=1 if k.dispatch == "single" else k.max_splits,
                           promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec),
                           stmatrix=c_map.tensor.dt.nbytes == 2 and c_map.tensor.box[1] % 16 == 0,
