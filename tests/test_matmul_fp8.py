@@ -55,9 +55,11 @@ def test_fp8_fields_are_refused_on_16_bit_types() -> None:
 def test_the_plan_promotes_every_stage_and_keeps_tiles_whose_sums_fit() -> None:
     family = resolve(parse_spec(SPEC)).kernel.detail
     assert family.fp8 and family.promote_every == 128 and not family.block_scales
-    # then the twins in pairs of the tiles that run alone (taken where rows straddle sectors)
+    # every fp8 tile alone, then the twins in pairs of those whose B boxes can be shared (taken where
+    # rows straddle sectors, and where the GPU's table offers them)
     assert [(p.bm, p.bn, p.cluster) for p in family.kernels] == [
-        (128, 128, 2), (128, 192, 1), (64, 128, 1), (64, 64, 1), (128, 192, 2), (64, 128, 2)]
+        (128, 128, 1), (128, 192, 1), (64, 128, 1), (64, 64, 1), (128, 128, 2), (128, 192, 2), (64, 128, 2)]
+    assert family.twins == (4, 5, 6, -1, -1, -1, -1)
     assert all(p.instruction_k == 32 and p.promote_stages == 1 and p.bk == 128 for p in family.kernels)
     # two sets of 64 partial sums and 64 promoted per consumer thread: pipelined where 3 sets fit in 224
     assert family.kernels[0].accumulators == 192 and family.kernels[0].pipelined
@@ -65,24 +67,25 @@ def test_the_plan_promotes_every_stage_and_keeps_tiles_whose_sums_fit() -> None:
     assert family.kernels[1].accumulators == 192 and not family.kernels[1].pipelined
     assert all(p.pipelined for p in family.kernels[2:4])  # one consumer: 240 registers
     # a twin differs in its cluster alone, and in B's loads: each CTA multicasts its half of B's rows
-    assert [(family.kernels[i].b_map, family.kernels[i].b_load_rows) for i in (1, 2, 4, 5)] == [
-        ("b_192", 192), ("b_128", 128), ("b_96", 96), ("b", 64)]
-    assert [replace(family.kernels[i], symbol="", variant=0, cluster=1, b_map="", b_load_rows=0) for i in (4, 5)] == [
-        replace(family.kernels[i], symbol="", variant=0, b_map="", b_load_rows=0) for i in (1, 2)]
+    assert [(family.kernels[i].b_map, family.kernels[i].b_load_rows) for i in (0, 1, 2, 4, 5, 6)] == [
+        ("b_128", 128), ("b_192", 192), ("b_128", 128), ("b", 64), ("b_96", 96), ("b", 64)]
+    assert [replace(family.kernels[i], symbol="", variant=0, cluster=1, b_map="", b_load_rows=0)
+            for i in (4, 5, 6)] == [replace(family.kernels[i], symbol="", variant=0, b_map="", b_load_rows=0)
+                                    for i in (0, 1, 2)]
 
 
 def test_block_scales_leave_room_for_their_scales() -> None:
     family = resolve(parse_spec(_with(kernel__block_scales=True))).kernel.detail
     # the scales take 24 more registers: 128 x 128 keeps one set of partial sums, 128 x 192 does not fit
     assert [(p.bm, p.bn, p.pipelined) for p in family.kernels] == [
-        (128, 128, False), (64, 128, False), (64, 64, True), (64, 128, False)]
+        (128, 128, False), (64, 128, False), (64, 64, True), (128, 128, False), (64, 128, False)]
 
 
 def test_block_scaled_consumers_issue_in_turn_where_they_share_a_tile() -> None:
     blocks = resolve(parse_spec(_with(kernel__block_scales=True))).kernel.detail
     # two consumers with one set of partial sums take turns; a lone consumer has no one to wait for
     assert [(p.bm, p.bn, p.ordered) for p in blocks.kernels] == [
-        (128, 128, True), (64, 128, False), (64, 64, False), (64, 128, False)]
+        (128, 128, True), (64, 128, False), (64, 64, False), (128, 128, True), (64, 128, False)]
     # sums promoted per tensor gained nothing from turns (an H200 under ncu): none of those take them
     assert not any(p.ordered for p in resolve(parse_spec(SPEC)).kernel.detail.kernels)
     files = render(resolve(parse_spec(_with(kernel__block_scales=True))), "spec.json")
@@ -93,7 +96,7 @@ def test_block_scaled_consumers_issue_in_turn_where_they_share_a_tile() -> None:
     assert kernels.count("if constexpr (Ordered) pass_turn<Consumers>(consumer);") == 1
     assert "if (consumer == Consumers - 1) pass_turn<Consumers>(consumer);" in kernels
     assert "if (consumer == 0) take_turn(consumer);" in kernels
-    assert kernels.count(", false, true>(") == 1  # the 128 x 128 kernel: not pipelined, in turn
+    assert kernels.count(", false, true>(") == 2  # the 128 x 128 kernel and its pairs: not pipelined, in turn
 
 
 def test_promoting_every_other_stage_keeps_one_set_of_partial_sums() -> None:

@@ -536,7 +536,7 @@ constexpr matmul_tile_cost matmul_costs[matmul_table_count][11] = {
   {  // NVIDIA H100 80GB HBM3
     {128, 256, 64, 2, 2, 2, 8, 707, 375, 30, false},  // matmul_bf16_tn_matmul
     {128, 192, 64, 2, 2, 1, 8, 1060, 1200, 30, false},  // matmul_bf16_tn_matmul_128x192
-    {128, 128, 64, 2, 2, 2, 8, 558, 4000, 30, false},  // matmul_bf16_tn_matmul_128x128
+    {128, 128, 64, 2, 2, 2, 8, 390, 4000, 30, false},  // matmul_bf16_tn_matmul_128x128
     {64, 256, 64, 2, 1, 1, 8, 466, 1000, 30, false},  // matmul_bf16_tn_matmul_64x256
     {64, 128, 64, 2, 1, 1, 8, 220, 400, 30, false},  // matmul_bf16_tn_matmul_64x128
     {64, 64, 64, 2, 1, 1, 8, 130, 700, 30, false},  // matmul_bf16_tn_matmul_64x64
@@ -544,7 +544,7 @@ constexpr matmul_tile_cost matmul_costs[matmul_table_count][11] = {
     {128, 192, 64, 2, 2, 2, 8, 1060, 1200, 30, true},  // matmul_bf16_tn_matmul_128x192_pairs
     {64, 256, 64, 2, 1, 2, 8, 466, 1000, 30, true},  // matmul_bf16_tn_matmul_64x256_pairs
     {64, 128, 64, 2, 1, 2, 8, 204, 3200, 30, true},  // matmul_bf16_tn_matmul_64x128_pairs
-    {192, 192, 64, 2, 3, 2, 8, 803, 850, 30, true},  // matmul_bf16_tn_matmul_192x192_pairs
+    {192, 192, 64, 2, 3, 2, 8, 803, 212, 30, true},  // matmul_bf16_tn_matmul_192x192_pairs
   },
 };
 // A kernel's tile, the same in every table.

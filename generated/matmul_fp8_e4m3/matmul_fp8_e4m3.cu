@@ -465,22 +465,24 @@ uint64_t matmul_groups(const matmul_tile_cost& c, uint64_t M, uint64_t N) {
 }
 uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.cluster > 0 ? sms / c.cluster : 1; }
 // Per table, per kernel: its tile and the table's measured costs of it.
-constexpr matmul_tile_cost matmul_costs[matmul_table_count][6] = {
+constexpr matmul_tile_cost matmul_costs[matmul_table_count][7] = {
   {  // NVIDIA H200
-    {128, 128, 128, 1, 2, 2, 8, 406, 4800, 0, false},  // matmul_fp8_e4m3_matmul
+    {128, 128, 128, 1, 2, 1, 8, 426, 4800, 0, false},  // matmul_fp8_e4m3_matmul
     {128, 192, 128, 1, 2, 1, 8, 265, 2400, 0, false},  // matmul_fp8_e4m3_matmul_128x192
     {64, 128, 128, 1, 1, 1, 8, 110, 800, 0, false},  // matmul_fp8_e4m3_matmul_64x128
     {64, 64, 128, 1, 1, 1, 8, 364, 700, 0, false},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 128, 128, 1, 2, 2, 8, 406, 4800, 0, true},  // matmul_fp8_e4m3_matmul_pairs
     {128, 192, 128, 1, 2, 2, 8, 265, 2400, 0, false},  // matmul_fp8_e4m3_matmul_128x192_pairs
     {64, 128, 128, 1, 1, 2, 8, 110, 800, 0, false},  // matmul_fp8_e4m3_matmul_64x128_pairs
   },
   {  // NVIDIA H100 80GB HBM3
-    {128, 128, 128, 1, 2, 2, 8, 341, 3084, 0, false},  // matmul_fp8_e4m3_matmul
+    {128, 128, 128, 1, 2, 1, 8, 92, 2000, 0, false},  // matmul_fp8_e4m3_matmul
     {128, 192, 128, 1, 2, 1, 8, 265, 2592, 0, false},  // matmul_fp8_e4m3_matmul_128x192
     {64, 128, 128, 1, 1, 1, 8, 220, 1920, 0, false},  // matmul_fp8_e4m3_matmul_64x128
     {64, 64, 128, 1, 1, 1, 8, 236, 700, 0, false},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 128, 128, 1, 2, 2, 8, 368, 3084, 0, true},  // matmul_fp8_e4m3_matmul_pairs
     {128, 192, 128, 1, 2, 2, 8, 530, 2400, 0, true},  // matmul_fp8_e4m3_matmul_128x192_pairs
-    {64, 128, 128, 1, 1, 2, 8, 284, 1920, 0, true},  // matmul_fp8_e4m3_matmul_64x128_pairs
+    {64, 128, 128, 1, 1, 2, 8, 241, 1920, 0, true},  // matmul_fp8_e4m3_matmul_64x128_pairs
   },
 };
 // A kernel's tile, the same in every table.
@@ -505,7 +507,7 @@ uint32_t matmul_table_for(uint64_t sms, uint64_t memory_bytes_per_us) {
 }
 // Per kernel: its twin in pairs, taken in its place where A's or B's rows straddle 32-byte sectors, or -1
 // (MatmulFamily.candidates); elsewhere a twin is offered beside its kernel where the table says so.
-constexpr int32_t matmul_twins[6] = {-1, 4, 5, -1, -1, -1};
+constexpr int32_t matmul_twins[7] = {4, 5, 6, -1, -1, -1, -1};
 constexpr uint64_t matmul_row_sector = 32, matmul_element_bytes = 1;
 
 // Whether a matrix's rows, `pitch` elements of A or B apart, start off whole 32-byte sectors
@@ -557,7 +559,7 @@ uint64_t matmul_time_ns(const matmul_table& d, const matmul_tile_cost& c, uint64
 // the rows do not straddle, after them the twins that pay and that the table offers there.
 void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t table, bool straddle, uint32_t* variant,
                    uint32_t* splits, uint32_t* split_from, uint32_t max_splits = matmul_max_splits) {
-  constexpr uint32_t kernels = 6;
+  constexpr uint32_t kernels = 7;
   const matmul_table& d = matmul_tables[table];
   const matmul_tile_cost* costs = matmul_costs[table];
   uint64_t best_time = 0;
@@ -821,7 +823,7 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
   // Each kernel loads A and B through maps of its own boxes (MatmulPlan.a_map and b_map): those of
   // the chosen one are encoded, each where the last launch on this thread that used it had other
   // pointers or shapes.
-  thread_local cached_map c_cache, a_128_cache, a_cache, b_cache, b_192_cache, b_128_cache, b_96_cache, a_rows_cache;
+  thread_local cached_map c_cache, a_128_cache, a_cache, b_128_cache, b_192_cache, b_cache, b_96_cache, a_rows_cache;
   using encoder = matmul_fp8_e4m3_status (*)(matmul_fp8_e4m3_tensor_map*, const void*, const uint64_t*, const int64_t*);
   const auto launch = [&](cached_map& a_slot, encoder encode_a, cached_map& b_slot, encoder encode_b,
                           uint32_t a_load_rows, const void* symbol, launchable* kernel, const char* symbol_name,
@@ -852,7 +854,7 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
   switch (variant) {
     case 0: {
       thread_local launchable kernel;
-      return launch(a_128_cache, matmul_fp8_e4m3_encode_a_128, b_cache, matmul_fp8_e4m3_encode_b,
+      return launch(a_128_cache, matmul_fp8_e4m3_encode_a_128, b_128_cache, matmul_fp8_e4m3_encode_b_128,
                     128, reinterpret_cast<const void*>(&matmul_fp8_e4m3_matmul), &kernel, "matmul_fp8_e4m3_matmul",
                     matmul_fp8_e4m3_matmul_threads, matmul_fp8_e4m3_matmul_smem_bytes);
     }
@@ -876,11 +878,17 @@ extern "C" matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(
     }
     case 4: {
       thread_local launchable kernel;
+      return launch(a_128_cache, matmul_fp8_e4m3_encode_a_128, b_cache, matmul_fp8_e4m3_encode_b,
+                    128, reinterpret_cast<const void*>(&matmul_fp8_e4m3_matmul_pairs), &kernel, "matmul_fp8_e4m3_matmul_pairs",
+                    matmul_fp8_e4m3_matmul_pairs_threads, matmul_fp8_e4m3_matmul_pairs_smem_bytes);
+    }
+    case 5: {
+      thread_local launchable kernel;
       return launch(a_128_cache, matmul_fp8_e4m3_encode_a_128, b_96_cache, matmul_fp8_e4m3_encode_b_96,
                     128, reinterpret_cast<const void*>(&matmul_fp8_e4m3_matmul_128x192_pairs), &kernel, "matmul_fp8_e4m3_matmul_128x192_pairs",
                     matmul_fp8_e4m3_matmul_128x192_pairs_threads, matmul_fp8_e4m3_matmul_128x192_pairs_smem_bytes);
     }
-    case 5: {
+    case 6: {
       thread_local launchable kernel;
       return launch(a_cache, matmul_fp8_e4m3_encode_a, b_cache, matmul_fp8_e4m3_encode_b,
                     64, reinterpret_cast<const void*>(&matmul_fp8_e4m3_matmul_64x128_pairs), &kernel, "matmul_fp8_e4m3_matmul_64x128_pairs",

@@ -79,7 +79,7 @@ matmul_fp8_e4m3_status matmul_fp8_e4m3_encode_b_192(matmul_fp8_e4m3_tensor_map* 
 /* C = A x B^T: A is M x K, B is N x K, C is M x N, all row-major with leading
    dimensions lda, ldb, ldc in elements (0: contiguous; each a multiple of 16 bytes, as TMA needs),
    __nv_fp8_e4m3 in, fp32 accumulation, __nv_bfloat16 out; M, N, K below 2^31. K = 0 sets C to zeros.
-   Each call picks one of the spec's 6 kernel(s) and a split of K (of every tile, or of the last
+   Each call picks one of the spec's 7 kernel(s) and a split of K (of every tile, or of the last
    wave's) for its M, N and K (matmul_fp8_e4m3_matmul_choice). Each thread keeps its last launch's three
    tensor maps and choice: a map is encoded again only when its pointer, shape or leading dimension
    changes, the choice only when M, N, K or the device does. A split
@@ -103,7 +103,7 @@ matmul_fp8_e4m3_status matmul_fp8_e4m3_matmul_launch_scaled(const void* a, const
     const void* bias, uint32_t bias_along, const float* scale_a, uint32_t scale_a_kind, int64_t scale_a_ld,
     const float* scale_b, uint32_t scale_b_kind, int64_t scale_b_ld, void* stream);
 
-/* Which kernel (0 .. 5: 128x128 in pairs, 128x192, 64x128, 64x64, 128x192 in pairs, 64x128 in pairs), how many splits of K and from which tile on
+/* Which kernel (0 .. 6: 128x128, 128x192, 64x128, 64x64, 128x128 in pairs, 128x192 in pairs, 64x128 in pairs), how many splits of K and from which tile on
    (the tiles before it whole) a launch of M x N x K on `sms` multiprocessors runs, with A and B
    dense (A's rows K and B's K elements apart) at pointers on whole 32-byte sectors; a launch
    whose rows straddle sectors takes the twin in pairs of a tile that runs alone in its place

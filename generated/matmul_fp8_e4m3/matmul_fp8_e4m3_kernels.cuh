@@ -10,8 +10,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-// C = alpha * A x B^T + beta * C_in + bias on the tensor cores, in a family of 6 kernel(s) of different tile
-// shapes: matmul_fp8_e4m3_matmul (128 x 128, 6 stages), matmul_fp8_e4m3_matmul_128x192 (128 x 192, 4 stages), matmul_fp8_e4m3_matmul_64x128 (64 x 128, 8 stages), matmul_fp8_e4m3_matmul_64x64 (64 x 64, 12 stages), matmul_fp8_e4m3_matmul_128x192_pairs (128 x 192, 4 stages), matmul_fp8_e4m3_matmul_64x128_pairs (64 x 128, 8 stages).
+// C = alpha * A x B^T + beta * C_in + bias on the tensor cores, in a family of 7 kernel(s) of different tile
+// shapes: matmul_fp8_e4m3_matmul (128 x 128, 6 stages), matmul_fp8_e4m3_matmul_128x192 (128 x 192, 4 stages), matmul_fp8_e4m3_matmul_64x128 (64 x 128, 8 stages), matmul_fp8_e4m3_matmul_64x64 (64 x 64, 12 stages), matmul_fp8_e4m3_matmul_pairs (128 x 128, 6 stages), matmul_fp8_e4m3_matmul_128x192_pairs (128 x 192, 4 stages), matmul_fp8_e4m3_matmul_64x128_pairs (64 x 128, 8 stages).
 // Each launch picks one, and a split of K, for its M, N and K (matmul_fp8_e4m3_matmul_choice).
 // Warpgroup 0 produces: one thread keeps a ring of stages full with TMA (full/empty mbarriers).
 // Warpgroups 1..consumers consume: each multiplies 64-row blocks of the tile with wgmma (m64nBNk32),
@@ -31,6 +31,8 @@ constexpr uint32_t matmul_fp8_e4m3_matmul_64x128_threads = 256;
 constexpr uint32_t matmul_fp8_e4m3_matmul_64x128_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_fp8_e4m3_matmul_64x64_threads = 256;
 constexpr uint32_t matmul_fp8_e4m3_matmul_64x64_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
+constexpr uint32_t matmul_fp8_e4m3_matmul_pairs_threads = 384;
+constexpr uint32_t matmul_fp8_e4m3_matmul_pairs_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_fp8_e4m3_matmul_128x192_pairs_threads = 384;
 constexpr uint32_t matmul_fp8_e4m3_matmul_128x192_pairs_smem_bytes = 214016;  // dynamic: the stages, C staging, 1024 of slack
 constexpr uint32_t matmul_fp8_e4m3_matmul_64x128_pairs_threads = 256;
@@ -887,14 +889,14 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 
 // 128 x 128 tiles, 2 consumer warpgroup(s), 6 stages of 32768 bytes, 2 C staging buffers per consumer.
 // Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
-// Maps: a_map is A's map "a_128" (128 rows a copy), b_map B's "b" (64), a_rows_map "a_rows", a_box_map "a".
-extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) matmul_fp8_e4m3_matmul(
+// Maps: a_map is A's map "a_128" (128 rows a copy), b_map B's "b_128" (128), a_rows_map "a_rows", a_box_map "a".
+extern "C" __global__ void __launch_bounds__(384, 1) matmul_fp8_e4m3_matmul(
     const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
     const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map,
     const __grid_constant__ CUtensorMap a_box_map, uint32_t M, uint32_t N, uint32_t K,
     const matmul_fp8_e4m3::matmul_epilogue epilogue, const matmul_fp8_e4m3::matmul_split split) {
   matmul_fp8_e4m3::matmul_body<128, 128, 2, 6, 2, 2,
-                          128, 64, 56, 224, 2, 2, true>(
+                          128, 128, 56, 224, 2, 1, true>(
       &a_map, &b_map, &c_map, &a_rows_map, &a_box_map, M, N, K, epilogue, split);
 }
 
@@ -934,6 +936,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_fp8_e4m3_matmul_64x6
     const matmul_fp8_e4m3::matmul_epilogue epilogue, const matmul_fp8_e4m3::matmul_split split) {
   matmul_fp8_e4m3::matmul_body<64, 64, 1, 12, 1, 1,
                           64, 64, 56, 240, 2, 1, true>(
+      &a_map, &b_map, &c_map, &a_rows_map, &a_box_map, M, N, K, epilogue, split);
+}
+
+// 128 x 128 tiles, 2 consumer warpgroup(s), 6 stages of 32768 bytes, 2 C staging buffers per consumer.
+// Registers: 128 producer threads at 56 and 256 consumer threads at 224 take 384 threads x 168.
+// Maps: a_map is A's map "a_128" (128 rows a copy), b_map B's "b" (64), a_rows_map "a_rows", a_box_map "a".
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1) matmul_fp8_e4m3_matmul_pairs(
+    const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+    const __grid_constant__ CUtensorMap c_map, const __grid_constant__ CUtensorMap a_rows_map,
+    const __grid_constant__ CUtensorMap a_box_map, uint32_t M, uint32_t N, uint32_t K,
+    const matmul_fp8_e4m3::matmul_epilogue epilogue, const matmul_fp8_e4m3::matmul_split split) {
+  matmul_fp8_e4m3::matmul_body<128, 128, 2, 6, 2, 2,
+                          128, 64, 56, 224, 2, 2, true>(
       &a_map, &b_map, &c_map, &a_rows_map, &a_box_map, M, N, K, epilogue, split);
 }
 

@@ -159,7 +159,7 @@ class MatmulFamily:
     fp8: bool = False
     stmatrix: bool = False  # the epilogue stores C a 16 x 16 block per stmatrix (16-bit C, boxes of whole 16 columns)
     edge_rows: int = 0  # rows per box of A at M's edge, through the a_rows map (0: A's own boxes there too)
-    twins: tuple[int, ...] = ()  # per kernel: the index of its twin in pairs (`pair_twin`), or -1
+    twins: tuple[int, ...] = ()  # per kernel: the index of its twin in pairs (`tile_clusters`), or -1
 
     @property
     def b_major(self) -> str:
@@ -396,7 +396,7 @@ def load_maps(spec: Spec, found: list[MapSpec]) -> list[MapSpec]:
     assert a is not None and b is not None
     rows: dict[str, int] = {}
     for bm, bn, _ in family_tiles(k, a, b, c_map.tensor.box[1], promote_every(k, spec) > 0, k.block_scales):
-        for cluster in tile_clusters(k, bm, b_loads(bn, k.tile[2], b)):
+        for cluster in tile_clusters(k, bm, b_loads(bn, k.tile[2], b), is_fp8(k, spec)):
             loads = operand_loads(a_map, b_map, a, b, bm, bn, cluster, k.tile[2])
             rows.update({str(loads[f"{x}_map"]): int(loads[f"{x}_load_rows"]) for x in "ab"})
     return [MapSpec(role=name, tensor=m.tensor.model_copy(update={"box": [rows[name], m.tensor.box[1]]}),
@@ -461,11 +461,11 @@ def b_loads(bn: int, bk: int, b: OperandTile) -> int:
     return bn // b.mn_per_box * (bk // b.k_per_box)
 
 
-def tile_clusters(k: MatmulKernel, bm: int, loads: int) -> tuple[int, ...]:
+def tile_clusters(k: MatmulKernel, bm: int, loads: int, fp8: bool = False) -> tuple[int, ...]:
     """The clusters a tile runs in: its own (`tile_cluster`), then 2 where it runs alone (its B boxes
-    did not split evenly, or it is of 64 rows) and has a twin in pairs: in a spec that leaves
-    ``cluster`` to tmagen, where its stage has two B boxes or more to share (rule matmul-cluster)."""
-    own = tile_cluster(k, bm, loads)
+    did not split evenly, it is of 64 rows, or it is fp8) and has a twin in pairs: in a spec that
+    leaves ``cluster`` to tmagen, where its stage has two B boxes or more to share (rule matmul-cluster)."""
+    own = tile_cluster(k, bm, loads, fp8)
     return (own, 2) if k.cluster is None and own == 1 and loads >= 2 else (own,)
 
 
@@ -532,16 +532,23 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
     return [own, *others]
 
 
-def tile_cluster(k: MatmulKernel, bm: int, b_loads: int) -> int:
+# fp8 tiles run alone by default. With each CTA's share of B in one copy (`load_rows`), the fp8
+# 128 x 128 tile alone outran its pairs on whole-sector rows (H100, 2026-11-28, scratch probe,
+# interleaved with cuBLASLt, TFLOP/s alone / in pairs): 8192^3 1158 / 1110, 4096^3 1066 / 1006,
+# 1024 x 4096 x 14336 1122 / 1050, 2048 x 2048 x 32768 1171 / 1104, 200 x 8192 x 8192 744 / 707. Its
+# pairs stay as its twin, taken where rows straddle sectors (where they read B through L2 once for
+# two tiles) and where the GPU's table offers them.
+def tile_cluster(k: MatmulKernel, bm: int, b_loads: int, fp8: bool = False) -> int:
     """CTAs per cluster for a tile of ``bm`` rows whose stage is ``b_loads`` B boxes: the spec's
     ``cluster`` (a tile with fewer B boxes than CTAs runs alone: rule matmul-cluster refuses that
-    for the spec's own tile), or by default pairs for tiles of 128 rows or more whose B boxes split
-    evenly; a tile whose stage is an odd number of boxes runs alone, and its pair (`pair_twin`)
-    is a kernel of its own, for rows that straddle. On an H200 (bf16, 128 x 256 tiles), a pair took
+    for the spec's own tile), or by default pairs for 16-bit tiles of 128 rows or more whose B boxes
+    split evenly; a tile whose stage is an odd number of boxes, and every fp8 tile, runs alone, and
+    its pair (`tile_clusters`) is a kernel of its own, for rows that straddle and where the GPU's
+    table offers it on aligned rows (see the note above). On an H200 (bf16, 128 x 256 tiles), a pair took
     197 us at 4096 x 4096 x 4104, whose rows are not whole 32-byte sectors, where the tile alone took
     242 (cuBLAS 190), and 9.7 ms at 15000^3 against 12.8; on whole-sector rows both took 188 us at
     4096^3 (scratch probe of 2026-11-24, in the note of issue 18)."""
-    cluster = k.cluster if k.cluster is not None else 2 if bm >= 128 else 1
+    cluster = k.cluster if k.cluster is not None else 2 if bm >= 128 and not fp8 else 1
     return cluster if b_loads >= cluster and (k.cluster is not None or b_loads % cluster == 0) else 1
 
 
@@ -570,7 +577,7 @@ ROW_SECTOR = 32  # bytes: a row whose start is off a multiple of this straddles 
 
 def rows_straddle(pointer: int, pitch_bytes: int) -> bool:
     """Whether a matrix's rows start off whole 32-byte sectors: its pointer, or its pitch, is not a
-    multiple of ROW_SECTOR (then the pairs of `pair_twin` are taken)."""
+    multiple of ROW_SECTOR (then the twins in pairs of `tile_clusters` are taken)."""
     return pointer % ROW_SECTOR != 0 or pitch_bytes % ROW_SECTOR != 0
 
 
@@ -628,7 +635,8 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     limit = smem_limit if smem_limit is not None else TARGETS[spec.target].smem_per_block_optin
     a_step, b_step = a.stride * (bk // a.k_per_box), b.stride * (bk // b.k_per_box)  # one box along MN, BK of K
     every = promote_every(k, spec)
-    instruction_k = 32 if is_fp8(k, spec) else 16
+    fp8 = is_fp8(k, spec)
+    instruction_k = 32 if fp8 else 16
     plans: list[MatmulPlan] = []
     tiles = family_tiles(k, a, b, c_map.tensor.box[1], every > 0, k.block_scales)
     for i, (bm, bn, consumers) in enumerate(tiles):
@@ -641,7 +649,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
         sets = accumulator_sets(bm, bn, consumers, every // bk, k.block_scales)
         symbol = f"{spec.name}_matmul" if i == 0 else f"{spec.name}_matmul_{bm}x{bn}"
         loads = b_loads(bn, bk, b)
-        cluster = tile_clusters(k, bm, loads)[0]
+        cluster = tile_clusters(k, bm, loads, fp8)[0]
         plans.append(MatmulPlan(symbol, bm, bn, bk, consumers, stages, k.raster_group, a_boxes, b_boxes,
                                 a_stage_bytes=a_step * a_boxes, b_stage_bytes=b_step * b_boxes, c_stride=c_stride,
                                 accumulators=accumulators(bm, bn, consumers, sets), b_major=k.b_major,
@@ -656,7 +664,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     # boxes the family is not proven on keep it)
     twins = [-1] * len(plans)
     for p in list(plans) if len(tiles) > 1 else []:
-        if len(tile_clusters(k, p.bm, p.b_loads)) > 1:
+        if len(tile_clusters(k, p.bm, p.b_loads, fp8)) > 1:
             twins[p.variant] = len(plans)
             plans.append(replace(p, symbol=f"{p.symbol}_pairs", variant=len(plans), cluster=2,
                                  **operand_loads(a_map, b_map, a, b, p.bm, p.bn, 2, bk)))
@@ -664,7 +672,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     unmapped = {name for p in plans for name in (p.a_map, p.b_map)} - set(roles)
     assert not unmapped, f"no map {sorted(unmapped)} among {roles}: load_maps and plan must see the same kernels"
     family = MatmulFamily(tuple(plans), DISPATCHES, max_splits=1 if k.dispatch == "single" else k.max_splits,
-                          promote_every=every, block_scales=k.block_scales, fp8=is_fp8(k, spec),
+                          promote_every=every, block_scales=k.block_scales, fp8=fp8,
                           stmatrix=c_map.tensor.dt.nbytes == 2 and c_map.tensor.box[1] % 16 == 0,
                           edge_rows=EDGE_BOX_ROWS if "a_rows" in roles else 0,
                           twins=tuple(twins + [-1] * (len(plans) - len(twins))))

@@ -53,9 +53,9 @@ class MatmulKernel(Section):
         "loads each stage's B once for both, multicast to the pair (half the B traffic through L2): each CTA "
         "its half in one copy where B's boxes are 128-byte swizzled lines of K, else the CTAs take B's boxes in "
         "turns (three boxes are two and one); a stage of one B box cannot be shared (rule matmul-cluster); 1: "
-        "no clusters. Default: 2 for tiles of 128 rows or more whose B boxes per stage are "
-        "even in number, 1 for the others, each of which (in a family) also gets a twin in pairs that launches "
-        "take where A's or B's rows straddle 32-byte sectors, and elsewhere where the GPU's dispatch table "
-        "offers it (README, Twins in pairs).")
+        "no clusters. Default: 2 for 16-bit tiles of 128 rows or more whose B boxes per stage are "
+        "even in number, 1 for the others (fp8 tiles among them), each of which (in a family) also gets a "
+        "twin in pairs that launches take where A's or B's rows straddle 32-byte sectors, and elsewhere "
+        "where the GPU's dispatch table offers it (README, Twins in pairs).")
     raster_group: int = Field(8, ge=1, le=64, description="Tile rows walked together, column by column, so that "
                               "the blocks running at once share A and B in L2.")
