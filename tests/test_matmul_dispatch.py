@@ -343,10 +343,9 @@ def test_a_table_offers_twins_on_aligned_rows_where_it_measured_them_there() -> 
     """The H100's table was fitted on every kernel, its twins in pairs too, on rows that do not
     straddle (tests/data/hw_h100/matmul_tune*.json, ``measure --every-kernel``): it offers those twins
     after the kernels alone, where pairs pay; the H200's, fitted before, offers only the fp8 128 x 128
-    pairs. At 256 x 4096 x
-    14336 the H100 then takes the 64 x 128 tiles in pairs (61.5 us), where without them it split
-    128 x 256 pairs four ways, a seventh slower (70.2 us; the measurement of 2026-11-28, whose fastest
-    launch there was the 64 x 128 tile alone, 59.0 us)."""
+    pairs. At 256 x 4096 x 14336 the H100 then takes the 64 x 128 tiles in pairs (61.5 us), where
+    without them it split 128 x 256 pairs four ways, a seventh slower (70.2 us; the measurement of
+    2026-11-28, whose fastest launch there was the 64 x 128 tile alone, 59.0 us)."""
     from dataclasses import replace
 
     from lab.tune_matmul import _measured_twins

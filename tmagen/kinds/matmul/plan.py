@@ -461,7 +461,7 @@ def b_loads(bn: int, bk: int, b: OperandTile) -> int:
     return bn // b.mn_per_box * (bk // b.k_per_box)
 
 
-def tile_clusters(k: MatmulKernel, bm: int, loads: int, fp8: bool = False) -> tuple[int, ...]:
+def tile_clusters(k: MatmulKernel, bm: int, loads: int, fp8: bool) -> tuple[int, ...]:
     """The clusters a tile runs in: its own (`tile_cluster`), then 2 where it runs alone (its B boxes
     did not split evenly, it is of 64 rows, or it is fp8) and has a twin in pairs: in a spec that
     leaves ``cluster`` to tmagen, where its stage has two B boxes or more to share (rule matmul-cluster)."""
@@ -533,12 +533,14 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
 
 
 # fp8 tiles run alone by default. With each CTA's share of B in one copy (`load_rows`), the fp8
-# 128 x 128 tile alone outran its pairs on whole-sector rows (H100, 2026-11-28, scratch probe,
-# interleaved with cuBLASLt, TFLOP/s alone / in pairs): 8192^3 1158 / 1110, 4096^3 1066 / 1006,
-# 1024 x 4096 x 14336 1122 / 1050, 2048 x 2048 x 32768 1171 / 1104, 200 x 8192 x 8192 744 / 707. Its
-# pairs stay as its twin, taken where rows straddle sectors (where they read B through L2 once for
-# two tiles) and where the GPU's table offers them.
-def tile_cluster(k: MatmulKernel, bm: int, b_loads: int, fp8: bool = False) -> int:
+# 128 x 128 tile alone outran its pairs on whole-sector rows: on an H100 (2026-11-28, every kernel at
+# every split, tests/data/hw_h100/matmul_tune_fp8.json, which the dispatch tests replay) by 4% where M
+# spans more than one tile (geometric mean over 36 shapes of each one's fastest split, -1.3 to +7.6%;
+# 8192^3 918 / 955 us), and by up to a quarter where M is within one tile, whose partner in a pair
+# computes nothing (64 x 14336 x 4096 28.4 / 35.6). Its pairs stay as its twin, taken where rows
+# straddle sectors (where they read B through L2 once for two tiles) and where the GPU's table
+# offers them. Block-scaled families follow; their tile alone was checked on the GPU, not timed.
+def tile_cluster(k: MatmulKernel, bm: int, b_loads: int, fp8: bool) -> int:
     """CTAs per cluster for a tile of ``bm`` rows whose stage is ``b_loads`` B boxes: the spec's
     ``cluster`` (a tile with fewer B boxes than CTAs runs alone: rule matmul-cluster refuses that
     for the spec's own tile), or by default pairs for 16-bit tiles of 128 rows or more whose B boxes
