@@ -214,21 +214,24 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_
                :: "r"(smem_address(bar)), "r"(bytes) : "memory");
 }
 
-// One arrival, expecting no bytes (a consumer handing its buffers back).
-__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_address(bar)) : "memory");
+// One arrival, expecting no bytes (a consumer handing its buffers back). The barrier by its shared
+// address too: a loop that works it out once saves the conversion from a pointer on every pass.
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
 }
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) { mbarrier_arrive(smem_address(bar)); }
 
 // Waits until the phase with parity `phase` has completed.
-__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t phase) {
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t phase) {
   asm volatile(
       "{\n"
       "  .reg .pred done;\n"
       "WAIT_%=:\n"
       "  mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
       "  @!done bra WAIT_%=;\n"
-      "}\n" :: "r"(smem_address(bar)), "r"(phase) : "memory");
+      "}\n" :: "r"(bar), "r"(phase) : "memory");
 }
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t phase) { mbarrier_wait(smem_address(bar), phase); }
 
 // Phase bits of up to 32 barriers: wait on barrier i, then flip its parity for the next round.
 struct PhaseBits {
@@ -701,13 +704,16 @@ __device__ __forceinline__ uint32_t cluster_nctarank() {
 // reads done, as wgmma.wait_group or a wait on the data's barrier makes them), which the producer of a
 // multicast then overwrites. On sm_90a the cluster-scope release of mbarrier_arrive_cluster compiles
 // to MEMBAR.ALL.GPU before the arrival; once per stage it made tmagen's paired matmul 1.8x slower.
-__device__ __forceinline__ void mbarrier_arrive_remote(uint64_t* bar, uint32_t cta) {
+__device__ __forceinline__ void mbarrier_arrive_remote(uint32_t bar, uint32_t cta) {
   asm volatile(
       "{\n"
       "  .reg .b32 remote;\n"
       "  mapa.shared::cluster.u32 remote, %0, %1;\n"
       "  mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
-      "}\n" :: "r"(smem_address(bar)), "r"(cta) : "memory");
+      "}\n" :: "r"(bar), "r"(cta) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive_remote(uint64_t* bar, uint32_t cta) {
+  mbarrier_arrive_remote(smem_address(bar), cta);
 }
 
 // Every thread of every CTA of the cluster arrives and waits (release / acquire at cluster scope). Call it

@@ -133,11 +133,29 @@ struct matmul_walk {
   }
 };
 
+// A place in a ring of Stages stages: the stage taken next, its phase's parity, and the one before it
+// (given back next). Counted, not derived from a running count: with 6 or 12 stages, it % Stages and
+// it / Stages took a multiply-high and four more instructions a stage in the consumers' loop.
+template <uint32_t Stages>
+struct ring {
+  uint32_t stage = 0, phase = 0;
+  __device__ __forceinline__ void next() {
+    stage = stage + 1 == Stages ? 0 : stage + 1;
+    phase ^= stage == 0 ? 1u : 0u;
+  }
+  __device__ __forceinline__ uint32_t before() const { return stage == 0 ? Stages - 1 : stage - 1; }
+};
+
+// A wgmma descriptor from its two words (the low one holds the start address).
+__device__ __forceinline__ uint64_t descriptor_at(uint32_t low, uint32_t high) {
+  return static_cast<uint64_t>(high) << 32 | low;
+}
+
 // A consumer warpgroup's release of a stage: one arrival on its empty barrier in every CTA of the
 // cluster, since each of them may be multicasting into this CTA's copy of the stage. The consumers
 // only read a stage (their wgmmas are done), so the arrival's CTA-scope release is enough.
 template <uint32_t Cluster>
-__device__ __forceinline__ void release_stage(uint64_t* empty) {
+__device__ __forceinline__ void release_stage(uint32_t empty) {
   if constexpr (Cluster == 1) {
     tma::mbarrier_arrive(empty);
   } else {
@@ -337,9 +355,17 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(ConsumerRegisters));
-  const uint32_t consumer = warpgroup - 1, thread = threadIdx.x % 128;
+  // The consumer's index through a shuffle, which tells ptxas that it is the same in every thread of
+  // the warp: the K loop's descriptors and barrier addresses, worked out from it, then live in uniform
+  // registers, which the wgmmas read without a move per operand (on an H100 the fp8 128 x 128 tile
+  // ran 1.12 to 1.2 times faster: 4096^3 119 -> 102 us, cuBLASLt 102; measured with each stage's
+  // descriptors as stage 0's plus an offset, see issue_stage). The staging buffer's address
+  // comes from the plain index: from the shuffled one, ptxas spilled in the general epilogue of the
+  // largest bf16 tiles.
+  const uint32_t consumer = __shfl_sync(0xffffffffu, warpgroup - 1, 0), thread = threadIdx.x % 128;
+  const uint32_t staging_consumer = warpgroup - 1;
   const uint32_t warp = thread / 32, lane = thread % 32;
-  uint8_t* c_staging = pattern + Stages * stage_bytes + consumer * c_buffers * c_stride + C::smem_offset;
+  uint8_t* c_staging = pattern + Stages * stage_bytes + staging_consumer * c_buffers * c_stride + C::smem_offset;
   float acc[m_blocks][BN / 2];
   float sum[m_blocks][BN / 2];  // the promoted fp32 sums; acc holds the tensor core's partial ones
   float acc2[Pipelined ? m_blocks : 1][Pipelined ? BN / 2 : 1];  // the second set of partial sums (pipelined)
@@ -347,7 +373,8 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   float alpha = epilogue.alpha;
   if (epilogue.scale_a != nullptr && epilogue.scale_a_kind == 0) alpha *= __ldg(epilogue.scale_a);
   if (epilogue.scale_b != nullptr && epilogue.scale_b_kind == 0) alpha *= __ldg(epilogue.scale_b);
-  uint32_t it = 0, stores = 0;
+  uint32_t stores = 0;
+  ring<Stages> at;  // where this consumer is in the ring of stages
   const walk units(M, N, K, split);
   for (uint32_t u = units.first; u < units.count; u += units.stride) {
     const matmul_unit unit = units.at(u, split);
@@ -357,6 +384,8 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     const matmul_tile tile = {group.m * Cluster + units.rank, group.n};
     // The first of the two rows this thread holds in each 64-row block, in the whole matrix.
     const uint32_t row0 = tile.m * BM + consumer * rows_per_consumer + 16 * warp + lane / 4;
+    // The barriers' shared addresses, worked out per tile (not live through the epilogue).
+    const uint32_t full_at = tma::smem_address(full), empty_at = tma::smem_address(empty);
     constexpr uint32_t promote_stages = 1;
 #pragma unroll
     for (uint32_t mb = 0; mb < m_blocks; ++mb)
@@ -374,31 +403,40 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
         // same on every path (else it serializes the wgmmas, C7514).
         uint32_t kt = kt_begin;
         {
-          const uint32_t stage = it % Stages;
-          tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
-          const uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
-          const uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
+          tma::mbarrier_wait(full_at + 8 * at.stage, at.phase);
 #pragma unroll
           for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
           wgmma::fence();
-          // A K step moves the start address by the same bytes at any row, so each wgmma's descriptor is
-          // the stage's first one plus a constant (in the start field: bytes >> 4).
-          const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
+          // The stage's first descriptors (this consumer's rows of A; B), as their two words. A K step moves
+          // the start address by the same bytes at any row, so each wgmma's descriptor is the stage's plus
+          // a constant in the start field, added to the low word alone (shared addresses / 16 take 14 bits:
+          // the field never carries out of it), one add and no 64-bit carry. From the stage's address: as
+          // stage 0's descriptors plus stage * stage_bytes (the form timed on an H100 for the figures in
+          // matmul_body), NVRTC scheduled the loop differently with --split-compile than without
+          // (tests/test_nvrtc.py); this one compiles the same either way, at 8 uniform instructions a stage
+          // more (58 beside the promotion's adds in the fp8 128 x 128 loop, against 50; 81 before either).
+          static_assert(A::wgmma::encode(0) >> 32 == A::wgmma::encode(0x3FFF0) >> 32 &&
+                        B::wgmma::encode(0) >> 32 == B::wgmma::encode(0x3FFF0) >> 32,
+                        "the start address is in the descriptor's low word alone");
+          const uint8_t* stage_tile = pattern + at.stage * stage_bytes;
+          const uint64_t a_first = A::wgmma::descriptor(stage_tile + A::smem_offset, 0, 0) +
                                    ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
-          const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
+          const uint64_t b_first = B::wgmma::descriptor(stage_tile + a_stage + B::smem_offset, 0, 0);
+          const uint32_t a_low = static_cast<uint32_t>(a_first), a_high = static_cast<uint32_t>(a_first >> 32);
+          const uint32_t b_low = static_cast<uint32_t>(b_first), b_high = static_cast<uint32_t>(b_first >> 32);
 #pragma unroll
           for (uint32_t kk = 0; kk < BK / 32; ++kk) {
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb)
               wgmma::mma_k32<0, 0>(
-                  acc2[mb], a_first + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4),
-                  b_first + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4),
+                  acc2[mb], descriptor_at(a_low + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4), a_high),
+                  descriptor_at(b_low + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4), b_high),
                   kk != 0 ? 1u : 0u);
           }
           wgmma::commit_group();
 #pragma unroll
           for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
-          ++kt, ++it;
+          ++kt, at.next();
         }
         while (true) {
           if (kt == kt_end) {
@@ -406,7 +444,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             wgmma::wait_group<0>();
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
-            if (thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+            if (thread == 0) release_stage<Cluster>(empty_at + 8 * at.before());
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb)
 #pragma unroll
@@ -414,25 +452,34 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             break;
           }
           {
-            const uint32_t stage = it % Stages;
-            tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
-            const uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
-            const uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
+            tma::mbarrier_wait(full_at + 8 * at.stage, at.phase);
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
             wgmma::fence();
-            // A K step moves the start address by the same bytes at any row, so each wgmma's descriptor is
-            // the stage's first one plus a constant (in the start field: bytes >> 4).
-            const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
+            // The stage's first descriptors (this consumer's rows of A; B), as their two words. A K step moves
+            // the start address by the same bytes at any row, so each wgmma's descriptor is the stage's plus
+            // a constant in the start field, added to the low word alone (shared addresses / 16 take 14 bits:
+            // the field never carries out of it), one add and no 64-bit carry. From the stage's address: as
+            // stage 0's descriptors plus stage * stage_bytes (the form timed on an H100 for the figures in
+            // matmul_body), NVRTC scheduled the loop differently with --split-compile than without
+            // (tests/test_nvrtc.py); this one compiles the same either way, at 8 uniform instructions a stage
+            // more (58 beside the promotion's adds in the fp8 128 x 128 loop, against 50; 81 before either).
+            static_assert(A::wgmma::encode(0) >> 32 == A::wgmma::encode(0x3FFF0) >> 32 &&
+                          B::wgmma::encode(0) >> 32 == B::wgmma::encode(0x3FFF0) >> 32,
+                          "the start address is in the descriptor's low word alone");
+            const uint8_t* stage_tile = pattern + at.stage * stage_bytes;
+            const uint64_t a_first = A::wgmma::descriptor(stage_tile + A::smem_offset, 0, 0) +
                                      ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
-            const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
+            const uint64_t b_first = B::wgmma::descriptor(stage_tile + a_stage + B::smem_offset, 0, 0);
+            const uint32_t a_low = static_cast<uint32_t>(a_first), a_high = static_cast<uint32_t>(a_first >> 32);
+            const uint32_t b_low = static_cast<uint32_t>(b_first), b_high = static_cast<uint32_t>(b_first >> 32);
 #pragma unroll
             for (uint32_t kk = 0; kk < BK / 32; ++kk) {
 #pragma unroll
               for (uint32_t mb = 0; mb < m_blocks; ++mb)
                 wgmma::mma_k32<0, 0>(
-                    acc[mb], a_first + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4),
-                    b_first + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4),
+                    acc[mb], descriptor_at(a_low + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4), a_high),
+                    descriptor_at(b_low + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4), b_high),
                     kk != 0 ? 1u : 0u);
             }
             wgmma::commit_group();
@@ -442,19 +489,19 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             wgmma::wait_group<1>();
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
-            if (thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+            if (thread == 0) release_stage<Cluster>(empty_at + 8 * at.before());
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb)
 #pragma unroll
               for (uint32_t i = 0; i < BN / 2; ++i) sum[mb][i] += acc2[mb][i];
-            ++kt, ++it;
+            ++kt, at.next();
           }
           if (kt == kt_end) {
             // The last stage's group: wait for it, give its buffers back, promote its sums.
             wgmma::wait_group<0>();
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
-            if (thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+            if (thread == 0) release_stage<Cluster>(empty_at + 8 * at.before());
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb)
 #pragma unroll
@@ -462,25 +509,34 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             break;
           }
           {
-            const uint32_t stage = it % Stages;
-            tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
-            const uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
-            const uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
+            tma::mbarrier_wait(full_at + 8 * at.stage, at.phase);
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc2[mb]);
             wgmma::fence();
-            // A K step moves the start address by the same bytes at any row, so each wgmma's descriptor is
-            // the stage's first one plus a constant (in the start field: bytes >> 4).
-            const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
+            // The stage's first descriptors (this consumer's rows of A; B), as their two words. A K step moves
+            // the start address by the same bytes at any row, so each wgmma's descriptor is the stage's plus
+            // a constant in the start field, added to the low word alone (shared addresses / 16 take 14 bits:
+            // the field never carries out of it), one add and no 64-bit carry. From the stage's address: as
+            // stage 0's descriptors plus stage * stage_bytes (the form timed on an H100 for the figures in
+            // matmul_body), NVRTC scheduled the loop differently with --split-compile than without
+            // (tests/test_nvrtc.py); this one compiles the same either way, at 8 uniform instructions a stage
+            // more (58 beside the promotion's adds in the fp8 128 x 128 loop, against 50; 81 before either).
+            static_assert(A::wgmma::encode(0) >> 32 == A::wgmma::encode(0x3FFF0) >> 32 &&
+                          B::wgmma::encode(0) >> 32 == B::wgmma::encode(0x3FFF0) >> 32,
+                          "the start address is in the descriptor's low word alone");
+            const uint8_t* stage_tile = pattern + at.stage * stage_bytes;
+            const uint64_t a_first = A::wgmma::descriptor(stage_tile + A::smem_offset, 0, 0) +
                                      ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
-            const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
+            const uint64_t b_first = B::wgmma::descriptor(stage_tile + a_stage + B::smem_offset, 0, 0);
+            const uint32_t a_low = static_cast<uint32_t>(a_first), a_high = static_cast<uint32_t>(a_first >> 32);
+            const uint32_t b_low = static_cast<uint32_t>(b_first), b_high = static_cast<uint32_t>(b_first >> 32);
 #pragma unroll
             for (uint32_t kk = 0; kk < BK / 32; ++kk) {
 #pragma unroll
               for (uint32_t mb = 0; mb < m_blocks; ++mb)
                 wgmma::mma_k32<0, 0>(
-                    acc2[mb], a_first + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4),
-                    b_first + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4),
+                    acc2[mb], descriptor_at(a_low + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4), a_high),
+                    descriptor_at(b_low + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4), b_high),
                     kk != 0 ? 1u : 0u);
             }
             wgmma::commit_group();
@@ -490,40 +546,49 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             wgmma::wait_group<1>();
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
-            if (thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+            if (thread == 0) release_stage<Cluster>(empty_at + 8 * at.before());
 #pragma unroll
             for (uint32_t mb = 0; mb < m_blocks; ++mb)
 #pragma unroll
               for (uint32_t i = 0; i < BN / 2; ++i) sum[mb][i] += acc[mb][i];
-            ++kt, ++it;
+            ++kt, at.next();
           }
         }
       }
     } else {
-    for (uint32_t kt = kt_begin; kt < kt_end; ++kt, ++it) {
-      const uint32_t stage = it % Stages;
+    for (uint32_t kt = kt_begin; kt < kt_end; ++kt, at.next()) {
       // The first K step after a promotion starts the partial sums afresh (scale-d 0). Groups align
       // to K itself, not to the split's first stage, so that a group never straddles two scale blocks.
       const bool fresh = kt == kt_begin || kt % promote_stages == 0;
       const bool promote_now = (kt + 1) % promote_stages == 0 || kt + 1 == kt_end;
-      tma::mbarrier_wait(&full[stage], (it / Stages) & 1u);
-      const uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
-      const uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
+      tma::mbarrier_wait(full_at + 8 * at.stage, at.phase);
 #pragma unroll
       for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
       wgmma::fence();
-      // A K step moves the start address by the same bytes at any row, so each wgmma's descriptor is
-      // the stage's first one plus a constant (in the start field: bytes >> 4).
-      const uint64_t a_first = A::wgmma::descriptor(a_tile, 0, 0) +
+      // The stage's first descriptors (this consumer's rows of A; B), as their two words. A K step moves
+      // the start address by the same bytes at any row, so each wgmma's descriptor is the stage's plus
+      // a constant in the start field, added to the low word alone (shared addresses / 16 take 14 bits:
+      // the field never carries out of it), one add and no 64-bit carry. From the stage's address: as
+      // stage 0's descriptors plus stage * stage_bytes (the form timed on an H100 for the figures in
+      // matmul_body), NVRTC scheduled the loop differently with --split-compile than without
+      // (tests/test_nvrtc.py); this one compiles the same either way, at 8 uniform instructions a stage
+      // more (58 beside the promotion's adds in the fp8 128 x 128 loop, against 50; 81 before either).
+      static_assert(A::wgmma::encode(0) >> 32 == A::wgmma::encode(0x3FFF0) >> 32 &&
+                    B::wgmma::encode(0) >> 32 == B::wgmma::encode(0x3FFF0) >> 32,
+                    "the start address is in the descriptor's low word alone");
+      const uint8_t* stage_tile = pattern + at.stage * stage_bytes;
+      const uint64_t a_first = A::wgmma::descriptor(stage_tile + A::smem_offset, 0, 0) +
                                ((A::wgmma::offset_in(ABoxes, consumer * rows_per_consumer, 0) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4);
-      const uint64_t b_first = B::wgmma::descriptor(b_tile, 0, 0);
+      const uint64_t b_first = B::wgmma::descriptor(stage_tile + a_stage + B::smem_offset, 0, 0);
+      const uint32_t a_low = static_cast<uint32_t>(a_first), a_high = static_cast<uint32_t>(a_first >> 32);
+      const uint32_t b_low = static_cast<uint32_t>(b_first), b_high = static_cast<uint32_t>(b_first >> 32);
 #pragma unroll
       for (uint32_t kk = 0; kk < BK / 32; ++kk) {
 #pragma unroll
         for (uint32_t mb = 0; mb < m_blocks; ++mb)
           wgmma::mma_k32<0, 0>(
-              acc[mb], a_first + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4),
-              b_first + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4),
+              acc[mb], descriptor_at(a_low + ((A::wgmma::offset_in(ABoxes, 64 * mb, 32 * kk) - A::wgmma::offset_in(ABoxes, 0, 0)) >> 4), a_high),
+              descriptor_at(b_low + ((B::wgmma::offset_in(BBoxes, 0, 32 * kk) - B::wgmma::offset_in(BBoxes, 0, 0)) >> 4), b_high),
               (!fresh || kk != 0) ? 1u : 0u);
       }
       wgmma::commit_group();
@@ -535,8 +600,8 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 #pragma unroll
         for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
         if (thread == 0) {
-          if (pending) release_stage<Cluster>(&empty[(it - 1) % Stages]);
-          release_stage<Cluster>(&empty[stage]);
+          if (pending) release_stage<Cluster>(empty_at + 8 * at.before());
+          release_stage<Cluster>(empty_at + 8 * at.stage);
         }
         pending = false;
 #pragma unroll
@@ -547,14 +612,14 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       }
       // The previous stage's wgmmas are done: give its buffers back to the producer.
       wgmma::wait_group<1>();
-      if (pending && thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+      if (pending && thread == 0) release_stage<Cluster>(empty_at + 8 * at.before());
       pending = true;
     }
     }
     wgmma::wait_group<0>();
 #pragma unroll
     for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
-    if (pending && thread == 0) release_stage<Cluster>(&empty[(it - 1) % Stages]);
+    if (pending && thread == 0) release_stage<Cluster>(empty_at + 8 * at.before());
     if (tile.m >= units.tiles_m) continue;  // a tile past M, its CTA's part in the pair done
     // The promoted sums are the tile's product (K = 0 leaves them zero).
 #pragma unroll
