@@ -358,10 +358,10 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
   // The consumer's index through a shuffle, which tells ptxas that it is the same in every thread of
   // the warp: the K loop's descriptors and barrier addresses, worked out from it, then live in uniform
   // registers, which the wgmmas read without a move per operand (on an H100 the fp8 128 x 128 tile
-  // ran 1.12 to 1.2 times faster: 4096^3 119 -> 102 us, cuBLASLt 102; measured with each stage's
-  // descriptors as stage 0's plus an offset, see issue_stage). The staging buffer's address
-  // comes from the plain index: from the shuffled one, ptxas spilled in the general epilogue of the
-  // largest bf16 tiles.
+  // ran 1.07 to 1.2 times faster on large shapes, 4096^3 119 -> 102 us against cuBLASLt's 102,
+  // measured with each stage's descriptors as stage 0's plus an offset: see issue_stage). The
+  // staging buffer's address comes from the plain index: from the shuffled one, ptxas spilled in the
+  // general epilogue of the largest bf16 tiles.
   const uint32_t consumer = __shfl_sync(0xffffffffu, warpgroup - 1, 0), thread = threadIdx.x % 128;
   const uint32_t staging_consumer = warpgroup - 1;
   const uint32_t warp = thread / 32, lane = thread % 32;
