@@ -67,6 +67,11 @@ def _slowdowns(family: MatmulFamily, data: dict, table: int, straddle: bool | No
             / min(row["us"].values()) for row in data["rows"]]
 
 
+def _without_aligned_twins(family: MatmulFamily) -> MatmulFamily:
+    """The family with tables that offer no twin in pairs on rows that do not straddle."""
+    return replace(family, dispatches=tuple(replace(d, aligned_pairs=()) for d in family.dispatches))
+
+
 def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
@@ -307,7 +312,7 @@ def test_pairs_are_taken_where_rows_straddle(spec: Path, kind: str) -> None:
     family = load(spec).kernel.detail
     data = PAIRS["family"][kind]
     assert [p.shape.key for p in family.kernels] == data["kernels"]
-    no_twins = replace(family, dispatches=tuple(replace(d, aligned_pairs=()) for d in family.dispatches))
+    no_twins = _without_aligned_twins(family)
     ratios = []
     for row in data["rows"]:
         m, n, k = row["m"], row["n"], row["k"]
@@ -373,7 +378,7 @@ def test_a_table_offers_twins_on_aligned_rows_where_it_measured_them_there() -> 
     row = next(r for r in H100_DATA["rows"] if (r["m"], r["n"], r["k"]) == (256, 4096, 14336))
     took = family.choose(256, 4096, 14336, 132, table=H100)
     assert took.variant in twins and _measured(row, took) <= 1.05 * min(row["us"].values())
-    without = replace(family, dispatches=tuple(replace(d, aligned_pairs=()) for d in family.dispatches))
+    without = _without_aligned_twins(family)
     assert _measured(row, without.choose(256, 4096, 14336, 132, table=H100)) > 1.10 * _measured(row, took)
 
 
