@@ -285,7 +285,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(ProducerRegisters));
     if (threadIdx.x != 0) return;
     const walk units(M, N, K, split);
-    uint32_t it = 0;
+    ring<Stages> at;  // where the producer is in the ring of stages
     for (uint32_t u = units.first; u < units.count; u += units.stride) {
       const matmul_unit unit = units.at(u, split);
       const matmul_tile group = units.group(unit.tile);
@@ -309,10 +309,10 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
         a_edge = (rows % A::wgmma::mn_per_box + 7) / 8;
       }
       const uint32_t a_bytes = a_k_boxes * (a_whole * a_load_tx + a_boxes_at_edge * A::tx_bytes + a_edge * A_rows::tx_bytes);
-      for (uint32_t kt = unit.kt_begin; kt < unit.kt_end; ++kt, ++it) {
-        const uint32_t stage = it % Stages;
+      for (uint32_t kt = unit.kt_begin; kt < unit.kt_end; ++kt, at.next()) {
+        const uint32_t stage = at.stage;
         // Free in every CTA of the cluster: this one's B share lands in each. A fresh barrier passes parity 1 at once.
-        tma::mbarrier_wait(&empty[stage], ((it / Stages) & 1u) ^ 1u);
+        tma::mbarrier_wait(&empty[stage], at.phase ^ 1u);
         tma::mbarrier_arrive_expect_tx(&full[stage], stage_tx - a_tx + a_bytes);
         uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
         uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
@@ -355,7 +355,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
       // The other CTAs' consumers release this CTA's stages, and its multicasts write into theirs: it
       // stays until every stage it filled has been released everywhere (no arrival then targets a CTA
       // that has exited).
-      for (uint32_t s = 0; s < Stages; ++s, ++it) tma::mbarrier_wait(&empty[it % Stages], ((it / Stages) & 1u) ^ 1u);
+      for (uint32_t s = 0; s < Stages; ++s, at.next()) tma::mbarrier_wait(&empty[at.stage], at.phase ^ 1u);
     }
     return;
   }
