@@ -74,18 +74,25 @@ def test_the_plan_promotes_every_stage_and_keeps_tiles_whose_sums_fit() -> None:
                                     for i in (0, 1, 2)]
 
 
-def test_block_scales_leave_room_for_their_scales() -> None:
-    family = resolve(parse_spec(_with(kernel__block_scales=True))).kernel.detail
-    # the scales take 24 more registers: 128 x 128 keeps one set of partial sums, 128 x 192 does not fit
-    assert [(p.bm, p.bn, p.pipelined) for p in family.kernels] == [
-        (128, 128, False), (64, 128, False), (64, 64, True), (128, 128, False), (64, 128, False)]
+def test_block_scales_take_the_registers_per_tensor_scales_do() -> None:
+    # with the K loop in uniform registers, a stage's scales fit the 32 registers beside the
+    # accumulators (ptxas, 2026-11-28): the block-scaled family has the per-tensor family's tiles,
+    # two sets of partial sums where those have them
+    blocks = resolve(parse_spec(_with(kernel__block_scales=True))).kernel.detail
+    tensor = resolve(parse_spec(SPEC)).kernel.detail
+    assert [(p.bm, p.bn, p.cluster, p.pipelined) for p in blocks.kernels] == [
+        (p.bm, p.bn, p.cluster, p.pipelined) for p in tensor.kernels]
+    assert [(p.bm, p.bn, p.pipelined) for p in blocks.kernels if p.cluster == 1] == [
+        (128, 128, True), (128, 192, False), (64, 128, True), (64, 64, True)]
 
 
 def test_block_scaled_consumers_issue_in_turn_where_they_share_a_tile() -> None:
     blocks = resolve(parse_spec(_with(kernel__block_scales=True))).kernel.detail
-    # two consumers with one set of partial sums take turns; a lone consumer has no one to wait for
-    assert [(p.bm, p.bn, p.ordered) for p in blocks.kernels] == [
-        (128, 128, True), (64, 128, False), (64, 64, False), (128, 128, True), (64, 128, False)]
+    # two consumers with one set of partial sums take turns (128 x 192); with two sets (128 x 128),
+    # or a lone consumer, none waits for another
+    assert [(p.bm, p.bn, p.cluster, p.ordered) for p in blocks.kernels] == [
+        (128, 128, 1, False), (128, 192, 1, True), (64, 128, 1, False), (64, 64, 1, False),
+        (128, 128, 2, False), (128, 192, 2, True), (64, 128, 2, False)]
     # sums promoted per tensor gained nothing from turns (an H200 under ncu): none of those take them
     assert not any(p.ordered for p in resolve(parse_spec(SPEC)).kernel.detail.kernels)
     files = render(resolve(parse_spec(_with(kernel__block_scales=True))), "spec.json")
@@ -96,7 +103,7 @@ def test_block_scaled_consumers_issue_in_turn_where_they_share_a_tile() -> None:
     assert kernels.count("if constexpr (Ordered) pass_turn<Consumers>(consumer);") == 1
     assert "if (consumer == Consumers - 1) pass_turn<Consumers>(consumer);" in kernels
     assert "if (consumer == 0) take_turn(consumer);" in kernels
-    assert kernels.count(", false, true>(") == 2  # the 128 x 128 kernel and its pairs: not pipelined, in turn
+    assert kernels.count(", false, true>(") == 2  # the 128 x 192 kernel and its pairs: not pipelined, in turn
 
 
 def test_promoting_every_other_stage_keeps_one_set_of_partial_sums() -> None:

@@ -20,9 +20,13 @@ MAX_CONSUMER_REGISTERS = 240
 MAX_THREAD_REGISTERS = 255
 REGISTER_ALLOCATION_UNIT = 8  # registers per thread: the hardware allots 256 per warp (CUDA occupancy calculator,
 # compute capability 9.0); setmaxnreg counts are multiples of 8 too (PTX ISA, setmaxnreg)
-REGISTERS_BESIDE_ACCUMULATORS = 32  # addresses, descriptors, loop state, the epilogue (128 + 32 fit in 168: ptxas)
-REGISTERS_FOR_BLOCK_SCALES = 24  # a stage's scales and their products at the promotion (ptxas spilled 5 to 12
-# registers' worth with two sets of partial sums and 32 beside them, 2026-11-24)
+# Addresses, descriptors, loop state, the epilogue (128 + 32 fit in 168: ptxas), and block scales: with
+# the consumers' K loop in uniform registers, a stage's scales fit there too. Before it (2026-11-24) ptxas
+# spilled 5 to 12 registers' worth of block-scaled 128 x 128 tiles with two sets of partial sums, and 24
+# more were counted for them; now (pip nvcc 13.0, 2026-11-28, compiled, not yet run) the block-scaled
+# family of tmagen.ops compiles without spills at 32: 128 x 128 with two sets and its promoted sums to
+# R215, 128 x 192 with one set to R217 (of 224), 64 x 128 with two sets to R235 (of 240).
+REGISTERS_BESIDE_ACCUMULATORS = 32
 C_STAGING_BUFFERS = 2  # per consumer at least: one being filled while TMA stores the other
 # A family tile with fewer stages than this beside two C buffers per consumer takes one buffer, for a
 # stage more: 192 x 192 (48 KB a stage) had 3 stages and 3 buffers, now 4 and 1. H100, 2026-11-27,
@@ -299,7 +303,7 @@ def consumer_registers(consumers: int) -> int:
     return setmaxnreg_consumers(consumers) if consumers <= 2 else launch_cap(consumers)
 
 
-def register_shortfall(bm: int, bn: int, consumers: int, sets: int, block_scales: bool = False) -> str | None:
+def register_shortfall(bm: int, bn: int, consumers: int, sets: int) -> str | None:
     """Why ``sets`` sets of accumulators (1 plain; 2 or 3 where fp8 sums are promoted: the promoted
     ones, then the tensor core's) of a BM x BN tile do not fit a consumer thread, or None. What ptxas
     did on sm_90a (2026-11-24) with 384-thread blocks, 168 registers at launch and 224 after
@@ -307,7 +311,7 @@ def register_shortfall(bm: int, bn: int, consumers: int, sets: int, block_scales
     beside them within 224 (128 x 192 fp8 with promoted sums: registers up to R220, no spills,
     right on an H200; 128 x 128 with two sets of partial sums: no spills), but 192 wgmma
     accumulators (a 16-bit 256 x 192 tile) spilled 3 KB at 168, setmaxnreg notwithstanding."""
-    per_set, beside = accumulators(bm, bn, consumers), registers_beside(block_scales)
+    per_set, beside = accumulators(bm, bn, consumers), REGISTERS_BESIDE_ACCUMULATORS
     tensor_sets = sets if sets == 1 else sets - 1
     if per_set * tensor_sets + beside > launch_cap(consumers):
         return (f"its wgmma accumulators ({per_set * tensor_sets}) and about {beside} other registers need "
@@ -327,25 +331,20 @@ def accumulators(bm: int, bn: int, consumers: int, sets: int = 1) -> int:
     return bm // consumers * bn // 128 * sets
 
 
-def registers_beside(block_scales: bool) -> int:
-    """A consumer thread's registers other than its accumulators."""
-    return REGISTERS_BESIDE_ACCUMULATORS + (REGISTERS_FOR_BLOCK_SCALES if block_scales else 0)
-
-
 # Tried on fp8 128 x 192 tiles (H100, 2026-11-28, scratch probe, not kept): each stage as two groups by
 # halves of N (m64n96k32) into two sets of 48 partial sums, each half promoted while the other runs,
 # in the registers of one set. ptxas kept those wgmmas pipelined only with the loop's exit test at the
 # top of its body (in every form without it: C7514, accumulators read in a pipeline stage), and the
 # products' errors equalled cuBLASLt's, but it ran 12 to 16% slower than one group and a wait per
 # stage: 1163 against 1343 TFLOP/s at 8192^3, 944 against 1098 at 4096^3 (cuBLASLt 1491 and 1333).
-def accumulator_sets(bm: int, bn: int, consumers: int, promote_stages: int, block_scales: bool = False) -> int:
+def accumulator_sets(bm: int, bn: int, consumers: int, promote_stages: int) -> int:
     """1 without promotion; with it, 3 where they fit and every stage is promoted (pipelined: the
     next stage's wgmmas run into a second set of partial sums while the last one is promoted; on
     an H200 a 128 x 128 fp8 tile with one set kept the tensor pipe 60% busy at 8192^3, waiting for
     each promotion), else 2."""
     if promote_stages == 0:
         return 1
-    return 3 if promote_stages == 1 and register_shortfall(bm, bn, consumers, 3, block_scales) is None else 2
+    return 3 if promote_stages == 1 and register_shortfall(bm, bn, consumers, 3) is None else 2
 
 
 def issue_in_turn(consumers: int, promote_stages: int, sets: int, block_scales: bool) -> bool:
@@ -395,7 +394,7 @@ def load_maps(spec: Spec, found: list[MapSpec]) -> list[MapSpec]:
         return []
     assert a is not None and b is not None
     rows: dict[str, int] = {}
-    for bm, bn, _ in family_tiles(k, a, b, c_map.tensor.box[1], promote_every(k, spec) > 0, k.block_scales):
+    for bm, bn, _ in family_tiles(k, a, b, c_map.tensor.box[1], promote_every(k, spec) > 0):
         for cluster in tile_clusters(k, bm, b_loads(bn, k.tile[2], b), is_fp8(k, spec)):
             loads = operand_loads(a_map, b_map, a, b, bm, bn, cluster, k.tile[2])
             rows.update({str(loads[f"{x}_map"]): int(loads[f"{x}_load_rows"]) for x in "ab"})
@@ -509,7 +508,7 @@ FAMILY_SPAN = 128
 
 
 def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
-                 promoted: bool = False, block_scales: bool = False) -> list[tuple[int, int, int]]:
+                 promoted: bool = False) -> list[tuple[int, int, int]]:
     """The spec's tile, then every FAMILY_TILES shape its registers hold, where the family is proven:
     A and B in boxes of 64 rows (of M or N) of one 128-byte swizzled line of K (or N, for an
     MN-major A or B), one box along K per stage (BK = 64 of 16-bit elements, 128 of fp8), as tmagen's
@@ -528,7 +527,7 @@ def family_tiles(k: MatmulKernel, a: OperandTile, b: OperandTile, c_cols: int,
     if k.dispatch == "single" or not proven:
         return [own]
     others = [t for t in FAMILY_TILES if t != own and t[1] % c_cols == 0
-              and register_shortfall(*t, 2 if promoted else 1, block_scales) is None]
+              and register_shortfall(*t, 2 if promoted else 1) is None]
     return [own, *others]
 
 
@@ -642,7 +641,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
     fp8 = is_fp8(k, spec)
     instruction_k = 32 if fp8 else 16
     plans: list[MatmulPlan] = []
-    tiles = family_tiles(k, a, b, c_map.tensor.box[1], every > 0, k.block_scales)
+    tiles = family_tiles(k, a, b, c_map.tensor.box[1], every > 0)
     for i, (bm, bn, consumers) in enumerate(tiles):
         a_boxes, b_boxes = bm // a.mn_per_box, bn // b.mn_per_box
         stage = a_step * a_boxes + b_step * b_boxes
@@ -650,7 +649,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
                                              k.stages if i == 0 else None)
         if stages < 2:
             continue
-        sets = accumulator_sets(bm, bn, consumers, every // bk, k.block_scales)
+        sets = accumulator_sets(bm, bn, consumers, every // bk)
         symbol = f"{spec.name}_matmul" if i == 0 else f"{spec.name}_matmul_{bm}x{bn}"
         loads = b_loads(bn, bk, b)
         cluster = tile_clusters(k, bm, loads, fp8)[0]

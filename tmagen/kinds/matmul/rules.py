@@ -197,7 +197,7 @@ def _registers(spec: Spec) -> Iterator[Violation]:
     bm, bn, _ = k.tile
     if bm % k.consumers:
         return
-    why = register_shortfall(bm, bn, k.consumers, 2 if promote_every(k, spec) else 1, k.block_scales)
+    why = register_shortfall(bm, bn, k.consumers, 2 if promote_every(k, spec) else 1)
     if why is not None:
         yield Violation("matmul-registers", "kernel.tile", f"{k.tile} with {k.consumers} consumer warpgroup(s)",
                         why, "use a smaller tile, or more consumers",
