@@ -1,12 +1,14 @@
 """Measures the matmul family on a GPU and fits the dispatch model's constants to it.
 
     python -m lab.tune_matmul measure OUT.json [--spec specs/matmul_bf16_tn.json] [--seconds 240] [--shapes MxNxK,...]
-                                               [--every-kernel]
+                                               [--every-kernel] [--block-scales]
     python -m lab.tune_matmul fit OUT.json [--table dispatch_h100.json] [--keys 64x128c2,...] [--write]  # no GPU
 
 An fp8 spec (tmagen/ops_specs/bench_matmul_fp8.json) is measured on e4m3 operands with one scale
 per tensor, against cuBLASLt's ``torch._scaled_mm``; its fit sets its own tiles' constants (keys
-"fp8:...") and keeps the rest.
+"fp8:...") and keeps the rest. ``--block-scales`` measures that spec's family with its sums scaled
+per 1 x 128 block of A and 128 x 128 block of B (as ``tmagen.ops.matmul`` runs block scales; keys
+"fp8-blocks:...", cuBLASLt's time still the per-tensor product's).
 
 ``measure`` times every kernel of the family at every split of K worth trying on a set of shapes
 (the benchmark's classes: squares, LLM projections from M = 1 up, short and long K), through
@@ -59,9 +61,8 @@ def _measure(args: argparse.Namespace) -> None:
 
     import tmagen
     from tmagen.kernels import memory_bytes_per_us
-    from tmagen.plan import load
 
-    plan = load(args.spec)
+    plan = _plan(args.spec, args.block_scales)
     family = plan.kernel.detail
     kernel = tmagen.load(plan)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -84,6 +85,9 @@ def _measure(args: argparse.Namespace) -> None:
         ref = (a[0].float() @ b[0].float().T)
         one = torch.ones((), device="cuda")
         scales = {"scale_a": one, "scale_b": one} if family.fp8 else {}
+        if family.block_scales:  # ones: the product is the unscaled one, which the check compares with
+            scales = {"scale_a": torch.ones(m, -(-k // 128), device="cuda"),
+                      "scale_b": torch.ones(-(-n // 128), -(-k // 128), device="cuda")}
         k_steps = max(1, -(-k // family.kernels[0].bk))
         flops = 2.0 * m * n * k
         reps = max(3, min(20, int(2e12 / flops)))
@@ -128,7 +132,7 @@ def _measure(args: argparse.Namespace) -> None:
     out = {"gpu": torch.cuda.get_device_name(0), "sms": sms, "memory_bytes_per_us": memory,
            "spec": str(spec.relative_to(REPO)) if spec.is_relative_to(REPO) else str(spec),
            "kernels": [p.shape.key for p in family.kernels], "bk": family.kernels[0].bk,
-           "every_kernel": bool(args.every_kernel), "rows": rows}
+           "every_kernel": bool(args.every_kernel), "block_scales": bool(args.block_scales), "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -159,10 +163,8 @@ def _candidates(data: dict[str, Any],
     ``candidates`` says (the twins in pairs where rows straddle sectors, and beside their kernels
     where they do not those of ``aligned_pairs``); None where the data was measured on a family
     without twins (every kernel is a candidate)."""
-    from tmagen.plan import load
-
     spec = Path(data["spec"])
-    family = load(spec if spec.is_absolute() else REPO / spec).kernel.detail
+    family = _plan(spec if spec.is_absolute() else REPO / spec, bool(data.get("block_scales"))).kernel.detail
     if [p.shape.key for p in family.kernels] != data["kernels"]:
         return None
     family = replace(family, dispatches=(replace(family.dispatches[0], aligned_pairs=aligned_pairs),))
@@ -240,9 +242,12 @@ def _fit(args: argparse.Namespace) -> None:
               f"  ({cublas / got:.2f} of cuBLAS)")
     if args.write:
         what = f"python -m lab.tune_matmul on {len(lines)} shapes of {data['spec']}"
-        # what the table's other element type was fitted on stays named beside this fit
-        kept = [part for part in loaded.measured.split("; ") if ("fp8" in part) != fp8] if table.exists() else []
-        raw = {"gpu": data["gpu"], "measured": "; ".join([what, *kept] if not fp8 else [*kept, what]),
+        # what the table's other families were fitted on stays named beside this fit, 16-bit first
+        if data.get("block_scales"):
+            what += " with block scales"
+        kept = [part for part in loaded.measured.split("; ") if _family_kind(part) != _family_kind(what)
+                ] if table.exists() else []
+        raw = {"gpu": data["gpu"], "measured": "; ".join(sorted([what, *kept], key=_family_kind)),
                "sms": int(data["sms"]), "memory_bytes_per_us": int(data.get("memory_bytes_per_us", 0)),
                "sm_bytes_per_us": best_d.sm_bytes_per_us, "hbm_bytes_per_us": best_d.hbm_bytes_per_us,
                "tiles": {key: {"step_ns": c.step_ns, "tile_ns": c.tile_ns,
@@ -252,6 +257,25 @@ def _fit(args: argparse.Namespace) -> None:
                "split_ns": best_d.split_ns, "aligned_pairs": list(aligned_pairs)}
         table.write_text(json.dumps(raw, indent=2) + "\n")
         print(f"wrote {table}")
+
+
+def _plan(spec: str | Path, block_scales: bool = False) -> Any:
+    """The plan of a spec file, its sums scaled per block where ``block_scales`` (an fp8 spec)."""
+    from tmagen.plan import resolve
+    from tmagen.spec import load_spec, parse_spec
+
+    loaded = load_spec(spec)
+    if not block_scales:
+        return resolve(loaded, str(spec))
+    raw = loaded.model_dump(mode="json", exclude_none=True)
+    raw["kernel"]["block_scales"] = True
+    raw["name"] += "_blocks"
+    return resolve(parse_spec(raw, str(spec)), str(spec))
+
+
+def _family_kind(measured: str) -> int:
+    """Which family a part of a table's ``measured`` names: 16-bit, fp8, fp8 with block scales."""
+    return 2 if "block scales" in measured else 1 if "fp8" in measured else 0
 
 
 def _descend(d: Dispatch, data: dict[str, Any], shapes: list[TileShape],
@@ -294,6 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--spec", default=str(REPO / "specs" / "matmul_bf16_tn.json"))
     m.add_argument("--seconds", type=float, default=240.0)
     m.add_argument("--shapes", help="MxNxK,... in place of the tuning set (a probe of a few shapes)")
+    m.add_argument("--block-scales", action="store_true", help="an fp8 spec's family with its sums scaled per "
+                   "block (1 x 128 of A, 128 x 128 of B), as tmagen.ops.matmul runs block scales")
     m.add_argument("--every-kernel", action="store_true", help="every kernel of the family, its twins in pairs "
                    "too whatever the rows (a probe of what a kernel the dispatch does not offer would give)")
     f = sub.add_parser("fit")

