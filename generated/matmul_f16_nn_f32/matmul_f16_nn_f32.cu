@@ -400,7 +400,7 @@ struct matmul_table {
 };
 constexpr uint32_t matmul_table_count = 2;
 constexpr matmul_table matmul_tables[matmul_table_count] = {
-    {132, 4800000, 72000, 5397840, 5712},  // NVIDIA H200
+    {132, 4814304, 93312, 5421590, 2427},  // NVIDIA H200
     {132, 3352320, 93312, 5019991, 2856},  // NVIDIA H100 80GB HBM3
 };
 
@@ -413,17 +413,17 @@ uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.
 // Per table, per kernel: its tile and the table's measured costs of it.
 constexpr matmul_tile_cost matmul_costs[matmul_table_count][11] = {
   {  // NVIDIA H200
-    {128, 256, 64, 2, 2, 2, 8, 651, 750, 0, false},  // matmul_f16_nn_f32_matmul
-    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, 0, false},  // matmul_f16_nn_f32_matmul_128x192
-    {128, 128, 64, 2, 2, 2, 8, 399, 4000, 0, false},  // matmul_f16_nn_f32_matmul_128x128
-    {64, 256, 64, 2, 1, 1, 8, 400, 1000, 0, false},  // matmul_f16_nn_f32_matmul_64x256
-    {64, 128, 64, 2, 1, 1, 8, 220, 800, 0, false},  // matmul_f16_nn_f32_matmul_64x128
-    {64, 64, 64, 2, 1, 1, 8, 130, 700, 0, false},  // matmul_f16_nn_f32_matmul_64x64
-    {192, 192, 64, 2, 3, 1, 8, 800, 4000, 0, false},  // matmul_f16_nn_f32_matmul_192x192
-    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, 0, false},  // matmul_f16_nn_f32_matmul_128x192_pairs
-    {64, 256, 64, 2, 1, 2, 8, 400, 1000, 0, false},  // matmul_f16_nn_f32_matmul_64x256_pairs
-    {64, 128, 64, 2, 1, 2, 8, 220, 800, 0, false},  // matmul_f16_nn_f32_matmul_64x128_pairs
-    {192, 192, 64, 2, 3, 2, 8, 800, 4000, 0, false},  // matmul_f16_nn_f32_matmul_192x192_pairs
+    {128, 256, 64, 2, 2, 2, 8, 707, 1500, 30, false},  // matmul_f16_nn_f32_matmul
+    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, 30, false},  // matmul_f16_nn_f32_matmul_128x192
+    {128, 128, 64, 2, 2, 2, 8, 362, 1296, 30, false},  // matmul_f16_nn_f32_matmul_128x128
+    {64, 256, 64, 2, 1, 1, 8, 466, 1000, 30, false},  // matmul_f16_nn_f32_matmul_64x256
+    {64, 128, 64, 2, 1, 1, 8, 220, 400, 30, false},  // matmul_f16_nn_f32_matmul_64x128
+    {64, 64, 64, 2, 1, 1, 8, 130, 700, 30, false},  // matmul_f16_nn_f32_matmul_64x64
+    {192, 192, 64, 2, 3, 1, 8, 803, 4000, 30, false},  // matmul_f16_nn_f32_matmul_192x192
+    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, 30, true},  // matmul_f16_nn_f32_matmul_128x192_pairs
+    {64, 256, 64, 2, 1, 2, 8, 466, 1000, 30, true},  // matmul_f16_nn_f32_matmul_64x256_pairs
+    {64, 128, 64, 2, 1, 2, 8, 220, 3200, 30, true},  // matmul_f16_nn_f32_matmul_64x128_pairs
+    {192, 192, 64, 2, 3, 2, 8, 803, 212, 30, true},  // matmul_f16_nn_f32_matmul_192x192_pairs
   },
   {  // NVIDIA H100 80GB HBM3
     {128, 256, 64, 2, 2, 2, 8, 707, 375, 30, false},  // matmul_f16_nn_f32_matmul
