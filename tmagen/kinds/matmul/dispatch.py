@@ -39,7 +39,7 @@ whose constants were fitted on a measurement of every kernel, twins too, on alig
 four 64-row tiles and K is long, the 64-row tiles in pairs were the fastest launch (one interleaved
 probe): 256 x 4096 x 14336 60.3 us against 62.2 alone and 66.4 for the 128 x 256 pairs split 4 ways
 that the table chose before (cuBLAS 57.6); 128 x 4096 x 14336 50.3 against 52.3 (split 2 ways,
-each). A table without the list (the H200's, fitted before) offers twins where rows straddle only.
+each). A table without the list offers twins where rows straddle only (both shipped tables have one).
 
 ``step_ns`` is one K step of the tile when the tensor cores bound it, ``tile_ns`` what a tile
 costs beyond its steps (filling the ring, the epilogue). All integer arithmetic (nanoseconds,
@@ -67,7 +67,8 @@ class TileShape:
     def key(self) -> str:
         """"BMxBN", "BMxBNcC" in clusters of C; "fp8:" before either for 8-bit operands, whose kernels
         (their sums promoted into fp32) were measured apart, "fp8-blocks:" where those sums are
-        block-scaled (on an H200 their steps took 1.05 to 1.3 times the per-tensor ones', by tile)."""
+        block-scaled (on an H200 their launches took 1.01 to 1.31 times the per-tensor ones at 4096^3
+        and up, the median by tile: tests/data/hw_h200/matmul_block_scales_probe.json)."""
         prefix = "fp8-blocks:" if self.block_scales else "fp8:" if self.element_bytes == 1 else ""
         return prefix + f"{self.bm}x{self.bn}" + (f"c{self.cluster}" if self.cluster > 1 else "")
 
