@@ -1,14 +1,17 @@
 """Measures the matmul family on a GPU and fits the dispatch model's constants to it.
 
     python -m lab.tune_matmul measure OUT.json [--spec specs/matmul_bf16_tn.json] [--seconds 240] [--shapes MxNxK,...]
-                                               [--every-kernel] [--block-scales]
+                                               [--every-kernel] [--block-scales] [--majors mn,mn]
     python -m lab.tune_matmul fit OUT.json [--table dispatch_h100.json] [--keys 64x128c2,...] [--write]  # no GPU
 
 An fp8 spec (tmagen/ops_specs/bench_matmul_fp8.json) is measured on e4m3 operands with one scale
 per tensor, against cuBLASLt's ``torch._scaled_mm``; its fit sets its own tiles' constants (keys
 "fp8:...") and keeps the rest. ``--block-scales`` measures that spec's family with its sums scaled
 per 1 x 128 block of A and 128 x 128 block of B (as ``tmagen.ops.matmul`` runs block scales; keys
-"fp8-blocks:...", cuBLASLt's time still the per-tensor product's).
+"fp8-blocks:...", cuBLASLt's time still the per-tensor product's). ``--majors A,B`` measures the
+16-bit spec's family with A and B in those layouts ("mn": A given as [K, M], B as [K, N]), as
+``tmagen.ops.matmul`` derives it (`tmagen.ops_matmul.ops_spec`; keys "mn-a:...", "mn-b:...",
+"mn-ab:..."; cuBLAS on the same views). Its fit sets those keys' constants alone.
 
 ``measure`` times every kernel of the family at every split of K worth trying on a set of shapes
 (the benchmark's classes: squares, LLM projections from M = 1 up, short and long K), through
@@ -62,7 +65,8 @@ def _measure(args: argparse.Namespace) -> None:
     import tmagen
     from tmagen.kernels import memory_bytes_per_us
 
-    plan = _plan(args.spec, args.block_scales)
+    majors = tuple(args.majors.split(","))
+    plan = _plan(args.spec, args.block_scales, majors)
     family = plan.kernel.detail
     kernel = tmagen.load(plan)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -76,13 +80,18 @@ def _measure(args: argparse.Namespace) -> None:
             break
         if family.fp8:  # an fp8 row must be whole 16 bytes for TMA: K = 1000 is measured as 1008
             k = -(-k // 16) * 16
+        a_mn, b_mn = family.a_major == "mn", family.b_major == "mn"
+        m, n = (-(-x // 8) * 8 if mn else x for x, mn in ((m, a_mn), (n, b_mn)))  # MN-major rows: whole 16 bytes
         per_set = (m * k + n * k) * 2
         sets = max(1, min(8, math.ceil(3 * l2 / per_set)))
         dtype = torch.float8_e4m3fn if family.fp8 else torch.bfloat16
-        a = [torch.randn(m, k, device="cuda").to(dtype) for _ in range(sets)]
-        b = [torch.randn(n, k, device="cuda").to(dtype) for _ in range(sets)]
+        # stored as the family takes them: A [M, K] or [K, M], B [N, K] or [K, N]; a_rows and b_rows
+        # are their [M, K] and [N, K] views
+        a = [torch.randn(*((k, m) if a_mn else (m, k)), device="cuda").to(dtype) for _ in range(sets)]
+        b = [torch.randn(*((k, n) if b_mn else (n, k)), device="cuda").to(dtype) for _ in range(sets)]
+        a_rows, b_rows = [x.T if a_mn else x for x in a], [x.T if b_mn else x for x in b]
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        ref = (a[0].float() @ b[0].float().T)
+        ref = (a_rows[0].float() @ b_rows[0].float().T)
         one = torch.ones((), device="cuda")
         scales = {"scale_a": one, "scale_b": one} if family.fp8 else {}
         if family.block_scales:  # ones: the product is the unscaled one, which the check compares with
@@ -121,7 +130,7 @@ def _measure(args: argparse.Namespace) -> None:
             cublas = _median_us(torch, lambda r, a=a, b=b, c=c, sets=sets, one=one: torch._scaled_mm(
                 a[r % sets], b[r % sets].T, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, out=c), reps * sets)
         else:
-            cublas = _median_us(torch, lambda r, a=a, b=b, c=c, sets=sets: torch.matmul(
+            cublas = _median_us(torch, lambda r, a=a_rows, b=b_rows, c=c, sets=sets: torch.matmul(
                 a[r % sets], b[r % sets].T, out=c), reps * sets)
         rows.append({"m": m, "n": n, "k": k, "us": times, "cublas_us": cublas})
         best = min(times, key=times.__getitem__)
@@ -132,7 +141,8 @@ def _measure(args: argparse.Namespace) -> None:
     out = {"gpu": torch.cuda.get_device_name(0), "sms": sms, "memory_bytes_per_us": memory,
            "spec": str(spec.relative_to(REPO)) if spec.is_relative_to(REPO) else str(spec),
            "kernels": [p.shape.key for p in family.kernels], "bk": family.kernels[0].bk,
-           "every_kernel": bool(args.every_kernel), "block_scales": bool(args.block_scales), "rows": rows}
+           "every_kernel": bool(args.every_kernel), "block_scales": bool(args.block_scales),
+           "majors": list(majors), "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -164,7 +174,8 @@ def _candidates(data: dict[str, Any],
     where they do not those of ``aligned_pairs``); None where the data was measured on a family
     without twins (every kernel is a candidate)."""
     spec = Path(data["spec"])
-    family = _plan(spec if spec.is_absolute() else REPO / spec, bool(data.get("block_scales"))).kernel.detail
+    family = _plan(spec if spec.is_absolute() else REPO / spec, bool(data.get("block_scales")),
+                   tuple(data.get("majors", ("k", "k")))).kernel.detail
     if [p.shape.key for p in family.kernels] != data["kernels"]:
         return None
     family = replace(family, dispatches=(replace(family.dispatches[0], aligned_pairs=aligned_pairs),))
@@ -220,7 +231,8 @@ def _fit(args: argparse.Namespace) -> None:
     # an fp8 family's measurement fits its own tiles' constants only, the memory system's being the
     # 16-bit families' too
     fp8 = any(s.element_bytes == 1 for s in shapes)
-    shared = [] if fp8 or args.keys else ["sm_bytes_per_us", "hbm_bytes_per_us", "split_ns"]
+    shared = [] if fp8 or args.keys or any(s != s.base for s in shapes) else [
+        "sm_bytes_per_us", "hbm_bytes_per_us", "split_ns"]
     keys = [s.key for s in shapes if not args.keys or s.key in args.keys.split(",")]
     # Coordinate descent by factors finds a local best only: the H200's bf16 fit of 2026-11-28 from
     # its own old constants kept 3000^3 on a tile 1.13x slower than the 192 x 192 pairs the H100's
@@ -245,6 +257,8 @@ def _fit(args: argparse.Namespace) -> None:
         # what the table's other families were fitted on stays named beside this fit, 16-bit first
         if data.get("block_scales"):
             what += " with block scales"
+        if tuple(data.get("majors", ("k", "k"))) != ("k", "k"):
+            what += " with A {}-major and B {}-major".format(*data["majors"])
         kept = [part for part in loaded.measured.split("; ") if _family_kind(part) != _family_kind(what)
                 ] if table.exists() else []
         raw = {"gpu": data["gpu"], "measured": "; ".join(sorted([what, *kept], key=_family_kind)),
@@ -259,12 +273,22 @@ def _fit(args: argparse.Namespace) -> None:
         print(f"wrote {table}")
 
 
-def _plan(spec: str | Path, block_scales: bool = False) -> Any:
-    """The plan of a spec file, its sums scaled per block where ``block_scales`` (an fp8 spec)."""
+def _plan(spec: str | Path, block_scales: bool = False, majors: tuple[str, ...] = ("k", "k")) -> Any:
+    """The plan of a spec file, its sums scaled per block where ``block_scales`` (an fp8 spec), or, for
+    other ``majors`` of A and B, tmagen.ops.matmul's family of its types in those layouts."""
+    from tmagen.ops_matmul import ops_spec
     from tmagen.plan import resolve
     from tmagen.spec import load_spec, parse_spec
 
     loaded = load_spec(spec)
+    if majors != ("k", "k"):
+        if Path(spec).name != "bench_matmul_bfloat16.json" or block_scales:
+            raise SystemExit(f"--majors {','.join(majors)}: layouts are derived from "
+                             f"tmagen/ops_specs/bench_matmul_bfloat16.json, as tmagen.ops.matmul derives them "
+                             f"(not {spec}{' with block scales' if block_scales else ''})")
+        raw = loaded.model_dump(mode="json")
+        a_major, b_major = majors
+        return resolve(ops_spec(raw["tensors"][0]["dtype"], raw["tensors"][2]["dtype"], b_major, a_major))
     if not block_scales:
         return resolve(loaded, str(spec))
     raw = loaded.model_dump(mode="json", exclude_none=True)
@@ -273,9 +297,11 @@ def _plan(spec: str | Path, block_scales: bool = False) -> Any:
     return resolve(parse_spec(raw, str(spec)), str(spec))
 
 
-def _family_kind(measured: str) -> int:
-    """Which family a part of a table's ``measured`` names: 16-bit, fp8, fp8 with block scales."""
-    return 2 if "block scales" in measured else 1 if "fp8" in measured else 0
+def _family_kind(measured: str) -> tuple[int, str]:
+    """Which family a part of a table's ``measured`` names: 16-bit, fp8, fp8 with block scales (in
+    that order), and its operands' layouts where it names them."""
+    kind = 2 if "block scales" in measured else 1 if "fp8" in measured else 0
+    return kind, measured.partition(" with A ")[2]
 
 
 def _descend(d: Dispatch, data: dict[str, Any], shapes: list[TileShape],
@@ -318,6 +344,8 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--spec", default=str(REPO / "specs" / "matmul_bf16_tn.json"))
     m.add_argument("--seconds", type=float, default=240.0)
     m.add_argument("--shapes", help="MxNxK,... in place of the tuning set (a probe of a few shapes)")
+    m.add_argument("--majors", default="k,k", choices=["k,k", "mn,k", "k,mn", "mn,mn"],
+                   help="A's and B's layouts (mn: A [K, M], B [K, N]) of tmagen.ops.matmul's 16-bit family")
     m.add_argument("--block-scales", action="store_true", help="an fp8 spec's family with its sums scaled per "
                    "block (1 x 128 of A, 128 x 128 of B), as tmagen.ops.matmul runs block scales")
     m.add_argument("--every-kernel", action="store_true", help="every kernel of the family, its twins in pairs "

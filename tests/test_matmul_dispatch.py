@@ -282,11 +282,11 @@ def test_block_scaled_tiles_have_keys_of_their_own_and_fall_back_to_the_per_tens
 
     shape = TileShape(128, 192, 128, element_bytes=1, cluster=2, block_scales=True)
     assert shape.key == "fp8-blocks:128x192c2" and TileShape.from_key(shape.key, 128) == shape
-    assert shape.per_tensor.key == "fp8:128x192c2"
+    assert shape.base.key == "fp8:128x192c2"
     d = Dispatch("gpu", "now", 1, 1, {"fp8:128x192": TileCost(3, 3)}, TileCost(700, 1500))
     assert d.cost(shape) == TileCost(3, 3)
     d = replace(d, tiles={**d.tiles, "fp8-blocks:128x192c2": TileCost(4, 4)})
-    assert d.cost(shape) == TileCost(4, 4) and d.cost(shape.per_tensor) == TileCost(3, 3)
+    assert d.cost(shape) == TileCost(4, 4) and d.cost(shape.base) == TileCost(3, 3)
 
     blocks, tensor = (resolve(fp8_spec("float8_e4m3", "float8_e4m3", "bfloat16", b)).kernel.detail
                       for b in (True, False))
@@ -300,6 +300,38 @@ def test_block_scaled_tiles_have_keys_of_their_own_and_fall_back_to_the_per_tens
             for straddle in (False, True):
                 assert blocks.choose(m, n, k, 132, straddle=straddle, table=table) == tensor.choose(
                     m, n, k, 132, straddle=straddle, table=table)
+
+
+def test_mn_major_tiles_have_keys_of_their_own_and_fall_back_to_the_k_major_ones() -> None:
+    """tmagen.ops.matmul's 16-bit families with an MN-major A or B (a weight gradient's x.T @ dy) name
+    their tiles by layout ("mn-ab:192x192c2"), so that a table can hold constants measured on them
+    (`lab.tune_matmul measure --majors mn,mn`); without them, as in both shipped tables, each is
+    priced and offered as its K-major tile, so every choice is the one before such keys."""
+    from lab.tune_matmul import _plan
+    from tmagen.kinds.matmul.dispatch import TileShape
+    from tmagen.ops_matmul import ops_spec
+    from tmagen.plan import resolve
+
+    shape = TileShape(192, 192, 64, cluster=2, layout="mn-ab")
+    assert shape.key == "mn-ab:192x192c2" and TileShape.from_key(shape.key, 64) == shape
+    assert shape.base == TileShape(192, 192, 64, cluster=2) and TileShape.from_key("fp8-blocks:64x64", 128).block_scales
+    spec = REPO / "tmagen" / "ops_specs" / "bench_matmul_bfloat16.json"
+    k_major = load(spec).kernel.detail
+    for a_major, b_major, layout in (("k", "mn", "mn-b"), ("mn", "k", "mn-a"), ("mn", "mn", "mn-ab")):
+        family = resolve(ops_spec("bfloat16", "bfloat16", b_major, a_major)).kernel.detail
+        assert [p.shape.key for p in family.kernels] == [f"{layout}:{p.shape.key}" for p in k_major.kernels]
+        assert _plan(spec, majors=(a_major, b_major)).kernel.detail.kernels == family.kernels
+        rng = np.random.default_rng(7)
+        for table in (H200, H100):
+            assert family.costs(table) == k_major.costs(table)
+            assert family.aligned_pair(table) == k_major.aligned_pair(table)
+            for _ in range(100):
+                m, n, k = (int(x) for x in rng.integers(1, 20000, 3))
+                for straddle in (False, True):
+                    assert family.choose(m, n, k, 132, straddle=straddle, table=table) == k_major.choose(
+                        m, n, k, 132, straddle=straddle, table=table)
+    with pytest.raises(SystemExit, match="derived from tmagen/ops_specs/bench_matmul_bfloat16.json"):
+        _plan(REPO / "specs" / "matmul_bf16_tn.json", majors=("mn", "mn"))
 
 
 def test_block_scaled_launches_on_the_h200_probe() -> None:
@@ -322,7 +354,9 @@ def test_block_scaled_launches_on_the_h200_probe() -> None:
     assert _plan(REPO / probe["spec"], probe["block_scales"]).kernel.detail.kernels[0].shape.key == probe["kernels"][0]
     assert _candidates(probe, DISPATCH.aligned_pairs) is not None
     assert [_family_kind(f"python -m lab.tune_matmul on 58 shapes of {spec}") for spec in (
-        "bench_matmul_bfloat16.json", "bench_matmul_fp8.json", "bench_matmul_fp8.json with block scales")] == [0, 1, 2]
+        "bench_matmul_bfloat16.json", "bench_matmul_fp8.json", "bench_matmul_fp8.json with block scales",
+        "bench_matmul_bfloat16.json with A mn-major and B mn-major")] == [(0, ""), (1, ""), (2, ""),
+                                                                       (0, "mn-major and B mn-major")]
     keys = probe["kernels"]
     slower = {}
     for row in probe["rows"]:

@@ -62,28 +62,35 @@ class TileShape:
     cluster: int = 1  # CTAs per cluster, on tiles one above the other, sharing their B boxes
     raster: int = 8  # rows of tiles the persistent walk takes together, column by column
     block_scales: bool = False  # fp8 sums scaled per block as they are promoted: a dearer step, measured apart
+    layout: str = ""  # 16-bit operands: "" both K-major, "mn-a", "mn-b" or "mn-ab" where A, B or both are MN-major
 
     @property
     def key(self) -> str:
         """"BMxBN", "BMxBNcC" in clusters of C; "fp8:" before either for 8-bit operands, whose kernels
         (their sums promoted into fp32) were measured apart, "fp8-blocks:" where those sums are
         block-scaled (on an H200 their launches took 1.01 to 1.31 times the per-tensor ones at 4096^3
-        and up, the median by tile: tests/data/hw_h200/matmul_block_scales_probe.json)."""
+        and up, the median by tile: tests/data/hw_h200/matmul_block_scales_probe.json), and the
+        layout ("mn-ab:" ...) where a 16-bit operand is MN-major (its boxes and wgmma descriptors differ)."""
         prefix = "fp8-blocks:" if self.block_scales else "fp8:" if self.element_bytes == 1 else ""
+        prefix += f"{self.layout}:" if self.layout else ""
         return prefix + f"{self.bm}x{self.bn}" + (f"c{self.cluster}" if self.cluster > 1 else "")
 
     @property
-    def per_tensor(self) -> TileShape:
-        """The same tile with its fp8 sums scaled per tensor."""
-        return replace(self, block_scales=False)
+    def base(self) -> TileShape:
+        """The same tile as its family's main measurement times it: fp8 sums scaled per tensor, 16-bit
+        operands K-major. A table without a tile's own key prices it as its base."""
+        return replace(self, block_scales=False, layout="")
 
     @staticmethod
     def from_key(key: str, bk: int) -> TileShape:
         """The shape a key names."""
-        prefix, _, rest = key.rpartition(":")
+        *prefixes, rest = key.split(":")
         tile, _, cluster = rest.partition("c")
         bm, bn = (int(x) for x in tile.split("x"))
-        return TileShape(bm, bn, bk, 1 if prefix else 2, int(cluster or 1), block_scales=prefix == "fp8-blocks")
+        fp8 = any(p.startswith("fp8") for p in prefixes)
+        layout = next((p for p in prefixes if p.startswith("mn-")), "")
+        return TileShape(bm, bn, bk, 1 if fp8 else 2, int(cluster or 1), block_scales="fp8-blocks" in prefixes,
+                         layout=layout)
 
     def groups(self, m: int, n: int) -> int:
         """Groups of ``cluster`` tiles (a cluster's work), one above the other, covering C."""
@@ -135,11 +142,11 @@ class Dispatch:
 
     def cost(self, shape: TileShape) -> TileCost:
         """The tile's measured constants; one the table lacks takes those of the nearest it has: a
-        block-scaled tile those of the same tile with per-tensor scales, then the same tile alone
+        block-scaled or MN-major tile those of its base (`TileShape.base`), then the same tile alone
         (not in a cluster), then the 16-bit kernel's (an fp8 stage takes the tensor cores as long as
         a 16-bit one of the same bytes), then the default scaled by the tile's area."""
-        if shape.block_scales:
-            return self.tiles.get(shape.key) or self.cost(shape.per_tensor)
+        if shape != shape.base:
+            return self.tiles.get(shape.key) or self.cost(shape.base)
         alone = f"{shape.bm}x{shape.bn}"
         for key in (shape.key, ("fp8:" if shape.element_bytes == 1 else "") + alone, shape.key.removeprefix("fp8:"),
                     alone):

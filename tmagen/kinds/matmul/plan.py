@@ -94,8 +94,9 @@ class MatmulPlan:
 
     @property
     def shape(self) -> TileShape:
+        layout = "mn-" + "a" * (self.a_major == "mn") + "b" * (self.b_major == "mn")
         return TileShape(self.bm, self.bn, self.bk, self.element_bytes, self.cluster, self.raster_group,
-                         self.block_scales)
+                         self.block_scales, layout if layout != "mn-" else "")
 
     @property
     def threads(self) -> int:
@@ -217,8 +218,8 @@ class MatmulFamily:
         """Per kernel: whether the table offers it as a twin on rows that do not straddle (the C
         launcher's ``matmul_costs[table][v].aligned_pair``)."""
         offered = self.dispatches[table].aligned_pairs
-        # a block-scaled twin is offered where its own key or, as its costs fall back, its per-tensor one is
-        return tuple(i in self.twins and (p.shape.key in offered or p.shape.per_tensor.key in offered)
+        # a block-scaled or MN-major twin is offered where its own key or, as its costs fall back, its base's is
+        return tuple(i in self.twins and (p.shape.key in offered or p.shape.base.key in offered)
                      for i, p in enumerate(self.kernels))
 
     def operand_rows_straddle(self, pointer: int, pitch: int) -> bool:
