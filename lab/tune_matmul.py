@@ -238,8 +238,11 @@ def _fit(args: argparse.Namespace) -> None:
     # its own old constants kept 3000^3 on a tile 1.13x slower than the 192 x 192 pairs the H100's
     # constants chose there. So it starts from this table and from every other GPU's table's
     # constants for the fitted tiles too, and keeps the best end.
-    starts = [start] + [_with_constants(start, load_dispatch(other), keys, shared)
-                        for other in sorted(DISPATCH_JSON.parent.glob("dispatch*.json")) if other != base_path]
+    starts = [start]
+    for other in sorted(DISPATCH_JSON.parent.glob("dispatch*.json")):
+        first = _with_constants(start, load_dispatch(other), keys, shared)
+        if first not in starts:  # (a table without the fitted tiles' keys starts where this one does)
+            starts.append(first)
     best_d, best_score = start, math.inf
     for first in starts:
         found, found_score = _descend(first, data, shapes, candidates, shared + [
