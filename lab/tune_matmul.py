@@ -277,27 +277,28 @@ def _fit(args: argparse.Namespace) -> None:
 
 
 def _plan(spec: str | Path, block_scales: bool = False, majors: tuple[str, ...] = ("k", "k")) -> Any:
-    """The plan of a spec file, its sums scaled per block where ``block_scales`` (an fp8 spec), or, for
-    other ``majors`` of A and B, tmagen.ops.matmul's family of its types in those layouts."""
+    """The plan of a spec file, or, with block scales or other ``majors`` of A and B, tmagen.ops.matmul's
+    family of its types so derived (`fp8_spec`, `ops_spec`: from the tuned spec each derives from)."""
     from tmagen.ops_matmul import ops_spec
+    from tmagen.ops_matmul_fp8 import fp8_spec
     from tmagen.plan import resolve
-    from tmagen.spec import load_spec, parse_spec
+    from tmagen.spec import load_spec
 
     loaded = load_spec(spec)
+    if not block_scales and majors == ("k", "k"):
+        return resolve(loaded, str(spec))
+    a_type, b_type, out = (t["dtype"] for t in loaded.model_dump(mode="json")["tensors"])
     if majors != ("k", "k"):
         if Path(spec).name != "bench_matmul_bfloat16.json" or block_scales:
             raise SystemExit(f"--majors {','.join(majors)}: layouts are derived from "
                              f"tmagen/ops_specs/bench_matmul_bfloat16.json, as tmagen.ops.matmul derives them "
                              f"(not {spec}{' with block scales' if block_scales else ''})")
-        raw = loaded.model_dump(mode="json")
         a_major, b_major = majors
-        return resolve(ops_spec(raw["tensors"][0]["dtype"], raw["tensors"][2]["dtype"], b_major, a_major))
-    if not block_scales:
-        return resolve(loaded, str(spec))
-    raw = loaded.model_dump(mode="json", exclude_none=True)
-    raw["kernel"]["block_scales"] = True
-    raw["name"] += "_blocks"
-    return resolve(parse_spec(raw, str(spec)), str(spec))
+        return resolve(ops_spec(a_type, out, b_major, a_major))
+    if Path(spec).name != "bench_matmul_fp8.json":
+        raise SystemExit(f"--block-scales: block-scaled families are derived from "
+                         f"tmagen/ops_specs/bench_matmul_fp8.json, as tmagen.ops.matmul derives them (not {spec})")
+    return resolve(fp8_spec(a_type, b_type, out, True))
 
 
 def _family_kind(measured: str) -> tuple[int, str]:

@@ -272,6 +272,19 @@ def test_fp8_tiles_have_their_own_keys_and_fall_back_to_the_16_bit_ones() -> Non
     assert d16.cost(paired) == TileCost(2, 2)  # no fp8 measurement: the 16-bit kernel's
 
 
+def _assert_priced_and_chosen_alike(family: MatmulFamily, other: MatmulFamily, seed: int, shapes: int) -> None:
+    """Both tables price and offer the two families' kernels alike, and choose alike on random
+    shapes, rows straddling or not."""
+    rng = np.random.default_rng(seed)
+    for table in (H200, H100):
+        assert family.costs(table) == other.costs(table) and family.aligned_pair(table) == other.aligned_pair(table)
+        for _ in range(shapes):
+            m, n, k = (int(x) for x in rng.integers(1, 20000, 3))
+            for straddle in (False, True):
+                assert family.choose(m, n, k, 132, straddle=straddle, table=table) == other.choose(
+                    m, n, k, 132, straddle=straddle, table=table)
+
+
 def test_block_scaled_tiles_have_keys_of_their_own_and_fall_back_to_the_per_tensor_ones() -> None:
     """A block-scaled fp8 tile is costed by its own key where a table has it (a fit on `measure
     --block-scales`), else as the same tile with per-tensor scales: the shipped tables have no such
@@ -292,14 +305,7 @@ def test_block_scaled_tiles_have_keys_of_their_own_and_fall_back_to_the_per_tens
                       for b in (True, False))
     assert [p.shape.key for p in blocks.kernels] == ["fp8-blocks:" + p.shape.key[4:] for p in tensor.kernels]
     assert all(not any(key.startswith("fp8-blocks:") for key in d.tiles) for d in DISPATCHES)
-    rng = np.random.default_rng(5)
-    for table in (H200, H100):
-        assert blocks.costs(table) == tensor.costs(table) and blocks.aligned_pair(table) == tensor.aligned_pair(table)
-        for _ in range(200):
-            m, n, k = (int(x) for x in rng.integers(1, 20000, 3))
-            for straddle in (False, True):
-                assert blocks.choose(m, n, k, 132, straddle=straddle, table=table) == tensor.choose(
-                    m, n, k, 132, straddle=straddle, table=table)
+    _assert_priced_and_chosen_alike(blocks, tensor, seed=5, shapes=200)
 
 
 def test_mn_major_tiles_have_keys_of_their_own_and_fall_back_to_the_k_major_ones() -> None:
@@ -321,15 +327,7 @@ def test_mn_major_tiles_have_keys_of_their_own_and_fall_back_to_the_k_major_ones
         family = resolve(ops_spec("bfloat16", "bfloat16", b_major, a_major)).kernel.detail
         assert [p.shape.key for p in family.kernels] == [f"{layout}:{p.shape.key}" for p in k_major.kernels]
         assert _plan(spec, majors=(a_major, b_major)).kernel.detail.kernels == family.kernels
-        rng = np.random.default_rng(7)
-        for table in (H200, H100):
-            assert family.costs(table) == k_major.costs(table)
-            assert family.aligned_pair(table) == k_major.aligned_pair(table)
-            for _ in range(100):
-                m, n, k = (int(x) for x in rng.integers(1, 20000, 3))
-                for straddle in (False, True):
-                    assert family.choose(m, n, k, 132, straddle=straddle, table=table) == k_major.choose(
-                        m, n, k, 132, straddle=straddle, table=table)
+        _assert_priced_and_chosen_alike(family, k_major, seed=7, shapes=100)
     with pytest.raises(SystemExit, match="derived from tmagen/ops_specs/bench_matmul_bfloat16.json"):
         _plan(REPO / "specs" / "matmul_bf16_tn.json", majors=("mn", "mn"))
 

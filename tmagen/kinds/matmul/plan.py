@@ -94,9 +94,9 @@ class MatmulPlan:
 
     @property
     def shape(self) -> TileShape:
-        layout = "mn-" + "a" * (self.a_major == "mn") + "b" * (self.b_major == "mn")
+        mn_major = "a" * (self.a_major == "mn") + "b" * (self.b_major == "mn")
         return TileShape(self.bm, self.bn, self.bk, self.element_bytes, self.cluster, self.raster_group,
-                         self.block_scales, layout if layout != "mn-" else "")
+                         self.block_scales, f"mn-{mn_major}" if mn_major else "")
 
     @property
     def threads(self) -> int:
