@@ -334,10 +334,10 @@ constexpr matmul_tile_cost matmul_costs[matmul_table_count][11] = {
   {  // NVIDIA H200
     {128, 256, 64, 2, 2, 2, 8, 707, 1500, 30, false},  // matmul_bf16_wgrad_f32_matmul
     {128, 192, 64, 2, 2, 1, 8, 1060, 1200, 30, false},  // matmul_bf16_wgrad_f32_matmul_128x192
-    {128, 128, 64, 2, 2, 2, 8, 362, 1296, 30, false},  // matmul_bf16_wgrad_f32_matmul_128x128
+    {128, 128, 64, 2, 2, 2, 8, 362, 2202, 30, false},  // matmul_bf16_wgrad_f32_matmul_128x128
     {64, 256, 64, 2, 1, 1, 8, 466, 1000, 30, false},  // matmul_bf16_wgrad_f32_matmul_64x256
-    {64, 128, 64, 2, 1, 1, 8, 220, 400, 30, false},  // matmul_bf16_wgrad_f32_matmul_64x128
-    {64, 64, 64, 2, 1, 1, 8, 130, 700, 30, false},  // matmul_bf16_wgrad_f32_matmul_64x64
+    {64, 128, 64, 2, 1, 1, 8, 220, 1600, 30, false},  // matmul_bf16_wgrad_f32_matmul_64x128
+    {64, 64, 64, 2, 1, 1, 8, 182, 700, 30, false},  // matmul_bf16_wgrad_f32_matmul_64x64
     {192, 192, 64, 2, 3, 1, 8, 803, 4000, 30, false},  // matmul_bf16_wgrad_f32_matmul_192x192
     {128, 192, 64, 2, 2, 2, 8, 1060, 1200, 30, true},  // matmul_bf16_wgrad_f32_matmul_128x192_pairs
     {64, 256, 64, 2, 1, 2, 8, 466, 1000, 30, true},  // matmul_bf16_wgrad_f32_matmul_64x256_pairs
