@@ -50,7 +50,8 @@ def tuning_shapes() -> list[tuple[int, int, int]]:
            for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
     odd = [(1000, 1000, 1000), (777, 1032, 4104), (3000, 5000, 2056), (200, 8192, 8192), (96, 1024, 8192)]
     # squares whose rows straddle sectors or whose tiles fill a little over whole waves
-    ragged = [(2056, 2056, 2056), (4104, 4104, 4104), (6000, 6000, 6000), (10000, 10000, 10000)]
+    ragged = [(2056, 2056, 2056), (4104, 4104, 4104), (6000, 6000, 6000), (10000, 10000, 10000), (4104, 4096, 4096),
+              (4096, 4104, 4096)]
     # large enough that what the running tiles share outgrows L2 (which the model does not see)
     large = [(15000, 15000, 15000), (16384, 16384, 16384), (16384, 14336, 4096), (16384, 4096, 14336),
              (8192, 4096, 14336)]

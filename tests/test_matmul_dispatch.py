@@ -385,12 +385,13 @@ def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measuremen
         name: str, within: float, before: float) -> None:
     """tmagen.ops.matmul's block-scaled fp8 family and its 16-bit family with both operands MN-major,
     every kernel timed on the 58 tuning shapes on an H200 (2026-11-28, `lab.tune_matmul measure
-    --every-kernel --block-scales` and `--majors mn,mn`): with the tiles' own keys the H200's table
-    chooses within 1.2% (block scales) and 2.5% (MN-major) of the fastest launch measured, where
-    pricing them as their per-tensor and K-major tiles gave 5.6% and 2.7%. What the MN-major fit
-    leaves is M <= 16 (stored [K, 8] after rounding): the fastest there, 64 x 256 split 4, is 1.39
-    times faster than the 64 x 128 split 2 chosen at 8 x 4096 x 14336; tile constants fitted on all
-    shapes do not see that narrow MN-major rows make A's loads the cost."""
+    --every-kernel --block-scales` and `--majors mn,mn`, the MN-major data with 6 shapes more of a
+    weight gradient's whose M or N is a few rows over a multiple of 128): with the tiles' own keys the
+    H200's table chooses within 1.2% (block scales) and 2.6% (MN-major) of the fastest launch
+    measured, where pricing them as their per-tensor and K-major tiles gave 5.6% and 2.7%. What the
+    MN-major fit leaves is M <= 16 (stored [K, 8] after rounding): the fastest there, 64 x 256 split
+    4, is 1.39 times faster than the 64 x 128 split 2 chosen at 8 x 4096 x 14336; tile constants
+    fitted on all shapes do not see that narrow MN-major rows make A's loads the cost."""
     from lab.tune_matmul import _plan
 
     data = json.loads((REPO / "tests" / "data" / "hw_h200" / name).read_text())
@@ -405,6 +406,30 @@ def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measuremen
     small_m = [s for s, row in zip(own, data["rows"], strict=True) if row["m"] <= 16]
     assert max(s for s, row in zip(own, data["rows"], strict=True) if row["m"] > 16) <= 1.17
     assert max(small_m) <= 1.4
+
+
+def test_pairs_over_an_odd_count_of_tile_rows_leave_a_cluster_half_idle() -> None:
+    """A pair kernel's two tiles lie one above the other, so 33 rows of 128 x 256 tiles (M = 4104)
+    make 17 rows of pairs: 272 clusters, 5 waves of the H200's 66 where 4096 rows fill 4 (256
+    clusters). Measured (tests/data/hw_h200/matmul_tune_mn.json), the pairs unsplit take 1.24 times as
+    long at 4104 x 4096 x 4096 as at 4096 x 4096 x 4104, and their fastest launch there splits that
+    fifth wave 8 ways (0.95 of cuBLAS); the table takes 192 x 192 pairs (1.03 times that launch), as
+    the model prices both. Pairs side by side (sharing A) would make 4 waves of 264: not built."""
+    from lab.tune_matmul import _plan
+
+    data = json.loads((REPO / "tests" / "data" / "hw_h200" / "matmul_tune_mn.json").read_text())
+    family = _plan(REPO / data["spec"], False, ("mn", "mn")).kernel.detail
+    rows = {(r["m"], r["n"], r["k"]): r for r in data["rows"]}
+    pairs = data["kernels"].index("mn-ab:128x256c2")
+    shape = family.kernels[pairs].shape
+    assert (shape.groups(4104, 4096), shape.groups(4096, 4096), shape.slots(132)) == (272, 256, 66)
+    odd, even = rows[(4104, 4096, 4096)], rows[(4096, 4096, 4104)]
+    assert odd["us"][f"{pairs}/1/0"] >= 1.2 * even["us"][f"{pairs}/1/0"]
+    fastest = min(odd["us"], key=odd["us"].__getitem__)
+    assert fastest.startswith(f"{pairs}/") and fastest.endswith("/264"), fastest
+    assert odd["cublas_us"] / odd["us"][fastest] < 0.96
+    c = family.choose(4104, 4096, 4096, 132, table=H200)
+    assert _measured(odd, c) <= 1.04 * odd["us"][fastest], c
 
 
 PAIRS = json.loads((REPO / "tests" / "data" / "hw_h100" / "matmul_pairs.json").read_text())
