@@ -378,17 +378,19 @@ def test_block_scaled_launches_on_the_h200_probe() -> None:
             assert low <= ratio <= high, (shape, tile, ratio)
 
 
-@pytest.mark.parametrize(("name", "within", "before"), [("matmul_tune_fp8_blocks.json", 1.015, 1.05),
-                                                         ("matmul_tune_mn.json", 1.026, 1.027)],
-                         ids=["fp8-blocks", "mn-ab"])
+@pytest.mark.parametrize(("name", "within", "before", "worst"), [
+    ("matmul_tune_fp8_blocks.json", 1.008, 1.05, 1.06), ("matmul_tune_mn.json", 1.026, 1.027, 1.17)],
+    ids=["fp8-blocks", "mn-ab"])
 def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measurements(
-        name: str, within: float, before: float) -> None:
+        name: str, within: float, before: float, worst: float) -> None:
     """tmagen.ops.matmul's block-scaled fp8 family and its 16-bit family with both operands MN-major,
     every kernel timed on the 58 tuning shapes on an H200 (2026-11-28, `lab.tune_matmul measure
     --every-kernel --block-scales` and `--majors mn,mn`, the MN-major data with 6 shapes more of a
     weight gradient's whose M or N is a few rows over a multiple of 128): with the tiles' own keys the
-    H200's table chooses within 1.2% (block scales) and 2.6% (MN-major) of the fastest launch
-    measured, where pricing them as their per-tensor and K-major tiles gave 5.6% and 2.7%. What the
+    H200's table chooses within 0.7% (block scales) and 2.6% (MN-major) of the fastest launch
+    measured, where pricing them as their per-tensor and K-major tiles gave 5.6% and 2.7%; no
+    block-scaled choice is more than 6% slower than the fastest (16384^3 and 15000^3 were 16% and 13%
+    with their tails split, before the block-scaled tiles' margin of 1% kept them whole). What the
     MN-major fit leaves is M <= 16 (stored [K, 8] after rounding): the fastest there, 64 x 256 split
     4, is 1.39 times faster than the 64 x 128 split 2 chosen at 8 x 4096 x 14336; tile constants
     fitted on all shapes do not see that narrow MN-major rows make A's loads the cost."""
@@ -404,7 +406,7 @@ def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measuremen
         key: cost for key, cost in d.tiles.items() if not key.startswith(prefix)}) for d in family.dispatches))
     assert _geomean(own) <= within < before <= _geomean(_slowdowns(as_base, data, H200, straddle=None))
     small_m = [s for s, row in zip(own, data["rows"], strict=True) if row["m"] <= 16]
-    assert max(s for s, row in zip(own, data["rows"], strict=True) if row["m"] > 16) <= 1.17
+    assert max(s for s, row in zip(own, data["rows"], strict=True) if row["m"] > 16) <= worst
     assert max(small_m) <= 1.4
 
 
