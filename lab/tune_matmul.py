@@ -49,7 +49,8 @@ def tuning_shapes() -> list[tuple[int, int, int]]:
     llm = [(m, n, k) for m in (1, 16, 64, 128, 256, 512, 1024, 2048, 4096)
            for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
     odd = [(1000, 1000, 1000), (777, 1032, 4104), (3000, 5000, 2056), (200, 8192, 8192), (96, 1024, 8192)]
-    # squares whose rows straddle sectors or whose tiles fill a little over whole waves
+    # squares whose rows straddle sectors or whose tiles fill a little over whole waves, and M or N 8
+    # rows over a multiple of 128 (M so: an odd count of 128-row tiles leaves the last pair half idle)
     ragged = [(2056, 2056, 2056), (4104, 4104, 4104), (6000, 6000, 6000), (10000, 10000, 10000), (4104, 4096, 4096),
               (4096, 4104, 4096)]
     # large enough that what the running tiles share outgrows L2 (which the model does not see)
