@@ -3,6 +3,7 @@
     python -m lab.tune_matmul measure OUT.json [--spec specs/matmul_bf16_tn.json] [--seconds 240] [--shapes MxNxK,...]
                                                [--every-kernel] [--block-scales] [--majors mn,mn]
     python -m lab.tune_matmul fit OUT.json [--table dispatch_h100.json] [--keys 64x128c2,...] [--write]  # no GPU
+    python -m lab.tune_matmul merge DATA.json NEW.json --note "why"  # no GPU
 
 An fp8 spec (tmagen/ops_specs/bench_matmul_fp8.json) is measured on e4m3 operands with one scale
 per tensor, against cuBLASLt's ``torch._scaled_mm``; its fit sets its own tiles' constants (keys
@@ -12,6 +13,10 @@ per 1 x 128 block of A and 128 x 128 block of B (as ``tmagen.ops.matmul`` runs b
 16-bit spec's family with A and B in those layouts ("mn": A given as [K, M], B as [K, N]), as
 ``tmagen.ops.matmul`` derives it (`tmagen.ops_matmul.ops_spec`; keys "mn-a:...", "mn-b:...",
 "mn-ab:..."; cuBLAS on the same views). Its fit sets those keys' constants alone.
+
+``merge`` puts a measurement of some of the shapes (``measure --shapes``, of the same family with
+the same options) in place of those shapes' rows of a whole one, where a change of the kernels made
+those rows stale, and records why in the data's notes.
 
 ``measure`` times every kernel of the family at every split of K worth trying on a set of shapes
 (the benchmark's classes: squares, LLM projections from M = 1 up, short and long K), through
@@ -42,6 +47,10 @@ from tmagen.kinds.matmul.dispatch import Dispatch, TileCost, TileShape, load_dis
 REPO = Path(__file__).resolve().parents[1]
 DISPATCH_JSON = REPO / "tmagen" / "kinds" / "matmul" / "dispatch.json"
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
+# How the kernels in pairs cover an odd last row of tiles, recorded with each measurement: "side-by-side"
+# since 2026-11-28 (templates/matmul/kernels.cuh.j2, matmul_walk). Data without it measured the stacked
+# walk, whose last pair of such a row had one CTA idle: its launches of pairs there are of a kernel gone.
+PAIRS_LAST_ROW = "side-by-side"
 
 
 def tuning_shapes() -> list[tuple[int, int, int]]:
@@ -50,7 +59,7 @@ def tuning_shapes() -> list[tuple[int, int, int]]:
            for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
     odd = [(1000, 1000, 1000), (777, 1032, 4104), (3000, 5000, 2056), (200, 8192, 8192), (96, 1024, 8192)]
     # squares whose rows straddle sectors or whose tiles fill a little over whole waves, and M or N 8
-    # rows over a multiple of 128 (M so: an odd count of 128-row tiles leaves the last pair half idle)
+    # rows over a multiple of 128 (M so: an odd count of 128-row tiles, whose last row the pairs run side by side)
     ragged = [(2056, 2056, 2056), (4104, 4104, 4104), (6000, 6000, 6000), (10000, 10000, 10000), (4104, 4096, 4096),
               (4096, 4104, 4096)]
     # large enough that what the running tiles share outgrows L2 (which the model does not see)
@@ -144,7 +153,7 @@ def _measure(args: argparse.Namespace) -> None:
            "spec": str(spec.relative_to(REPO)) if spec.is_relative_to(REPO) else str(spec),
            "kernels": [p.shape.key for p in family.kernels], "bk": family.kernels[0].bk,
            "every_kernel": bool(args.every_kernel), "block_scales": bool(args.block_scales),
-           "majors": list(majors), "rows": rows}
+           "majors": list(majors), "pairs_last_row": PAIRS_LAST_ROW, "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -342,6 +351,33 @@ def _scaled(d: Dispatch, field: str, factor: float) -> Dispatch:
     return replace(d, tiles=tiles)
 
 
+def merge(data: dict[str, Any], new: dict[str, Any], note: str) -> dict[str, Any]:
+    """``data`` with the rows of ``new``'s shapes replaced by ``new``'s: the same GPU, family and options
+    (else the rows would not compare), every shape of ``new`` one of ``data``'s."""
+    for field in ("gpu", "spec", "kernels", "bk", "every_kernel"):
+        if data.get(field) != new.get(field):
+            raise SystemExit(f"merge: the measurements differ in {field}: {data.get(field)!r} and {new.get(field)!r}")
+    for field, default in (("block_scales", False), ("majors", ["k", "k"])):
+        if data.get(field, default) != new.get(field, default):
+            raise SystemExit(f"merge: the measurements differ in {field}")
+    replaced = {(r["m"], r["n"], r["k"]): r for r in new["rows"]}
+    missing = set(replaced) - {(r["m"], r["n"], r["k"]) for r in data["rows"]}
+    if missing:
+        raise SystemExit(f"merge: shapes {sorted(missing)} are not in the data")
+    rows = [replaced.get((r["m"], r["n"], r["k"]), r) for r in data["rows"]]
+    notes = [*data.get("notes", [data["note"]] if "note" in data else []), note]
+    merged = {**{k: v for k, v in data.items() if k != "note"}, "notes": notes, "rows": rows}
+    if "pairs_last_row" in new:  # the caller measured again every row that the walk's change touched
+        merged["pairs_last_row"] = new["pairs_last_row"]
+    return merged
+
+
+def _merge(args: argparse.Namespace) -> None:
+    path = Path(args.data)
+    merged = merge(json.loads(path.read_text()), json.loads(Path(args.new).read_text()), args.note)
+    path.write_text(json.dumps(merged, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m lab.tune_matmul", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -363,8 +399,12 @@ def main(argv: list[str] | None = None) -> None:
                    "the table's others and its memory system's")
     f.add_argument("--table", default=DISPATCH_JSON.name, help="the table fitted and written: dispatch.json (the "
                    "H200's) or dispatch_<gpu>.json, beside it")
+    g = sub.add_parser("merge")
+    g.add_argument("data")
+    g.add_argument("new")
+    g.add_argument("--note", required=True, help="why those rows were measured again")
     args = parser.parse_args(argv)
-    (_measure if args.command == "measure" else _fit)(args)
+    {"measure": _measure, "fit": _fit, "merge": _merge}[args.command](args)
 
 
 if __name__ == "__main__":

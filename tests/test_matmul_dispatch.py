@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tmagen.kinds.matmul.dispatch import DISPATCH, DISPATCHES, Choice, peak_memory_bytes_per_us, table_for
+from tmagen.kinds.matmul.dispatch import DISPATCH, DISPATCHES, Choice, TileShape, peak_memory_bytes_per_us, table_for
 from tmagen.kinds.matmul.plan import MatmulFamily
 from tmagen.plan import load
 from tmagen.render import render
@@ -30,9 +30,28 @@ from conftest import REPO
 # rows too), which its table, tmagen/kinds/matmul/dispatch.json, was fitted to
 DATA = json.loads((REPO / "tests" / "data" / "hw_h200" / "matmul_tune.json").read_text())
 FP8_DATA = json.loads((REPO / "tests" / "data" / "hw_h200" / "matmul_tune_fp8.json").read_text())
+
+
+def _current(data: dict) -> dict:
+    """The measurement as the kernels now run. Data measured before the walk put an odd last row of
+    tiles in pairs side by side (no "pairs_last_row": the H100's, which has not been measured again)
+    timed its kernels in pairs over an odd count of tile rows with one CTA of a cluster idle: those
+    launches are of a kernel gone, so they leave the row, named in its "stale" list, and a choice of
+    such a kernel there is not judged (`_slowdowns`)."""
+    if data.get("pairs_last_row") == "side-by-side":
+        return data
+    shapes = [TileShape.from_key(key, data.get("bk", 64)) for key in data["kernels"]]
+    rows = []
+    for row in data["rows"]:
+        stale = [i for i, t in enumerate(shapes) if t.cluster > 1 and -(-row["m"] // t.bm) % t.cluster]
+        rows.append({**row, "us": {k: t for k, t in row["us"].items() if int(k.split("/")[0]) not in stale},
+                     "stale": [data["kernels"][i] for i in stale]})
+    return {**data, "rows": rows}
+
+
 # the same on an H100 (2026-11-27/28), which its own table, tmagen/kinds/matmul/dispatch_h100.json, was fitted to
-H100_DATA = json.loads((REPO / "tests" / "data" / "hw_h100" / "matmul_tune.json").read_text())
-H100_FP8_DATA = json.loads((REPO / "tests" / "data" / "hw_h100" / "matmul_tune_fp8.json").read_text())
+H100_DATA = _current(json.loads((REPO / "tests" / "data" / "hw_h100" / "matmul_tune.json").read_text()))
+H100_FP8_DATA = _current(json.loads((REPO / "tests" / "data" / "hw_h100" / "matmul_tune_fp8.json").read_text()))
 H200, H100 = ([i for i, d in enumerate(DISPATCHES) if d.gpu == gpu][0]
               for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"))
 
@@ -61,10 +80,19 @@ def _by_key(data: dict, family: MatmulFamily) -> dict:
     return {**data, "kernels": keys, "rows": rows}
 
 
-def _slowdowns(family: MatmulFamily, data: dict, table: int, straddle: bool | None) -> list[float]:
-    """Per measured shape, the time of the table's choice over the shape's best measured launch."""
-    return [_measured(row, family.choose(row["m"], row["n"], row["k"], data["sms"], straddle=straddle, table=table))
-            / min(row["us"].values()) for row in data["rows"]]
+def _slowdowns(family: MatmulFamily, data: dict, table: int, straddle: bool | None,
+               judged_by: tuple[int, ...] = ()) -> list[float]:
+    """Per measured shape, the time of the table's choice over the shape's best measured launch; not
+    where the choice (or that of a table of ``judged_by``, so that tables compare on the same shapes)
+    is a kernel whose launches there are stale (`_current`)."""
+    out = []
+    for row in data["rows"]:
+        picks = [family.choose(row["m"], row["n"], row["k"], data["sms"], straddle=straddle, table=t)
+                 for t in (table, *judged_by)]
+        if any(family.kernels[c.variant].shape.key in row.get("stale", ()) for c in picks):
+            continue
+        out.append(_measured(row, picks[0]) / min(row["us"].values()))
+    return out
 
 
 def _without_aligned_twins(family: MatmulFamily) -> MatmulFamily:
@@ -81,17 +109,23 @@ def _geomean(values: list[float]) -> float:
 def test_each_gpu_takes_its_own_table_and_it_picks_faster_there(table: int, data: dict) -> None:
     """On each GPU's measurement of every kernel (the twins in pairs among the candidates, as launches
     take them), its own table's choices are within 1.5% of the best measured launch (geometric mean)
-    and better than the other GPU's table's: on the H200 (2026-11-28) 1.004 against 1.010 (bf16)
-    and 1.009 against 1.012 (fp8); on the H100, 1.009 against 1.015 and 1.006 against 1.015. The
-    H200's constants split K where the H100's lower DRAM bandwidth makes the partials' traffic cost
-    more, and the H100's miss the H200's fp8 tiles by up to a fifth on a shape."""
+    and better than the other GPU's table's: on the H200 (2026-11-28, the odd counts of tile rows
+    measured again with the pairs side by side) 1.003 against 1.011 (bf16) and 1.010 against 1.011
+    (fp8); on the H100, over the 53 shapes of each where neither table's choice is stale
+    (`_current`), 1.010 against 1.013 and 1.007 against 1.018. The H200's constants split K where
+    the H100's lower DRAM bandwidth makes the partials' traffic cost more, and the H100's miss the
+    H200's fp8 tiles by up to a fifth on a shape."""
     family = load(REPO / data["spec"]).kernel.detail
     assert [p.shape.key for p in family.kernels] == data["kernels"], "the family the data was measured on"
     assert family.table_for(data["sms"], data["memory_bytes_per_us"]) == table
     assert family.dispatch is DISPATCH is DISPATCHES[H200], "the H200's table is the first: a GPU not known takes it"
-    own, other = (_geomean(_slowdowns(family, data, t, straddle=None)) for t in (table, H100 + H200 - table))
+    other_table = H100 + H200 - table
+    own, other = (_geomean(_slowdowns(family, data, t, straddle=None, judged_by=(u,)))
+                  for t, u in ((table, other_table), (other_table, table)))
     assert own <= 1.015 and own < other, (own, other)
-    assert max(_slowdowns(family, data, table, straddle=None)) <= 1.15
+    judged = _slowdowns(family, data, table, straddle=None)
+    assert max(judged) <= 1.15
+    assert len(judged) >= (58 if data.get("pairs_last_row") else 50), "most shapes judged on the H100's stale data"
 
 
 def test_a_16_bit_tail_is_split_only_where_the_model_saves_more_than_its_margin() -> None:
@@ -103,10 +137,13 @@ def test_a_16_bit_tail_is_split_only_where_the_model_saves_more_than_its_margin(
     for shape in ((15000, 15000, 15000), (10000, 10000, 10000)):
         c = family.choose(*shape, H100_DATA["sms"], table=H100)
         assert c.split_from == 0, (shape, c)
-        assert _measured(rows[shape], c) <= 1.015 * min(rows[shape]["us"].values()), (shape, c)
+        if family.kernels[c.variant].shape.key not in rows[shape]["stale"]:  # 10000^3's 128 x 256 pairs are
+            assert _measured(rows[shape], c) <= 1.015 * min(rows[shape]["us"].values()), (shape, c)
     fp8 = load(REPO / H100_FP8_DATA["spec"]).kernel.detail
     assert all(cost.tail_margin == 0 for cost in fp8.costs(H100))
-    assert fp8.choose(10000, 10000, 10000, H100_FP8_DATA["sms"], table=H100).split_from > 0
+    # (fp8 10000^3, 79 rows of 128-row tiles, now takes the 128 x 192 pairs whole, whose last row runs
+    # side by side: the H100 has not measured that walk, so the row's launches of pairs are stale)
+    assert fp8.kernels[fp8.choose(10000, 10000, 10000, H100_FP8_DATA["sms"], table=H100).variant].cluster == 2
 
 
 def test_each_gpu_takes_the_table_of_the_gpu_most_like_it() -> None:
@@ -189,7 +226,8 @@ def test_every_choice_is_a_launch_the_family_can_make() -> None:
         c = family.choose(m, n, k, 132)
         p = family.kernels[c.variant]
         tile_rows = -(-m // p.bm)
-        groups = -(-tile_rows // p.cluster) * -(-n // p.bn)  # a cluster's tiles, one above the other
+        tile_columns = -(-n // p.bn)  # a cluster's tiles: stacked, then an odd last row side by side
+        groups = tile_rows // p.cluster * tile_columns + tile_rows % p.cluster * -(-tile_columns // p.cluster)
         assert 1 <= c.splits <= min(family.max_splits, max(1, -(-k // p.bk)))
         assert c.split_from == 0 if c.splits == 1 else 0 <= c.split_from < groups
         counters, partials = family.workspace_bytes(c, m, n)
@@ -379,7 +417,7 @@ def test_block_scaled_launches_on_the_h200_probe() -> None:
 
 
 @pytest.mark.parametrize(("name", "within", "before", "worst"), [
-    ("matmul_tune_fp8_blocks.json", 1.008, 1.05, 1.06), ("matmul_tune_mn.json", 1.026, 1.027, 1.17)],
+    ("matmul_tune_fp8_blocks.json", 1.006, 1.05, 1.06), ("matmul_tune_mn.json", 1.024, 1.027, 1.21)],
     ids=["fp8-blocks", "mn-ab"])
 def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measurements(
         name: str, within: float, before: float, worst: float) -> None:
@@ -387,13 +425,16 @@ def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measuremen
     every kernel timed on the 58 tuning shapes on an H200 (2026-11-28, `lab.tune_matmul measure
     --every-kernel --block-scales` and `--majors mn,mn`, the MN-major data with 6 shapes more of a
     weight gradient's whose M or N is a few rows over a multiple of 128): with the tiles' own keys the
-    H200's table chooses within 0.7% (block scales) and 2.6% (MN-major) of the fastest launch
+    H200's table chooses within 0.6% (block scales) and 2.4% (MN-major) of the fastest launch
     measured, where pricing them as their per-tensor and K-major tiles gave 5.6% and 2.7%; no
-    block-scaled choice is more than 6% slower than the fastest (16384^3 and 15000^3 were 16% and 13%
-    with their tails split, before the block-scaled tiles' margin of 1% kept them whole). What the
-    MN-major fit leaves is M <= 16 (stored [K, 8] after rounding): the fastest there, 64 x 256 split
-    4, is 1.39 times faster than the 64 x 128 split 2 chosen at 8 x 4096 x 14336; tile constants
-    fitted on all shapes do not see that narrow MN-major rows make A's loads the cost."""
+    block-scaled choice is more than 6% slower than the fastest (16384^3 and 15000^3 were 16% and
+    13% with their tails split, before the block-scaled tiles' margin of 1% kept them whole). The
+    rows of odd counts of tile rows were measured again for the walk's pairs side by side, and each
+    family's keys fitted again on them (with the 16-bit tiles' refit). What the MN-major fit leaves
+    is small M, where tile constants fitted on all shapes do not see that narrow MN-major rows make
+    A's loads the cost: 64 x 4096 x 4096 takes 64 x 128 split 3 (17.5 us) where 64 x 64 whole ran
+    14.6 (cuBLAS 15.3), 1.20 times; 8 x 14336 x 4096 64 x 128 whole (44.8) where 64 x 256 split 2
+    ran 39.3 (cuBLAS 51.0), 1.14 times."""
     from lab.tune_matmul import _plan
 
     data = json.loads((REPO / "tests" / "data" / "hw_h200" / name).read_text())
@@ -407,34 +448,38 @@ def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measuremen
     assert _geomean(own) <= within < before <= _geomean(_slowdowns(as_base, data, H200, straddle=None))
     small_m = [s for s, row in zip(own, data["rows"], strict=True) if row["m"] <= 16]
     assert max(s for s, row in zip(own, data["rows"], strict=True) if row["m"] > 16) <= worst
-    assert max(small_m) <= 1.4
+    assert max(small_m) <= 1.15
 
 
-def test_pairs_over_an_odd_count_of_tile_rows_leave_a_cluster_half_idle() -> None:
+def test_an_odd_last_row_of_tiles_runs_in_pairs_side_by_side() -> None:
     """A pair kernel's two tiles lie one above the other, so 33 rows of 128 x 256 tiles (M = 4104)
-    make 17 rows of pairs: 272 clusters, 5 waves of the H200's 66 where 4096 rows fill 4 (256
-    clusters). Measured (tests/data/hw_h200/matmul_tune_mn.json), the pairs unsplit take 1.24 times as
-    long at 4104 x 4096 x 4096 as at 4096 x 4096 x 4104, and their fastest launch there splits that
-    fifth wave 8 ways (0.95 of cuBLAS); the table takes 192 x 192 pairs (1.03 times that launch), as
-    the model prices both. Pairs side by side (sharing A) would make 4 waves of 264: not built."""
+    once made 17 rows of pairs: 272 clusters, 5 waves of the H200's 66 where 4096 rows fill 4 (256),
+    the last with half of every cluster idle; unsplit they took 1.24 times as long as at 4096 x 4096
+    x 4104, and the fastest launch reached 0.95 of cuBLAS (0.879 in the benchmark). The walk now puts
+    that last row in pairs side by side, each CTA loading its own A and B: 264 clusters, 4 waves.
+    Measured again (tests/data/hw_h200/matmul_tune_mn.json, a weight gradient: both operands
+    MN-major), the pairs unsplit take within 3% of the 4096-row shape's time, are the fastest launch
+    there, match cuBLAS within 2%, and the table takes them."""
     from lab.tune_matmul import _plan
 
     data = json.loads((REPO / "tests" / "data" / "hw_h200" / "matmul_tune_mn.json").read_text())
+    assert data["pairs_last_row"] == "side-by-side"
     family = _plan(REPO / data["spec"], False, ("mn", "mn")).kernel.detail
     rows = {(r["m"], r["n"], r["k"]): r for r in data["rows"]}
     pairs = data["kernels"].index("mn-ab:128x256c2")
     shape = family.kernels[pairs].shape
-    assert (shape.groups(4104, 4096), shape.groups(4096, 4096), shape.slots(132)) == (272, 256, 66)
+    assert (shape.groups(4104, 4096), shape.groups(4096, 4096), shape.slots(132)) == (264, 256, 66)
+    assert (shape.groups(100, 4096), shape.groups(100, 4352)) == (8, 9), "one row: side by side, a CTA past N"
     odd, even = rows[(4104, 4096, 4096)], rows[(4096, 4096, 4104)]
-    assert odd["us"][f"{pairs}/1/0"] >= 1.2 * even["us"][f"{pairs}/1/0"]
-    fastest = min(odd["us"], key=odd["us"].__getitem__)
-    assert fastest.startswith(f"{pairs}/") and fastest.endswith("/264"), fastest
-    assert odd["cublas_us"] / odd["us"][fastest] < 0.96
+    whole = odd["us"][f"{pairs}/1/0"]
+    assert whole <= 1.03 * even["us"][f"{pairs}/1/0"]
+    assert whole == min(odd["us"].values()) and odd["cublas_us"] / whole > 0.98
     c = family.choose(4104, 4096, 4096, 132, table=H200)
-    assert _measured(odd, c) <= 1.04 * odd["us"][fastest], c
+    assert c == Choice(pairs, 1, 0), c
 
 
 PAIRS = json.loads((REPO / "tests" / "data" / "hw_h100" / "matmul_pairs.json").read_text())
+PAIRS["family"] = {kind: _current(data) for kind, data in PAIRS["family"].items()}
 
 
 @pytest.mark.parametrize(("spec", "kind"), [(REPO / "specs" / "matmul_bf16_tn.json", "bf16"),
@@ -444,7 +489,10 @@ def test_pairs_are_taken_where_rows_straddle(spec: Path, kind: str) -> None:
     straddle 32-byte sectors, the launch chosen among the twins (where they pay) must have measured
     no slower than the one chosen among the kernels alone, and faster by a tenth somewhere. Alone
     means no twin at all: the table with no twins offered on aligned rows (with them, the choice
-    for rows that do not straddle may be a twin too: fp8 2056^3 takes the 128 x 192 pairs either way)."""
+    for rows that do not straddle may be a twin too: fp8 2056^3 takes the 128 x 192 pairs either way).
+    Judged on the straddling shapes (6 per kind) where neither choice is a kernel in pairs over an
+    odd count of tile rows (stale, `_current`): fp8's tenth was at one of the others (2056 x 2056 x
+    2064, 17 rows of tiles: 0.83 with the pairs stacked)."""
     family = load(spec).kernel.detail
     data = PAIRS["family"][kind]
     assert [p.shape.key for p in family.kernels] == data["kernels"]
@@ -455,11 +503,13 @@ def test_pairs_are_taken_where_rows_straddle(spec: Path, kind: str) -> None:
         if not family.dense_rows_straddle(m, n, k):
             assert family.choose(m, n, k, 132) == family.choose(m, n, k, 132, straddle=False)
             continue
-        took_pairs = _measured(row, family.choose(m, n, k, 132, table=H100))  # measured on an H100
-        took_alone = _measured(row, no_twins.choose(m, n, k, 132, straddle=False, table=H100))
+        picks = family.choose(m, n, k, 132, table=H100), no_twins.choose(m, n, k, 132, straddle=False, table=H100)
+        if any(family.kernels[c.variant].shape.key in row["stale"] for c in picks):
+            continue
+        took_pairs, took_alone = (_measured(row, c) for c in picks)  # measured on an H100
         assert took_pairs <= took_alone, (m, n, k, took_pairs, took_alone)
         ratios.append(took_pairs / took_alone)
-    assert len(ratios) >= 8 and min(ratios) < 0.9
+    assert len(ratios) >= 6 and (kind == "fp8" or min(ratios) < 0.9), ratios
 
 
 @pytest.mark.parametrize("kind", ["bf16", "fp8"])
@@ -599,8 +649,11 @@ def test_fp8_tiles_run_alone_with_their_pairs_as_twins() -> None:
     """fp8 tiles run alone by default and the 128 x 128 one's pairs are its twin (plan.py, the note
     above `tile_cluster`): on the H100's measurement of every kernel, the tile alone was no slower
     than in pairs on whole-sector rows where M spans more than one tile (0.8% faster, geometric
-    mean), and a tenth faster or more where M is within one tile. 16-bit tiles of 128 rows keep
-    their pairs, and a spec's own ``cluster`` is kept."""
+    mean, over the 36 shapes of an even count of tile rows, whose pairs' walk has not changed since).
+    Where M was within one tile, the tile alone was a tenth faster or more, its pairs stacked with
+    one CTA idle; side by side they were within 3% of alone on an H200 (2026-11-28): no longer a
+    reason, and not measured again on an H100 (those rows are stale, `_current`). 16-bit tiles of
+    128 rows keep their pairs, and a spec's own ``cluster`` is kept."""
     from tmagen.kinds.matmul.plan import rows_straddle
     from tmagen.plan import resolve
     from tmagen.spec import parse_spec
@@ -617,11 +670,11 @@ def test_fp8_tiles_run_alone_with_their_pairs_as_twins() -> None:
     paired = resolve(parse_spec(raw)).kernel.detail
     assert paired.kernels[0].cluster == 2 and paired.twins[0] == -1
 
-    ratios, within_one_tile = [], []
+    ratios = []
     for row in H100_FP8_DATA["rows"]:
-        if not rows_straddle(0, row["k"]):
+        if not rows_straddle(0, row["k"]) and fp8.kernels[fp8.twins[0]].shape.key not in row["stale"]:
             alone, pairs = (min(t for key, t in row["us"].items() if key.split("/")[0] == str(v))
                             for v in (0, fp8.twins[0]))
-            (ratios if row["m"] > 128 else within_one_tile).append(alone / pairs)
+            assert row["m"] > 128, "M within one tile: one row of tiles, odd"
+            ratios.append(alone / pairs)
     assert len(ratios) >= 30 and _geomean(ratios) < 1.0, _geomean(ratios)
-    assert len(within_one_tile) >= 10 and max(within_one_tile) < 1.0 and min(within_one_tile) < 0.9, within_one_tile

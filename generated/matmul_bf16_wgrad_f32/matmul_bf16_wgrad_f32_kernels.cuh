@@ -19,7 +19,8 @@
 // A persistent grid walks the work units (a tile, or a tile's split of K) in groups of 8
 // tile rows, column by column (L2 reuse). A kernel launched in clusters of two pairs tiles one above
 // the other: each CTA loads its own A and half of the stage's B boxes, multicast to both, so B
-// crosses L2 once per pair; a stage is free again once the consumers of both CTAs release it.
+// crosses L2 once per pair; a stage is free again once the consumers of both CTAs release it. An odd
+// last row of tiles goes in pairs side by side, each CTA loading its own A and B (matmul_walk).
 // Edges need no care: TMA fills loads outside A and B with zeros and drops stores outside C.
 constexpr uint32_t matmul_bf16_wgrad_f32_matmul_threads = 384;
 constexpr uint32_t matmul_bf16_wgrad_f32_matmul_smem_bytes = 230400;  // dynamic: the stages, C staging, 1024 of slack
@@ -92,8 +93,8 @@ struct fast_divider {
   __device__ __forceinline__ uint32_t quotient(uint32_t n) const { return (__umulhi(n, multiplier) + n) >> shift; }
 };
 
-// Work unit u of the persistent walk: its group of tiles (a cluster's: one tile per CTA, one above
-// the other), which split of K it is, of how many, and its K steps [kt_begin, kt_end).
+// Work unit u of the persistent walk: its group of tiles (a cluster's: one tile per CTA), which
+// split of K it is, of how many, and its K steps [kt_begin, kt_end).
 struct matmul_unit {
   uint32_t tile, split, splits, kt_begin, kt_end;
 };
@@ -102,24 +103,30 @@ struct matmul_tile {
   uint32_t m, n;  // tile coordinates, in tiles
 };
 
-// A launch's work units and where each is. Units are a cluster's: group g of a column of tiles is
-// tile rows Cluster * g + rank, one per CTA; the last group of an odd column holds a tile past M,
-// whose CTA loads its share of B for its partner and nothing else. Each warpgroup works this out
-// after its setmaxnreg: values worked out before it for both were live across it, and ptxas kept
-// some of them in local memory.
+// A launch's work units and where each is. Units are a cluster's groups of tiles: first the stacked
+// groups, Cluster tile rows each (group g of a column of tiles is tile rows Cluster * g + rank, one
+// per CTA, sharing B); then, where Cluster does not divide the tile rows, the rows left over in
+// groups side by side (Cluster tile columns each, one per CTA), so that no CTA sits out a whole
+// tile row: 33 rows of 128 x 256 pairs at N = 4096 make 16 x 16 stacked groups and 8 side by side,
+// 264 clusters (4 waves of an H200's 66), where stacked alone made 17 x 16 = 272 (5 waves, the
+// last with half of every cluster idle). The last group of a row with an odd count of tile columns
+// holds a tile past N, whose CTA loads nothing. Each warpgroup works this out after its
+// setmaxnreg: values worked out before it for both were live across it, and ptxas kept some of
+// them in local memory.
 template <uint32_t BM, uint32_t BN, uint32_t BK, uint32_t Cluster, uint32_t Raster>
 struct matmul_walk {
   // A cluster's CTAs are consecutive blocks (clusters of Cluster x 1 x 1 on a 1-D grid): this CTA's
   // rank in its cluster, its cluster's first unit, and the clusters of the grid.
   uint32_t rank, first, stride;
-  uint32_t tiles_m, groups_m, k_tiles, count;
+  uint32_t tiles_m, tiles_n, stacked_m, stacked, across, k_tiles, count;
   fast_divider per_group;  // the tiles of Raster tile rows (group rows: tiles of clusters)
 
   __device__ __forceinline__ matmul_walk(uint32_t M, uint32_t N, uint32_t K, const matmul_split& split)
       : rank(blockIdx.x % Cluster), first(blockIdx.x / Cluster), stride(gridDim.x / Cluster),
-        tiles_m((M + BM - 1) / BM), groups_m((tiles_m + Cluster - 1) / Cluster), k_tiles((K + BK - 1) / BK),
-        count(split.split_from + (groups_m * ((N + BN - 1) / BN) - split.split_from) * split.splits),
-        per_group(Raster * ((N + BN - 1) / BN)) {}
+        tiles_m((M + BM - 1) / BM), tiles_n((N + BN - 1) / BN), stacked_m(tiles_m / Cluster),
+        stacked(stacked_m * tiles_n), across((tiles_n + Cluster - 1) / Cluster), k_tiles((K + BK - 1) / BK),
+        count(split.split_from + (stacked + tiles_m % Cluster * across - split.split_from) * split.splits),
+        per_group(Raster * tiles_n) {}
 
   __device__ __forceinline__ matmul_unit at(uint32_t u, const matmul_split& split) const {
     if (split.splits == 1 || u < split.split_from) return {u, 0, 1, 0, k_tiles};  // a whole tile: no division
@@ -128,14 +135,22 @@ struct matmul_walk {
             static_cast<uint32_t>(uint64_t(s + 1) * k_tiles / split.splits)};
   }
 
-  // Group t of the persistent order: Raster rows of groups walked column by column, so that the
-  // blocks running at once share rows of A and columns of B in L2. Only the last rows, if fewer,
-  // divide by a number the compiler does not know.
-  __device__ __forceinline__ matmul_tile group(uint32_t t) const {
+  // Whether group t lies side by side (its CTAs share A's rows; each loads its own B).
+  __device__ __forceinline__ bool side_by_side(uint32_t t) const { return Cluster > 1 && t >= stacked; }
+
+  // This CTA's tile of group t. The stacked groups go in the persistent order: Raster rows of groups
+  // walked column by column, so that the blocks running at once share rows of A and columns of B in
+  // L2. Only the last rows, if fewer, divide by a number the compiler does not know; so do the
+  // groups side by side, at most one row of them a launch for pairs.
+  __device__ __forceinline__ matmul_tile tile(uint32_t t) const {
+    if (side_by_side(t)) {
+      const uint32_t q = t - stacked;
+      return {stacked_m * Cluster + q / across, q % across * Cluster + rank};
+    }
     const uint32_t g = per_group.quotient(t), first_m = g * Raster, in_group = t - g * per_group.divisor;
-    if (groups_m - first_m >= Raster) return {first_m + in_group % Raster, in_group / Raster};
-    const uint32_t rows = groups_m - first_m;
-    return {first_m + in_group % rows, in_group / rows};
+    if (stacked_m - first_m >= Raster) return {(first_m + in_group % Raster) * Cluster + rank, in_group / Raster};
+    const uint32_t rows = stacked_m - first_m;
+    return {(first_m + in_group % rows) * Cluster + rank, in_group / rows};
   }
 };
 
@@ -286,17 +301,21 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     ring<Stages> at;  // where the producer is in the ring of stages
     for (uint32_t u = units.first; u < units.count; u += units.stride) {
       const matmul_unit unit = units.at(u, split);
-      const matmul_tile group = units.group(unit.tile);
-      const matmul_tile tile = {group.m * Cluster + units.rank, group.n};
-      const bool inside = tile.m < units.tiles_m;  // else its CTA loads B for its partner alone
-      // A's rows of this tile in copies of ALoadRows (a tile past M, none).
+      const matmul_tile tile = units.tile(unit.tile);
+      // Side by side, each CTA loads its own B, and a tile past N nothing; stacked, each loads its
+      // share of B for both.
+      const bool side_by_side = units.side_by_side(unit.tile), inside = tile.n < units.tiles_n;
+      // A's rows of this tile in copies of ALoadRows (a tile past N, none).
       uint32_t a_whole = inside ? a_copies : 0, a_edge = 0;
       const uint32_t a_bytes = a_whole * a_k_boxes * a_load_tx;
+      // B's boxes arrive whole either way (stacked, each CTA's share from each), but not past N.
+      const uint32_t b_bytes = side_by_side && !inside ? 0 : stage_tx - a_tx;
       for (uint32_t kt = unit.kt_begin; kt < unit.kt_end; ++kt, at.next()) {
         const uint32_t stage = at.stage;
-        // Free in every CTA of the cluster: this one's B share lands in each. A fresh barrier passes parity 1 at once.
+        // Free in every CTA of the cluster: stacked, this one's B share lands in each. A fresh barrier
+        // passes parity 1 at once.
         tma::mbarrier_wait(&empty[stage], at.phase ^ 1u);
-        tma::mbarrier_arrive_expect_tx(&full[stage], stage_tx - a_tx + a_bytes);
+        tma::mbarrier_arrive_expect_tx(&full[stage], b_bytes + a_bytes);
         uint8_t* a_tile = pattern + stage * stage_bytes + A::smem_offset;
         uint8_t* b_tile = pattern + stage * stage_bytes + a_stage + B::smem_offset;
         for (uint32_t kb = 0; kb < a_k_boxes; ++kb) {
@@ -311,9 +330,9 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
             uint8_t* b_box = b_tile + kb * BBoxes * B::wgmma::box_stride + nb * b_load_stride;
             const int32_t c0 = static_cast<int32_t>(tile.n * BN + nb * BLoadRows);
             const int32_t c1 = static_cast<int32_t>(kt * BK + kb * B::wgmma::k_per_box);
-            if constexpr (Cluster == 1) {
+            if (Cluster == 1 || (side_by_side && inside)) {
               tma::load_2d(b_box, b_map, &full[stage], c0, c1);
-            } else if (b_copy % Cluster == units.rank) {  // this CTA's share, to the same offset and barrier in each
+            } else if (!side_by_side && b_copy % Cluster == units.rank) {  // this CTA's share, to the same offset and barrier in each
               tma::load_2d_multicast(b_box, b_map, &full[stage], static_cast<uint16_t>((1u << Cluster) - 1), c0, c1);
             }
           }
@@ -356,8 +375,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
     const matmul_unit unit = units.at(u, split);
     const uint32_t splits = unit.splits, s = unit.split, kt_begin = unit.kt_begin, kt_end = unit.kt_end;
     const uint32_t t = (unit.tile - split.split_from) * Cluster + units.rank;  // t: among the split groups' tiles
-    const matmul_tile group = units.group(unit.tile);
-    const matmul_tile tile = {group.m * Cluster + units.rank, group.n};
+    const matmul_tile tile = units.tile(unit.tile);
     // The first of the two rows this thread holds in each 64-row block, in the whole matrix.
     const uint32_t row0 = tile.m * BM + consumer * rows_per_consumer + 16 * warp + lane / 4;
     // The barriers' shared addresses, worked out per tile (not live through the epilogue).
@@ -407,7 +425,7 @@ __device__ __forceinline__ void matmul_body(const CUtensorMap* a_map, const CUte
 #pragma unroll
     for (uint32_t mb = 0; mb < m_blocks; ++mb) wgmma::fence_operands(acc[mb]);
     if (pending && thread == 0) release_stage<Cluster>(empty_at + 8 * at.before());
-    if (tile.m >= units.tiles_m) continue;  // a tile past M, its CTA's part in the pair done
+    if (tile.n >= units.tiles_n) continue;  // a tile past N, side by side with its partner's: nothing to store
     if (kt_end == kt_begin) {
       // K = 0, an empty sum: no wgmma ran, and it is the first K step's wgmma (scale-d 0) that starts
       // the accumulators from zero, so they hold whatever the registers held.

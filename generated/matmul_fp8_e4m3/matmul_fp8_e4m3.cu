@@ -454,14 +454,15 @@ struct matmul_table {
 };
 constexpr uint32_t matmul_table_count = 2;
 constexpr matmul_table matmul_tables[matmul_table_count] = {
-    {132, 4814304, 93312, 5421590, 2427},  // NVIDIA H200
+    {132, 4814304, 111974, 5421590, 714},  // NVIDIA H200
     {132, 3352320, 93312, 5019991, 2856},  // NVIDIA H100 80GB HBM3
 };
 
-// Groups of `cluster` tiles (a cluster's work, one above the other) covering C, and the clusters
-// a persistent grid runs at once.
+// Groups of `cluster` tiles (a cluster's work) covering C: one above the other, then the tile rows
+// left over side by side; and the clusters a persistent grid runs at once.
 uint64_t matmul_groups(const matmul_tile_cost& c, uint64_t M, uint64_t N) {
-  return ((M + c.bm - 1) / c.bm + c.cluster - 1) / c.cluster * ((N + c.bn - 1) / c.bn);
+  const uint64_t rows = (M + c.bm - 1) / c.bm, columns = (N + c.bn - 1) / c.bn;
+  return rows / c.cluster * columns + rows % c.cluster * ((columns + c.cluster - 1) / c.cluster);
 }
 uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.cluster > 0 ? sms / c.cluster : 1; }
 // Per table, per kernel: its tile and the table's measured costs of it.

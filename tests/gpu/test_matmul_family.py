@@ -77,7 +77,7 @@ def test_every_kernel_at_every_split_matches(device, name: str) -> None:
     for i, (m, n, k) in enumerate(SHAPES):
         plan, a, b_nk, a_in, b = _operands(spec, m, n, k, seed=i)
         for variant in range(len(family.kernels)):
-            groups = family.groups(variant, m, n)  # a cluster's tiles, one above the other (a tile past M where odd)
+            groups = family.groups(variant, m, n)  # a cluster's tiles: stacked, then an odd last row side by side
             for splits, split_from in ((1, 0), (2, 0), (3, 0), (7, 0), (2, groups // 2), (3, groups - 1)):
                 if splits > -(-k // family.kernels[0].bk):
                     continue
@@ -124,8 +124,11 @@ def test_pairs_in_clusters_give_the_bits_of_the_kernels_alone(device) -> None:
     the B boxes for both (multicast: half of them, or two and one of three for the twins in pairs of
     128 x 192 and 192 x 192; the twins of the 64-row tiles too); with ``cluster: 1`` each CTA loads
     its own. Both sum the same products
-    in the same order, so C must be equal bit for bit: on odd numbers of tile rows (a CTA past M
-    that loads B for its partner alone), even ones, rows not whole 128 bytes, every split."""
+    in the same order, so C must be equal bit for bit: on even numbers of tile rows, odd ones (the
+    last row in pairs side by side, each CTA loading its own A and B, and where the tile columns are
+    odd too a CTA past N that loads nothing), a single row, rows not whole 128 bytes, every split.
+    The last group alone split (the groups side by side come last in the walk) sums its tiles in
+    another order than any launch alone does: it is checked against the float64 product."""
     raw = json.loads((REPO / "specs" / "matmul_bf16_tn.json").read_text())
     alone_raw = {**raw, "name": "matmul_bf16_tn_alone", "kernel": {**raw["kernel"], "cluster": 1}}
     paired, alone = tmagen.load(parse_spec(raw)), tmagen.load(parse_spec(alone_raw))
@@ -138,10 +141,15 @@ def test_pairs_in_clusters_give_the_bits_of_the_kernels_alone(device) -> None:
     for m, n, k in ((1, 72, 520), (129, 264, 1000), (300, 520, 456), (640, 1032, 2056), (1000, 2056, 136)):
         plan, a, b_nk, _, b = _operands(parse_spec(raw), m, n, k, seed=m)
         for variant in (v for v, p in enumerate(family.kernels) if p.cluster == 2):
-            for splits in (1, 3):
+            groups = family.groups(variant, m, n)
+            for splits, split_from, bits in ((1, 0, True), (3, 0, True), (2, groups - 1, False)):
                 got = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
                 want = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-                paired(a, b, out=got, choice=(variant, splits, 0))
+                paired(a, b, out=got, choice=(variant, splits, split_from))
+                if not bits:
+                    torch.cuda.synchronize()
+                    _check(got, a, b_nk, "bfloat16")
+                    continue
                 p = family.kernels[variant]
                 alone(a, b, out=want, choice=(alone_of[p.bm, p.bn], splits, 0))
                 torch.cuda.synchronize()

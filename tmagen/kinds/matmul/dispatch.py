@@ -5,8 +5,9 @@ its own, `table_for`). The C API computes the same integers in the same order (t
 a shape runs the same kernel from C and from Python.
 
 A kernel of tile shape T runs in clusters of ``cluster`` CTAs (1 or 2), each cluster on a group
-of that many tiles one above the other (the last group of an odd column of tiles holds a tile past
-M, whose CTA loads its share of B for its partner and stores nothing). A launch with its groups from
+of that many tiles one above the other; the tile rows ``cluster`` does not divide go in groups side
+by side (the last of a row with an odd count of tile columns holds a tile past N, whose CTA loads and
+stores nothing). A launch with its groups from
 ``split_from`` on split s ways over K runs ``split_from + (groups - split_from) * s`` work units on
 a persistent grid of at most SMs / cluster clusters (slots):
 
@@ -59,7 +60,7 @@ class TileShape:
     bn: int
     bk: int
     element_bytes: int = 2  # of A and B: 2 (bf16, f16) or 1 (fp8, whose BK is twice as many elements)
-    cluster: int = 1  # CTAs per cluster, on tiles one above the other, sharing their B boxes
+    cluster: int = 1  # CTAs per cluster, on tiles one above the other sharing their B boxes (or side by side)
     raster: int = 8  # rows of tiles the persistent walk takes together, column by column
     block_scales: bool = False  # fp8 sums scaled per block as they are promoted: a dearer step, measured apart
     layout: str = ""  # 16-bit operands: "" both K-major, "mn-a", "mn-b" or "mn-ab" where A, B or both are MN-major
@@ -93,9 +94,12 @@ class TileShape:
                          layout=layout)
 
     def groups(self, m: int, n: int) -> int:
-        """Groups of ``cluster`` tiles (a cluster's work), one above the other, covering C."""
-        tile_rows = -(-m // self.bm)
-        return -(-tile_rows // self.cluster) * -(-n // self.bn)
+        """Groups of ``cluster`` tiles (a cluster's work) covering C: one above the other, then the tile
+        rows left over side by side (on an H200, 4104 x 4096 x 4096 in 128 x 256 pairs: 264 groups,
+        4 waves of 66, where stacked alone made 272 with half of 16 clusters idle, 1.24 times as long
+        as 4096 x 4096 x 4104; tests/data/hw_h200/matmul_tune_mn.json)."""
+        tile_rows, tile_columns = -(-m // self.bm), -(-n // self.bn)
+        return tile_rows // self.cluster * tile_columns + tile_rows % self.cluster * -(-tile_columns // self.cluster)
 
     def slots(self, sms: int) -> int:
         """Clusters running at once on a persistent grid of the SMs."""

@@ -78,6 +78,7 @@ class MatmulPlan:
     promote_stages: int = 0  # fp8: stages whose partial sums the tensor core keeps before fp32 takes them; 0: never
     c_buffers: int = C_STAGING_BUFFERS  # C staging buffers per consumer: up to one per piece of its rows
     cluster: int = 1  # CTAs per cluster: tiles one above the other, each CTA loading half of their B boxes
+    # (the tile rows the cluster does not divide: side by side, each loading its own)
     b_loads: int = 0  # B's own boxes per stage: what decides its cluster (rule matmul-cluster)
     pipelined: bool = False  # fp8: two sets of partial sums, one stage's promoted while the next one's wgmmas run
     ordered: bool = False  # fp8 block scales, one set: consumers issue each stage's wgmmas in turn (`issue_in_turn`)
@@ -246,7 +247,7 @@ class MatmulFamily:
         return Choice(variant, choice.splits, choice.split_from) if choice.splits > 1 else Choice(variant, 1, 0)
 
     def groups(self, variant: int, m: int, n: int) -> int:
-        """A kernel's groups of tiles covering C: a cluster's tiles, one above the other."""
+        """A kernel's groups of tiles covering C: a cluster's tiles (`TileShape.groups`)."""
         return self.kernels[variant].shape.groups(m, n)
 
     def workspace_bytes(self, choice: Choice, m: int, n: int) -> tuple[int, int]:
