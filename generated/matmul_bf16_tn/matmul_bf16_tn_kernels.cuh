@@ -135,7 +135,7 @@ struct matmul_walk {
             static_cast<uint32_t>(uint64_t(s + 1) * k_tiles / split.splits)};
   }
 
-  // Whether group t lies side by side (its CTAs share A's rows; each loads its own B).
+  // Whether group t lies side by side (its CTAs on the same rows of A, each loading its own A and B).
   __device__ __forceinline__ bool side_by_side(uint32_t t) const { return Cluster > 1 && t >= stacked; }
 
   // This CTA's tile of group t. The stacked groups go in the persistent order: Raster rows of groups
