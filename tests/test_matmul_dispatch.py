@@ -137,7 +137,8 @@ def test_a_16_bit_tail_is_split_only_where_the_model_saves_more_than_its_margin(
     for shape in ((15000, 15000, 15000), (10000, 10000, 10000)):
         c = family.choose(*shape, H100_DATA["sms"], table=H100)
         assert c.split_from == 0, (shape, c)
-        if family.kernels[c.variant].shape.key not in rows[shape]["stale"]:  # 10000^3's 128 x 256 pairs are
+        # (10000^3's choice, the 128 x 256 pairs over 79 rows of tiles, is a launch of the old walk: stale)
+        if family.kernels[c.variant].shape.key not in rows[shape]["stale"]:
             assert _measured(rows[shape], c) <= 1.015 * min(rows[shape]["us"].values()), (shape, c)
     fp8 = load(REPO / H100_FP8_DATA["spec"]).kernel.detail
     assert all(cost.tail_margin == 0 for cost in fp8.costs(H100))
@@ -417,7 +418,7 @@ def test_block_scaled_launches_on_the_h200_probe() -> None:
 
 
 @pytest.mark.parametrize(("name", "within", "before", "worst"), [
-    ("matmul_tune_fp8_blocks.json", 1.006, 1.05, 1.06), ("matmul_tune_mn.json", 1.024, 1.027, 1.21)],
+    ("matmul_tune_fp8_blocks.json", 1.006, 1.05, 1.06), ("matmul_tune_mn.json", 1.024, 1.03, 1.21)],
     ids=["fp8-blocks", "mn-ab"])
 def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measurements(
         name: str, within: float, before: float, worst: float) -> None:
@@ -426,7 +427,7 @@ def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measuremen
     --every-kernel --block-scales` and `--majors mn,mn`, the MN-major data with 6 shapes more of a
     weight gradient's whose M or N is a few rows over a multiple of 128): with the tiles' own keys the
     H200's table chooses within 0.6% (block scales) and 2.4% (MN-major) of the fastest launch
-    measured, where pricing them as their per-tensor and K-major tiles gave 5.6% and 2.7%; no
+    measured, where pricing them as their per-tensor and K-major tiles gives 5.8% and 3.4%; no
     block-scaled choice is more than 6% slower than the fastest (16384^3 and 15000^3 were 16% and
     13% with their tails split, before the block-scaled tiles' margin of 1% kept them whole). The
     rows of odd counts of tile rows were measured again for the walk's pairs side by side, and each
