@@ -679,3 +679,25 @@ def test_fp8_tiles_run_alone_with_their_pairs_as_twins() -> None:
             assert row["m"] > 128, "M within one tile: one row of tiles, odd"
             ratios.append(alone / pairs)
     assert len(ratios) >= 30 and _geomean(ratios) < 1.0, _geomean(ratios)
+
+
+def test_a_measurement_of_some_shapes_replaces_their_rows_alone() -> None:
+    """`lab.tune_matmul merge` puts a partial measurement (``measure --shapes``) in place of those
+    shapes' rows, keeps the others and their order, records why, and takes the new walk's marker;
+    a measurement of another family, or of a shape the data lacks, is refused."""
+    from lab.tune_matmul import merge
+
+    data = {"gpu": "G", "spec": "s.json", "kernels": ["128x256c2"], "bk": 64, "every_kernel": True,
+            "note": "first", "rows": [{"m": 1, "n": 2, "k": 3, "us": {"0/1/0": 5.0}},
+                                      {"m": 4, "n": 5, "k": 6, "us": {"0/1/0": 7.0}}]}
+    new = {**{k: v for k, v in data.items() if k not in ("note", "rows")}, "pairs_last_row": "side-by-side",
+           "rows": [{"m": 4, "n": 5, "k": 6, "us": {"0/1/0": 6.5}}]}
+    merged = merge(data, new, "again")
+    assert [r["us"]["0/1/0"] for r in merged["rows"]] == [5.0, 6.5]
+    assert merged["notes"] == ["first", "again"] and "note" not in merged
+    assert merged["pairs_last_row"] == "side-by-side"
+    assert "pairs_last_row" not in merge(data, {k: v for k, v in new.items() if k != "pairs_last_row"}, "x")
+    with pytest.raises(SystemExit, match="kernels"):
+        merge(data, {**new, "kernels": ["64x64"]}, "x")
+    with pytest.raises(SystemExit, match="not in the data"):
+        merge(data, {**new, "rows": [{"m": 9, "n": 9, "k": 9, "us": {}}]}, "x")
