@@ -472,10 +472,12 @@ def test_a_matmul_whose_a_boxes_do_not_stack_from_8_rows_has_no_edge_map() -> No
 @pytest.mark.parametrize(("spec_name", "shape"), [("matmul_bf16_tn", (256, 4096, 4096)),
                                                   ("matmul_fp8_e4m3", (4096, 4096, 4096))])
 def test_matmul_launches_take_the_pairs_where_rows_straddle_sectors(spec_name: str, shape: tuple) -> None:
-    """A tile that runs alone (here bf16 64 x 128 and fp8 128 x 192, the H200 table's choices on
-    these shapes) runs on rows that start on whole 32-byte sectors and as its twin in pairs where A's
-    or B's pointer or pitch is off them: Python's launcher decides from the arrays it binds, the C
-    launcher from its pointers and leading dimensions, the same way."""
+    """A tile that runs alone (here bf16 64 x 128 and fp8 128 x 128, the H200 table's unsplit choices
+    on these shapes: the launcher is bound without a workspace, so it runs K whole) runs on rows that
+    start on whole 32-byte sectors, and a twin in pairs runs where A's or B's pointer or pitch is off
+    them (bf16: its own twin; fp8 4096^3: 128 x 192's, which the table prices below 128 x 128's):
+    Python's launcher decides from the arrays it binds, the C launcher from its pointers and leading
+    dimensions, the same way."""
     plan = resolve(parse_spec(json.loads((REPO / "specs" / f"{spec_name}.json").read_text())))
     family = plan.kernel.detail
     element = family.kernels[0].element_bytes
@@ -490,12 +492,16 @@ def test_matmul_launches_take_the_pairs_where_rows_straddle_sectors(spec_name: s
         call = plan.launcher.bind(plan, [Array.of(a_ptr, (m, k), (a_pitch, 1)), b], Array.of(1 << 40, (m, n)), 132)
         return call.kernel
 
-    alone = family.choose(m, n, k, 132, straddle=False).variant
-    assert alone in twin, "the shape's choice has a twin"
+    alone = family.choose(m, n, k, 132, max_splits=1, straddle=False).variant
+    assert alone in twin and family.kernels[alone].shape.key.removeprefix("fp8:") in ("64x128", "128x128"), \
+        "the shape's choice has a twin"
     assert chosen() == chosen(a_pitch=wide, b_pitch=wide) == alone
+    # where rows straddle, the choice among the twins in pairs
+    paired = family.choose(m, n, k, 132, max_splits=1, straddle=True).variant
+    assert paired in twin.values()
     for straddled in (chosen(a_ptr=base_a + 16, a_pitch=wide), chosen(a_pitch=k + 16 // element, b_pitch=wide),
                       chosen(b_ptr=base_b + 16, b_pitch=wide), chosen(b_pitch=k + 16 // element)):
-        assert straddled == twin[alone]
+        assert straddled == paired
     assert family.choose(m, n, k, 132) == family.choose(m, n, k, 132, straddle=False), "dense rows: whole sectors"
     host = render(plan, f"specs/{spec_name}.json")[f"{plan.name}.cu"]
     assert f"constexpr int32_t matmul_twins[{len(family.kernels)}] = {{{', '.join(map(str, family.twins))}}};" in host

@@ -468,13 +468,13 @@ uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.
 // Per table, per kernel: its tile and the table's measured costs of it.
 constexpr matmul_tile_cost matmul_costs[matmul_table_count][7] = {
   {  // NVIDIA H200
-    {128, 128, 128, 1, 2, 1, 8, 92, 1836, 0, false},  // matmul_fp8_e4m3_matmul
-    {128, 192, 128, 1, 2, 1, 8, 265, 2350, 0, false},  // matmul_fp8_e4m3_matmul_128x192
-    {64, 128, 128, 1, 1, 1, 8, 220, 1920, 0, false},  // matmul_fp8_e4m3_matmul_64x128
-    {64, 64, 128, 1, 1, 1, 8, 219, 700, 0, false},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 128, 128, 1, 2, 1, 8, 92, 3024, 0, false},  // matmul_fp8_e4m3_matmul
+    {128, 192, 128, 1, 2, 1, 8, 400, 4012, 0, false},  // matmul_fp8_e4m3_matmul_128x192
+    {64, 128, 128, 1, 1, 1, 8, 220, 2487, 0, false},  // matmul_fp8_e4m3_matmul_64x128
+    {64, 64, 128, 1, 1, 1, 8, 200, 700, 0, false},  // matmul_fp8_e4m3_matmul_64x64
     {128, 128, 128, 1, 2, 2, 8, 368, 3084, 0, true},  // matmul_fp8_e4m3_matmul_pairs
     {128, 192, 128, 1, 2, 2, 8, 530, 2400, 0, true},  // matmul_fp8_e4m3_matmul_128x192_pairs
-    {64, 128, 128, 1, 1, 2, 8, 224, 1920, 0, true},  // matmul_fp8_e4m3_matmul_64x128_pairs
+    {64, 128, 128, 1, 1, 2, 8, 241, 1920, 0, true},  // matmul_fp8_e4m3_matmul_64x128_pairs
   },
   {  // NVIDIA H100 80GB HBM3
     {128, 128, 128, 1, 2, 1, 8, 92, 2160, 0, false},  // matmul_fp8_e4m3_matmul
