@@ -498,7 +498,7 @@ def test_matmul_launches_take_the_pairs_where_rows_straddle_sectors(spec_name: s
     assert chosen() == chosen(a_pitch=wide, b_pitch=wide) == alone
     # where rows straddle, the choice among the twins in pairs
     paired = family.choose(m, n, k, 132, max_splits=1, straddle=True).variant
-    assert paired in twin.values()
+    assert paired in twin.values() and (paired == twin[alone] or spec_name == "matmul_fp8_e4m3")
     for straddled in (chosen(a_ptr=base_a + 16, a_pitch=wide), chosen(a_pitch=k + 16 // element, b_pitch=wide),
                       chosen(b_ptr=base_b + 16, b_pitch=wide), chosen(b_pitch=k + 16 // element)):
         assert straddled == paired
