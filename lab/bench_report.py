@@ -474,7 +474,10 @@ def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> lis
              "tensor, one per row of A and of B, and (square shapes of 4096 and above) block scales of 1 x 128 on A "
              "and 128 x 128 on B; cuBLASLt through `torch._scaled_mm` per tensor (use_fast_accum False, its "
              "default) and row-wise; a persistent Triton fp8 matmul on TMA descriptors with per-tensor scales, "
-             "autotuned on the shape. Each was checked first against an fp32 product of the dequantized inputs: "
+             "autotuned on the shape, whose `tl.dot` keeps its sums in the tensor core's short accumulator over the "
+             "whole of K (Triton 3.6 on sm_90: `max_num_imprecise_acc` defaults to 2^30, never promoted; "
+             "`use_fast_accum` True in cuBLASLt's terms), where tmagen and cuBLASLt promote every 128 of K. "
+             "Each was checked first against an fp32 product of the dequantized inputs: "
              "|C - R| <= 2^-8 |R| + 2^-10 S per element, S = |A sa| |B sb|^T (bfloat16's rounding and a "
              "14-bit tensor-core accumulator promoted every 128 of K; lab/fp8_bench.py says why)." + where
              + _matmul_methods(cases), "",

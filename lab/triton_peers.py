@@ -358,8 +358,10 @@ def fitting_fp8_configs(configs: list[triton.Config], named_args: dict[str, Any]
 @triton.jit(do_not_specialize=["M", "N", "K"])
 def matmul_fp8_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K, BLOCK_M: tl.constexpr,
                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
-    # the bf16 kernel's loop on fp8 tiles (tl.dot's own fp8 accumulation), the per-tensor scales
-    # applied to the fp32 accumulator before the cast
+    # the bf16 kernel's loop on fp8 tiles, the per-tensor scales applied to the fp32 accumulator
+    # before the cast. tl.dot's own fp8 accumulation, as a Triton user gets it: on sm_90 Triton 3.6's
+    # max_num_imprecise_acc defaults to 2**30 (backends/nvidia/compiler.py), so the sums are never
+    # promoted out of the tensor core's accumulator, where tmagen's and cuBLASLt's are every 128 of K
     scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
