@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from tmagen.kinds.matmul.dispatch import Dispatch, TileCost, TileShape, load_dispatch
+from tmagen.kinds.matmul.plan import rows_straddle
 
 REPO = Path(__file__).resolve().parents[1]
 DISPATCH_JSON = REPO / "tmagen" / "kinds" / "matmul" / "dispatch.json"
@@ -98,8 +99,13 @@ def _measure(args: argparse.Namespace) -> None:
         dtype = torch.float8_e4m3fn if family.fp8 else torch.bfloat16
         # stored as the family takes them: A [M, K] or [K, M], B [N, K] or [K, N]; a_rows and b_rows
         # are their [M, K] and [N, K] views
-        a = [torch.randn(*((k, m) if a_mn else (m, k)), device="cuda").to(dtype) for _ in range(sets)]
-        b = [torch.randn(*((k, n) if b_mn else (n, k)), device="cuda").to(dtype) for _ in range(sets)]
+        # --row-pitch-extra E: K-major rows K + E elements apart (slices of wider tensors), as a user's
+        # operands whose rows straddle 32-byte sectors are
+        extra = args.row_pitch_extra
+        a = [torch.randn(*((k, m) if a_mn else (m, k + extra)), device="cuda").to(dtype)[..., :m if a_mn else k]
+             for _ in range(sets)]
+        b = [torch.randn(*((k, n) if b_mn else (n, k + extra)), device="cuda").to(dtype)[..., :n if b_mn else k]
+             for _ in range(sets)]
         a_rows, b_rows = [x.T if a_mn else x for x in a], [x.T if b_mn else x for x in b]
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         ref = (a_rows[0].float() @ b_rows[0].float().T)
@@ -115,8 +121,9 @@ def _measure(args: argparse.Namespace) -> None:
         # only the kernels a launch of these dense operands chooses among (a twin in pairs where rows
         # straddle sectors, or where the GPU's table offers it on aligned rows), as `fit` scores them;
         # --every-kernel: all of them, so that a fit can judge twins on aligned rows
+        straddle = family.dense_rows_straddle(m, n, k) or bool(extra and family.operand_rows_straddle(0, k + extra))
         candidates = (list(range(len(family.kernels))) if args.every_kernel
-                      else family.candidates(family.dense_rows_straddle(m, n, k), m, k, family.table_for(sms, memory)))
+                      else family.candidates(straddle, m, k, family.table_for(sms, memory)))
         for variant, splits, tail in itertools.product(candidates, SPLITS, (False, True)):
             shape = family.kernels[variant].shape
             groups, slots = shape.groups(m, n), shape.slots(sms)
@@ -153,7 +160,8 @@ def _measure(args: argparse.Namespace) -> None:
            "spec": str(spec.relative_to(REPO)) if spec.is_relative_to(REPO) else str(spec),
            "kernels": [p.shape.key for p in family.kernels], "bk": family.kernels[0].bk,
            "every_kernel": bool(args.every_kernel), "block_scales": bool(args.block_scales),
-           "majors": list(majors), "pairs_last_row": PAIRS_LAST_ROW, "rows": rows}
+           "majors": list(majors), "pairs_last_row": PAIRS_LAST_ROW, "row_pitch_extra": args.row_pitch_extra,
+           "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -178,19 +186,27 @@ def _median_us(torch: Any, launch: Any, count: int) -> float:
     return ms[len(ms) // 2] * 1000.0
 
 
-def _candidates(data: dict[str, Any],
-                aligned_pairs: tuple[str, ...] = ()) -> Callable[[int, int, int], list[int]] | None:
-    """The kernels a launch of the measured (dense) operands chooses among, as the family's
-    ``candidates`` says (the twins in pairs where rows straddle sectors, and beside their kernels
-    where they do not those of ``aligned_pairs``); None where the data was measured on a family
-    without twins (every kernel is a candidate)."""
+Candidates = Callable[[int, int, int], tuple[list[int], bool]]
+
+
+def _candidates(data: dict[str, Any], aligned_pairs: tuple[str, ...] = (),
+                straddle: bool | None = None) -> Candidates | None:
+    """The kernels a launch of the measured operands chooses among, as the family's ``candidates``
+    says (the twins in pairs where rows straddle sectors: dense rows as their shape makes them, or
+    ``straddle``; beside their kernels where they do not, those of ``aligned_pairs``), and whether the
+    rows straddle (their tiles then priced as such, `TileShape.straddle`); None where the data was
+    measured on a family without twins (every kernel is a candidate)."""
     spec = Path(data["spec"])
     family = _plan(spec if spec.is_absolute() else REPO / spec, bool(data.get("block_scales")),
                    tuple(data.get("majors", ("k", "k")))).kernel.detail
     if [p.shape.key for p in family.kernels] != data["kernels"]:
         return None
     family = replace(family, dispatches=(replace(family.dispatches[0], aligned_pairs=aligned_pairs),))
-    return lambda m, n, k: family.candidates(family.dense_rows_straddle(m, n, k), m, k)
+    def chosen_among(m: int, n: int, k: int) -> tuple[list[int], bool]:
+        rows_straddle = family.dense_rows_straddle(m, n, k) if straddle is None else straddle
+        return family.candidates(rows_straddle, m, k), rows_straddle
+
+    return chosen_among
 
 
 def _measured_twins(data: dict[str, Any]) -> tuple[str, ...]:
@@ -204,14 +220,16 @@ def _measured_twins(data: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _score(d: Dispatch, data: dict[str, Any], shapes: list[TileShape],
-           candidates: Callable[[int, int, int], list[int]] | None = None) -> tuple[float, list[tuple[Any, ...]]]:
+           candidates: Candidates | None = None) -> tuple[float, list[tuple[Any, ...]]]:
     """Sum over shapes of log(measured time of the model's choice / measured best), and each shape's line."""
     total, lines = 0.0, []
     for row in data["rows"]:
         times = {_key(key): t for key, t in row["us"].items()}
         best = min(times.values())
-        kernels = candidates(row["m"], row["n"], row["k"]) if candidates else list(range(len(shapes)))
-        c = d.choose([shapes[i] for i in kernels], row["m"], row["n"], row["k"], data["sms"], 16)
+        kernels, straddle = candidates(row["m"], row["n"], row["k"]) if candidates else (list(range(len(shapes))),
+                                                                                          False)
+        c = d.choose([replace(shapes[i], straddle=straddle or shapes[i].straddle) for i in kernels],
+                     row["m"], row["n"], row["k"], data["sms"], 16)
         c = replace(c, variant=kernels[c.variant])
         got = times.get((c.variant, c.splits, c.split_from if c.splits > 1 else 0))
         if got is None:  # a split the measurement did not try: the nearest it did
@@ -232,18 +250,28 @@ def _key(key: str) -> tuple[int, int, int]:
 def _fit(args: argparse.Namespace) -> None:
     data = json.loads(Path(args.out).read_text())
     shapes = [TileShape.from_key(key, int(data["bk"])) for key in data["kernels"]]
+    # a measurement on rows that straddle sectors (--row-pitch-extra, or rows with a "pitch" of their
+    # own) fits the tiles' constants on such rows ("sx:" keys), from its rows that straddle
+    straddling = bool(data.get("row_pitch_extra")) or any("pitch" in row for row in data["rows"])
+    if straddling:
+        extra = int(data.get("row_pitch_extra", 0))
+        shapes = [replace(s, straddle=True) for s in shapes]
+        data = {**data, "rows": [row for row in data["rows"] if rows_straddle(
+            0, row.get("pitch", row["k"] + extra) * shapes[0].element_bytes)]}
     table = DISPATCH_JSON.parent / args.table
     base_path = table if table.exists() else DISPATCH_JSON
     loaded = load_dispatch(base_path)
     # the twins this table offers on aligned rows: those it offered before, and those this data measured there
-    aligned_pairs = tuple(dict.fromkeys(loaded.aligned_pairs + _measured_twins(data)))
-    start = replace(loaded, split_ns=max(1000, loaded.split_ns), aligned_pairs=aligned_pairs)
-    candidates = _candidates(data, aligned_pairs)
+    aligned_pairs = tuple(dict.fromkeys(loaded.aligned_pairs + (() if straddling else _measured_twins(data))))
+    candidates = _candidates(data, aligned_pairs, True if straddling else None)
     # an fp8 family's measurement fits its own tiles' constants only, the memory system's being the
-    # 16-bit families' too
+    # 16-bit families' too (as a block-scaled, MN-major or straddling one's)
     fp8 = any(s.element_bytes == 1 for s in shapes)
-    shared = [] if fp8 or args.keys or any(s != s.base for s in shapes) else [
+    shared = [] if fp8 or args.keys or any(s != s.base or s.straddle for s in shapes) else [
         "sm_bytes_per_us", "hbm_bytes_per_us", "split_ns"]
+    # (split_ns starts no lower than 1 us where it is fitted, and stays as it is where it is not)
+    start = replace(loaded, split_ns=max(1000, loaded.split_ns) if "split_ns" in shared else loaded.split_ns,
+                    aligned_pairs=aligned_pairs)
     keys = [s.key for s in shapes if not args.keys or s.key in args.keys.split(",")]
     # Coordinate descent by factors finds a local best only: the H200's bf16 fit of 2026-11-28 from
     # its own old constants kept 3000^3 on a tile 1.13x slower than the 192 x 192 pairs the H100's
@@ -273,6 +301,8 @@ def _fit(args: argparse.Namespace) -> None:
             what += " with block scales"
         if tuple(data.get("majors", ("k", "k"))) != ("k", "k"):
             what += " with A {}-major and B {}-major".format(*data["majors"])
+        if straddling:
+            what += " on rows straddling 32-byte sectors"
         kept = [part for part in loaded.measured.split("; ") if _family_kind(part) != _family_kind(what)
                 ] if table.exists() else []
         raw = {"gpu": data["gpu"], "measured": "; ".join(sorted([what, *kept], key=_family_kind)),
@@ -314,13 +344,13 @@ def _plan(spec: str | Path, block_scales: bool = False, majors: tuple[str, ...] 
 
 def _family_kind(measured: str) -> tuple[int, str]:
     """Which family a part of a table's ``measured`` names: 16-bit, fp8, fp8 with block scales (in
-    that order), and its operands' layouts where it names them."""
+    that order), and its operands' layouts and rows straddling sectors where it names them."""
     kind = 2 if "block scales" in measured else 1 if "fp8" in measured else 0
-    return kind, measured.partition(" with A ")[2]
+    return kind, measured.partition(" with A ")[2] + (" straddling" if "straddling" in measured else "")
 
 
 def _descend(d: Dispatch, data: dict[str, Any], shapes: list[TileShape],
-             candidates: Callable[[int, int, int], list[int]] | None, fields: list[str]) -> tuple[Dispatch, float]:
+             candidates: Candidates | None, fields: list[str]) -> tuple[Dispatch, float]:
     """Coordinate descent over ``fields`` of ``d``, each scaled by factors while the score falls."""
     best_d, best_score = d, _score(d, data, shapes, candidates)[0]
     for _ in range(8):
@@ -390,6 +420,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="A's and B's layouts (mn: A [K, M], B [K, N]) of tmagen.ops.matmul's 16-bit family")
     m.add_argument("--block-scales", action="store_true", help="an fp8 spec's family with its sums scaled per "
                    "block (1 x 128 of A, 128 x 128 of B), as tmagen.ops.matmul runs block scales")
+    m.add_argument("--row-pitch-extra", type=int, default=0, help="K-major operands' rows K + this many elements "
+                   "apart (slices of wider tensors: 8 makes 16-bit rows straddle 32-byte sectors)")
     m.add_argument("--every-kernel", action="store_true", help="every kernel of the family, its twins in pairs "
                    "too whatever the rows (a probe of what a kernel the dispatch does not offer would give)")
     f = sub.add_parser("fit")

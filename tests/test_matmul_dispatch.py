@@ -573,6 +573,68 @@ def test_a_table_offers_twins_on_aligned_rows_where_it_measured_them_there() -> 
     assert _measured(row, without.choose(256, 4096, 14336, 132, table=H100)) > 1.10 * _measured(row, took)
 
 
+STRADDLE_DATA = json.loads((REPO / "tests" / "data" / "hw_h200" / "matmul_tune_straddle.json").read_text())
+
+
+def _straddling(family: MatmulFamily, data: dict) -> dict:
+    """The data's rows whose A and B rows straddle 32-byte sectors: K + row_pitch_extra elements apart,
+    or a "pitch" of their own."""
+    extra = int(data.get("row_pitch_extra", 0))
+    return {**data, "rows": [row for row in data["rows"]
+                             if family.operand_rows_straddle(0, row.get("pitch", row["k"] + extra))]}
+
+
+def test_rows_that_straddle_are_priced_by_their_own_measurement() -> None:
+    """tmagen.ops.matmul's bf16 family timed on an H200 where A's and B's rows straddle 32-byte
+    sectors (tests/data/hw_h200/matmul_tune_straddle.json: every launch of every kernel on 25 shapes
+    with rows K + 8 apart, and the 7 tuning shapes whose dense rows straddle): priced by the H200's
+    "sx:" keys, fitted there, the choices are within 1% of the fastest launch (geometric mean; the
+    worst 1.11, 64 x 4096 x 14336), where priced as on dense rows they were 1.039 (the worst 1.35: 128
+    x 4096 x 4096 took the 64 x 64 tile alone, 27.8 us, where the 64 x 128 pairs split 2 ways took
+    20.6; 128 x 14336 x 4096 the 128 x 128 pairs side by side, 51.6 us against 41.2 for the 64 x 256
+    pairs). Only the tiles' constants differ there, and they keep their dense selves' tail margins."""
+    family = load(REPO / STRADDLE_DATA["spec"]).kernel.detail
+    assert [p.shape.key for p in family.kernels] == STRADDLE_DATA["kernels"]
+    data = _straddling(family, STRADDLE_DATA)
+    assert len(data["rows"]) == 32
+    dense_priced = replace(family, dispatches=tuple(
+        replace(d, tiles={k: c for k, c in d.tiles.items() if not k.startswith("sx:")}) for d in family.dispatches))
+    own, before = (_slowdowns(f, data, H200, straddle=True) for f in (family, dense_priced))
+    assert _geomean(own) <= 1.01 and max(own) <= 1.11, (_geomean(own), max(own))
+    assert _geomean(before) > 1.03 and max(before) > 1.3, "what the straddling rows' own keys mend"
+    assert family.costs(H200, straddle=True) != family.costs(H200)
+    for dense, straddling in zip(family.costs(H200), family.costs(H200, straddle=True), strict=True):
+        assert straddling.tail_margin == dense.tail_margin
+    assert family.costs(H100, straddle=True) == family.costs(H100), "the H100's table has no such keys"
+
+
+def test_straddling_tiles_fall_back_to_their_dense_selves_then_to_their_base() -> None:
+    """A tile on straddling rows ("sx:" in its key) takes the table's constants of that key where it
+    has them (with its dense self's tail margin, which the C API's choice keeps per kernel), else,
+    where the table measured its family (a block-scaled or MN-major family with keys of its own, or a
+    base tile), its constants on dense rows, else its base's on straddling rows: an MN-major tile
+    the table never measured is priced as its K-major self, rows straddling or not, and one whose
+    family it measured keeps that measurement."""
+    from tmagen.kinds.matmul.dispatch import Dispatch, TileCost, TileShape
+
+    tile = TileShape(64, 128, 64, straddle=True)
+    assert tile.key == "sx:64x128" and TileShape.from_key("sx:64x128", 64) == tile
+    blocks = TileShape(128, 128, 128, 1, 2, block_scales=True, straddle=True)
+    assert blocks.key == "fp8-blocks:sx:128x128c2" and TileShape.from_key(blocks.key, 128) == blocks
+    d = Dispatch("gpu", "now", 1, 1, {"64x128": TileCost(5, 5, 30), "fp8:128x128c2": TileCost(6, 6),
+                                       "fp8-blocks:128x128c2": TileCost(7, 7, 10)}, TileCost(700, 1500))
+    assert d.cost(tile) == TileCost(5, 5, 30)  # no key of its own: the dense tile's
+    assert d.cost(blocks) == TileCost(7, 7, 10)  # its block-scaled self on dense rows
+    d = replace(d, tiles={**d.tiles, "sx:64x128": TileCost(8, 9, 0), "fp8:sx:128x128c2": TileCost(11, 11)})
+    assert d.cost(tile) == TileCost(8, 9, 30)
+    assert d.cost(blocks) == TileCost(7, 7, 10)
+    mn = TileShape(64, 128, 64, layout="mn-a", straddle=True)
+    assert d.cost(mn) == TileCost(8, 9, 30), "no MN-major key on either rows: its base's on straddling rows"
+    measured = TileShape(64, 64, 64, layout="mn-ab", straddle=True)
+    d = replace(d, tiles={**d.tiles, "mn-ab:64x128": TileCost(12, 12), "sx:64x64": TileCost(13, 13)})
+    assert d.cost(measured) == TileCost(700 * 64 * 64 // (128 * 256), 1500), "its family measured: as on dense rows"
+
+
 def test_rows_straddle_by_pointer_or_pitch() -> None:
     """The probe behind ROW_SECTOR: pitch 16 mod 128 bytes, or the pointer 16 bytes in, slowed the
     tiles alone by a third; pitch 32 or 64 mod 128 did not (tests/data/hw_h100/matmul_pairs.json)."""

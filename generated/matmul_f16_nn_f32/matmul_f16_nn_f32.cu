@@ -391,6 +391,7 @@ struct matmul_tile_cost {
   uint64_t bm, bn, bk, element_bytes, consumers, cluster, raster, step_ns, tile_ns;
   uint64_t tail_margin;  // per mille: what a split of the tail alone must save to be chosen
   bool aligned_pair;  // a twin in pairs the table offers on rows that do not straddle too
+  uint64_t straddle_step_ns, straddle_tile_ns;  // step_ns and tile_ns where A's or B's rows straddle sectors
 };
 
 // A table's GPU (its multiprocessors and DRAM peak, by which matmul_table_for picks it) and its memory
@@ -414,30 +415,30 @@ uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.
 // Per table, per kernel: its tile and the table's measured costs of it.
 constexpr matmul_tile_cost matmul_costs[matmul_table_count][11] = {
   {  // NVIDIA H200
-    {128, 256, 64, 2, 2, 2, 8, 707, 375, 30, false},  // matmul_f16_nn_f32_matmul
-    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, 30, false},  // matmul_f16_nn_f32_matmul_128x192
-    {128, 128, 64, 2, 2, 2, 8, 362, 1400, 30, false},  // matmul_f16_nn_f32_matmul_128x128
-    {64, 256, 64, 2, 1, 1, 8, 466, 1000, 30, false},  // matmul_f16_nn_f32_matmul_64x256
-    {64, 128, 64, 2, 1, 1, 8, 220, 432, 30, false},  // matmul_f16_nn_f32_matmul_64x128
-    {64, 64, 64, 2, 1, 1, 8, 130, 700, 30, false},  // matmul_f16_nn_f32_matmul_64x64
-    {192, 192, 64, 2, 3, 1, 8, 803, 4000, 30, false},  // matmul_f16_nn_f32_matmul_192x192
-    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, 30, true},  // matmul_f16_nn_f32_matmul_128x192_pairs
-    {64, 256, 64, 2, 1, 2, 8, 466, 1000, 30, true},  // matmul_f16_nn_f32_matmul_64x256_pairs
-    {64, 128, 64, 2, 1, 2, 8, 264, 1600, 30, true},  // matmul_f16_nn_f32_matmul_64x128_pairs
-    {192, 192, 64, 2, 3, 2, 8, 803, 212, 30, true},  // matmul_f16_nn_f32_matmul_192x192_pairs
+    {128, 256, 64, 2, 2, 2, 8, 707, 375, 30, false, 602, 375},  // matmul_f16_nn_f32_matmul
+    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, 30, false, 265, 1200},  // matmul_f16_nn_f32_matmul_128x192
+    {128, 128, 64, 2, 2, 2, 8, 362, 1400, 30, false, 390, 1400},  // matmul_f16_nn_f32_matmul_128x128
+    {64, 256, 64, 2, 1, 1, 8, 466, 1000, 30, false, 466, 1000},  // matmul_f16_nn_f32_matmul_64x256
+    {64, 128, 64, 2, 1, 1, 8, 220, 432, 30, false, 220, 258},  // matmul_f16_nn_f32_matmul_64x128
+    {64, 64, 64, 2, 1, 1, 8, 130, 700, 30, false, 182, 700},  // matmul_f16_nn_f32_matmul_64x64
+    {192, 192, 64, 2, 3, 1, 8, 803, 4000, 30, false, 803, 4000},  // matmul_f16_nn_f32_matmul_192x192
+    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, 30, true, 1060, 1200},  // matmul_f16_nn_f32_matmul_128x192_pairs
+    {64, 256, 64, 2, 1, 2, 8, 466, 1000, 30, true, 368, 1000},  // matmul_f16_nn_f32_matmul_64x256_pairs
+    {64, 128, 64, 2, 1, 2, 8, 264, 1600, 30, true, 224, 1600},  // matmul_f16_nn_f32_matmul_64x128_pairs
+    {192, 192, 64, 2, 3, 2, 8, 803, 212, 30, true, 693, 212},  // matmul_f16_nn_f32_matmul_192x192_pairs
   },
   {  // NVIDIA H100 80GB HBM3
-    {128, 256, 64, 2, 2, 2, 8, 707, 375, 30, false},  // matmul_f16_nn_f32_matmul
-    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, 30, false},  // matmul_f16_nn_f32_matmul_128x192
-    {128, 128, 64, 2, 2, 2, 8, 390, 4000, 30, false},  // matmul_f16_nn_f32_matmul_128x128
-    {64, 256, 64, 2, 1, 1, 8, 466, 1000, 30, false},  // matmul_f16_nn_f32_matmul_64x256
-    {64, 128, 64, 2, 1, 1, 8, 220, 400, 30, false},  // matmul_f16_nn_f32_matmul_64x128
-    {64, 64, 64, 2, 1, 1, 8, 130, 700, 30, false},  // matmul_f16_nn_f32_matmul_64x64
-    {192, 192, 64, 2, 3, 1, 8, 803, 4000, 30, false},  // matmul_f16_nn_f32_matmul_192x192
-    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, 30, true},  // matmul_f16_nn_f32_matmul_128x192_pairs
-    {64, 256, 64, 2, 1, 2, 8, 466, 1000, 30, true},  // matmul_f16_nn_f32_matmul_64x256_pairs
-    {64, 128, 64, 2, 1, 2, 8, 204, 3200, 30, true},  // matmul_f16_nn_f32_matmul_64x128_pairs
-    {192, 192, 64, 2, 3, 2, 8, 803, 212, 30, true},  // matmul_f16_nn_f32_matmul_192x192_pairs
+    {128, 256, 64, 2, 2, 2, 8, 707, 375, 30, false, 707, 375},  // matmul_f16_nn_f32_matmul
+    {128, 192, 64, 2, 2, 1, 8, 1060, 1200, 30, false, 1060, 1200},  // matmul_f16_nn_f32_matmul_128x192
+    {128, 128, 64, 2, 2, 2, 8, 390, 4000, 30, false, 390, 4000},  // matmul_f16_nn_f32_matmul_128x128
+    {64, 256, 64, 2, 1, 1, 8, 466, 1000, 30, false, 466, 1000},  // matmul_f16_nn_f32_matmul_64x256
+    {64, 128, 64, 2, 1, 1, 8, 220, 400, 30, false, 220, 400},  // matmul_f16_nn_f32_matmul_64x128
+    {64, 64, 64, 2, 1, 1, 8, 130, 700, 30, false, 130, 700},  // matmul_f16_nn_f32_matmul_64x64
+    {192, 192, 64, 2, 3, 1, 8, 803, 4000, 30, false, 803, 4000},  // matmul_f16_nn_f32_matmul_192x192
+    {128, 192, 64, 2, 2, 2, 8, 1060, 1200, 30, true, 1060, 1200},  // matmul_f16_nn_f32_matmul_128x192_pairs
+    {64, 256, 64, 2, 1, 2, 8, 466, 1000, 30, true, 466, 1000},  // matmul_f16_nn_f32_matmul_64x256_pairs
+    {64, 128, 64, 2, 1, 2, 8, 204, 3200, 30, true, 204, 3200},  // matmul_f16_nn_f32_matmul_64x128_pairs
+    {192, 192, 64, 2, 3, 2, 8, 803, 212, 30, true, 803, 212},  // matmul_f16_nn_f32_matmul_192x192_pairs
   },
 };
 // A kernel's tile, the same in every table.
@@ -475,9 +476,10 @@ constexpr uint32_t matmul_max_splits = 16;
 
 // `units` work units of `steps` K steps each, `ways` of them per tile (a split's), on a persistent grid
 // of `slots` clusters over `tile_rows` rows of tiles: a step loads what a CTA reads from L2, or what
-// no two running CTAs share from HBM, whichever takes longer.
+// no two running CTAs share from HBM, whichever takes longer. On rows that straddle sectors the
+// tile's own constants of such rows (TileShape.straddle).
 uint64_t matmul_phase_ns(const matmul_table& d, const matmul_tile_cost& c, uint64_t units, uint64_t steps, uint64_t slots,
-                         uint64_t tile_rows, uint64_t ways) {
+                         uint64_t tile_rows, uint64_t ways, bool straddle) {
   if (units == 0) return 0;
   const uint64_t waves = (units + slots - 1) / slots, ctas = (units < slots ? units : slots) * c.cluster;
   const uint64_t row_bytes = c.bk * c.element_bytes, cta_bytes = (c.bm + c.bn / c.cluster) * row_bytes;
@@ -487,19 +489,20 @@ uint64_t matmul_phase_ns(const matmul_table& d, const matmul_tile_cost& c, uint6
   const uint64_t unique = (rows * c.bm + (tiles + rows - 1) / rows * c.bn) * row_bytes * (ways < ctas ? ways : ctas);
   const uint64_t sm_ns = cta_bytes * 1000 / d.sm_bytes_per_us, hbm_ns = unique * 1000 / d.hbm_bytes_per_us;
   const uint64_t load_ns = sm_ns > hbm_ns ? sm_ns : hbm_ns;
-  return waves * (c.tile_ns + steps * (c.step_ns > load_ns ? c.step_ns : load_ns));
+  const uint64_t step_ns = straddle ? c.straddle_step_ns : c.step_ns, tile_ns = straddle ? c.straddle_tile_ns : c.tile_ns;
+  return waves * (tile_ns + steps * (step_ns > load_ns ? step_ns : load_ns));
 }
 
 // The whole groups before `split_from`, then the rest split `splits` ways, and their partials' traffic.
 uint64_t matmul_time_ns(const matmul_table& d, const matmul_tile_cost& c, uint64_t M, uint64_t N, uint64_t K, uint64_t sms,
-                        uint64_t splits, uint64_t split_from) {
+                        uint64_t splits, uint64_t split_from, bool straddle) {
   const uint64_t groups = matmul_groups(c, M, N), slots = matmul_slots(c, sms);
   const uint64_t whole = splits == 1 ? groups : (split_from < groups ? split_from : groups);
   const uint64_t k_steps = (K + c.bk - 1) / c.bk;
   const uint64_t split_units = (groups - whole) * splits;
   const uint64_t tile_rows = (M + c.bm - 1) / c.bm;
-  uint64_t time = matmul_phase_ns(d, c, whole, k_steps, slots, tile_rows, 1) +
-                  matmul_phase_ns(d, c, split_units, (k_steps + splits - 1) / splits, slots, tile_rows, splits);
+  uint64_t time = matmul_phase_ns(d, c, whole, k_steps, slots, tile_rows, 1, straddle) +
+                  matmul_phase_ns(d, c, split_units, (k_steps + splits - 1) / splits, slots, tile_rows, splits, straddle);
   if (splits > 1) {
     time += 2 * split_units * c.cluster * c.bm * c.bn * 4 * 1000 / d.hbm_bytes_per_us +
             (split_units + slots - 1) / slots * d.split_ns;
@@ -544,7 +547,7 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t ta
       const int options = s > 1 && tail_from > 0 && tail_from < groups ? 2 : 1;
       for (int o = 0; o < options; ++o) {
         const uint64_t from = o == 0 ? 0 : tail_from;
-        uint64_t t = matmul_time_ns(d, costs[v], M, N, K, sms, s, from);
+        uint64_t t = matmul_time_ns(d, costs[v], M, N, K, sms, s, from, straddle);
         if (from) t += t * costs[v].tail_margin / 1000;
         if (first || t < best_time) best_time = t, *variant = v, *splits = s, *split_from = static_cast<uint32_t>(from);
         first = false;

@@ -445,6 +445,7 @@ struct matmul_tile_cost {
   uint64_t bm, bn, bk, element_bytes, consumers, cluster, raster, step_ns, tile_ns;
   uint64_t tail_margin;  // per mille: what a split of the tail alone must save to be chosen
   bool aligned_pair;  // a twin in pairs the table offers on rows that do not straddle too
+  uint64_t straddle_step_ns, straddle_tile_ns;  // step_ns and tile_ns where A's or B's rows straddle sectors
 };
 
 // A table's GPU (its multiprocessors and DRAM peak, by which matmul_table_for picks it) and its memory
@@ -468,22 +469,22 @@ uint64_t matmul_slots(const matmul_tile_cost& c, uint64_t sms) { return sms / c.
 // Per table, per kernel: its tile and the table's measured costs of it.
 constexpr matmul_tile_cost matmul_costs[matmul_table_count][7] = {
   {  // NVIDIA H200
-    {128, 128, 128, 1, 2, 1, 8, 92, 3024, 0, false},  // matmul_fp8_e4m3_matmul
-    {128, 192, 128, 1, 2, 1, 8, 400, 4012, 0, false},  // matmul_fp8_e4m3_matmul_128x192
-    {64, 128, 128, 1, 1, 1, 8, 220, 2487, 0, false},  // matmul_fp8_e4m3_matmul_64x128
-    {64, 64, 128, 1, 1, 1, 8, 200, 700, 0, false},  // matmul_fp8_e4m3_matmul_64x64
-    {128, 128, 128, 1, 2, 2, 8, 368, 3084, 0, true},  // matmul_fp8_e4m3_matmul_pairs
-    {128, 192, 128, 1, 2, 2, 8, 530, 2400, 0, true},  // matmul_fp8_e4m3_matmul_128x192_pairs
-    {64, 128, 128, 1, 1, 2, 8, 241, 1920, 0, true},  // matmul_fp8_e4m3_matmul_64x128_pairs
+    {128, 128, 128, 1, 2, 1, 8, 92, 3024, 0, false, 92, 3024},  // matmul_fp8_e4m3_matmul
+    {128, 192, 128, 1, 2, 1, 8, 400, 4012, 0, false, 400, 4012},  // matmul_fp8_e4m3_matmul_128x192
+    {64, 128, 128, 1, 1, 1, 8, 220, 2487, 0, false, 220, 2487},  // matmul_fp8_e4m3_matmul_64x128
+    {64, 64, 128, 1, 1, 1, 8, 200, 700, 0, false, 200, 700},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 128, 128, 1, 2, 2, 8, 368, 3084, 0, true, 368, 3084},  // matmul_fp8_e4m3_matmul_pairs
+    {128, 192, 128, 1, 2, 2, 8, 530, 2400, 0, true, 530, 2400},  // matmul_fp8_e4m3_matmul_128x192_pairs
+    {64, 128, 128, 1, 1, 2, 8, 241, 1920, 0, true, 241, 1920},  // matmul_fp8_e4m3_matmul_64x128_pairs
   },
   {  // NVIDIA H100 80GB HBM3
-    {128, 128, 128, 1, 2, 1, 8, 92, 2160, 0, false},  // matmul_fp8_e4m3_matmul
-    {128, 192, 128, 1, 2, 1, 8, 265, 4701, 0, false},  // matmul_fp8_e4m3_matmul_128x192
-    {64, 128, 128, 1, 1, 1, 8, 220, 1920, 0, false},  // matmul_fp8_e4m3_matmul_64x128
-    {64, 64, 128, 1, 1, 1, 8, 236, 700, 0, false},  // matmul_fp8_e4m3_matmul_64x64
-    {128, 128, 128, 1, 2, 2, 8, 368, 3084, 0, true},  // matmul_fp8_e4m3_matmul_pairs
-    {128, 192, 128, 1, 2, 2, 8, 530, 2400, 0, true},  // matmul_fp8_e4m3_matmul_128x192_pairs
-    {64, 128, 128, 1, 1, 2, 8, 482, 1920, 0, true},  // matmul_fp8_e4m3_matmul_64x128_pairs
+    {128, 128, 128, 1, 2, 1, 8, 92, 2160, 0, false, 92, 2160},  // matmul_fp8_e4m3_matmul
+    {128, 192, 128, 1, 2, 1, 8, 265, 4701, 0, false, 265, 4701},  // matmul_fp8_e4m3_matmul_128x192
+    {64, 128, 128, 1, 1, 1, 8, 220, 1920, 0, false, 220, 1920},  // matmul_fp8_e4m3_matmul_64x128
+    {64, 64, 128, 1, 1, 1, 8, 236, 700, 0, false, 236, 700},  // matmul_fp8_e4m3_matmul_64x64
+    {128, 128, 128, 1, 2, 2, 8, 368, 3084, 0, true, 368, 3084},  // matmul_fp8_e4m3_matmul_pairs
+    {128, 192, 128, 1, 2, 2, 8, 530, 2400, 0, true, 530, 2400},  // matmul_fp8_e4m3_matmul_128x192_pairs
+    {64, 128, 128, 1, 1, 2, 8, 482, 1920, 0, true, 482, 1920},  // matmul_fp8_e4m3_matmul_64x128_pairs
   },
 };
 // A kernel's tile, the same in every table.
@@ -521,9 +522,10 @@ constexpr uint32_t matmul_max_splits = 16;
 
 // `units` work units of `steps` K steps each, `ways` of them per tile (a split's), on a persistent grid
 // of `slots` clusters over `tile_rows` rows of tiles: a step loads what a CTA reads from L2, or what
-// no two running CTAs share from HBM, whichever takes longer.
+// no two running CTAs share from HBM, whichever takes longer. On rows that straddle sectors the
+// tile's own constants of such rows (TileShape.straddle).
 uint64_t matmul_phase_ns(const matmul_table& d, const matmul_tile_cost& c, uint64_t units, uint64_t steps, uint64_t slots,
-                         uint64_t tile_rows, uint64_t ways) {
+                         uint64_t tile_rows, uint64_t ways, bool straddle) {
   if (units == 0) return 0;
   const uint64_t waves = (units + slots - 1) / slots, ctas = (units < slots ? units : slots) * c.cluster;
   const uint64_t row_bytes = c.bk * c.element_bytes, cta_bytes = (c.bm + c.bn / c.cluster) * row_bytes;
@@ -533,19 +535,20 @@ uint64_t matmul_phase_ns(const matmul_table& d, const matmul_tile_cost& c, uint6
   const uint64_t unique = (rows * c.bm + (tiles + rows - 1) / rows * c.bn) * row_bytes * (ways < ctas ? ways : ctas);
   const uint64_t sm_ns = cta_bytes * 1000 / d.sm_bytes_per_us, hbm_ns = unique * 1000 / d.hbm_bytes_per_us;
   const uint64_t load_ns = sm_ns > hbm_ns ? sm_ns : hbm_ns;
-  return waves * (c.tile_ns + steps * (c.step_ns > load_ns ? c.step_ns : load_ns));
+  const uint64_t step_ns = straddle ? c.straddle_step_ns : c.step_ns, tile_ns = straddle ? c.straddle_tile_ns : c.tile_ns;
+  return waves * (tile_ns + steps * (step_ns > load_ns ? step_ns : load_ns));
 }
 
 // The whole groups before `split_from`, then the rest split `splits` ways, and their partials' traffic.
 uint64_t matmul_time_ns(const matmul_table& d, const matmul_tile_cost& c, uint64_t M, uint64_t N, uint64_t K, uint64_t sms,
-                        uint64_t splits, uint64_t split_from) {
+                        uint64_t splits, uint64_t split_from, bool straddle) {
   const uint64_t groups = matmul_groups(c, M, N), slots = matmul_slots(c, sms);
   const uint64_t whole = splits == 1 ? groups : (split_from < groups ? split_from : groups);
   const uint64_t k_steps = (K + c.bk - 1) / c.bk;
   const uint64_t split_units = (groups - whole) * splits;
   const uint64_t tile_rows = (M + c.bm - 1) / c.bm;
-  uint64_t time = matmul_phase_ns(d, c, whole, k_steps, slots, tile_rows, 1) +
-                  matmul_phase_ns(d, c, split_units, (k_steps + splits - 1) / splits, slots, tile_rows, splits);
+  uint64_t time = matmul_phase_ns(d, c, whole, k_steps, slots, tile_rows, 1, straddle) +
+                  matmul_phase_ns(d, c, split_units, (k_steps + splits - 1) / splits, slots, tile_rows, splits, straddle);
   if (splits > 1) {
     time += 2 * split_units * c.cluster * c.bm * c.bn * 4 * 1000 / d.hbm_bytes_per_us +
             (split_units + slots - 1) / slots * d.split_ns;
@@ -590,7 +593,7 @@ void matmul_choose(uint64_t M, uint64_t N, uint64_t K, uint32_t sms, uint32_t ta
       const int options = s > 1 && tail_from > 0 && tail_from < groups ? 2 : 1;
       for (int o = 0; o < options; ++o) {
         const uint64_t from = o == 0 ? 0 : tail_from;
-        uint64_t t = matmul_time_ns(d, costs[v], M, N, K, sms, s, from);
+        uint64_t t = matmul_time_ns(d, costs[v], M, N, K, sms, s, from, straddle);
         if (from) t += t * costs[v].tail_margin / 1000;
         if (first || t < best_time) best_time = t, *variant = v, *splits = s, *split_from = static_cast<uint32_t>(from);
         first = false;

@@ -42,6 +42,18 @@ probe): 256 x 4096 x 14336 60.3 us against 62.2 alone and 66.4 for the 128 x 256
 that the table chose before (cuBLAS 57.6); 128 x 4096 x 14336 50.3 against 52.3 (split 2 ways,
 each). A table without the list offers twins where rows straddle only (both shipped tables have one).
 
+Where rows straddle, each 128-byte row of a box crosses a 128-byte line, and launches lose by tile:
+on an H200 (2026-11-28, every launch on 25 shapes with rows K + 8 apart against the same launches
+on dense rows) the 128 x 256 pairs up to 8%, the 64-row tiles alone up to 2.3 times. A table prices
+tiles on such rows by keys of their own ("sx:64x128", `TileShape.straddle`), fitted on a measurement
+of every launch there (``measure --every-kernel --row-pitch-extra 8``, then ``fit`` on it); a tile
+without one is priced as on dense rows. Only the H200's table has them: priced as on dense rows,
+its choices on that measurement were 1.039 times the fastest launch (geometric mean; 128 x 4096 x
+4096 1.35: the 64 x 64 tile alone, 27.8 us, where the 64 x 128 pairs split 2 ways took 20.6), and
+with its "sx:" keys 1.008 (the worst 1.11). Those constants rank launches on such rows, as every
+constant here ranks launches: some are below their dense selves (the 128 x 256 pairs' step), since
+what sets launches apart there is how much more the tiles alone lose.
+
 ``step_ns`` is one K step of the tile when the tensor cores bound it, ``tile_ns`` what a tile
 costs beyond its steps (filling the ring, the epilogue). All integer arithmetic (nanoseconds,
 bytes per microsecond), so C and Python agree to the unit.
@@ -64,6 +76,7 @@ class TileShape:
     raster: int = 8  # rows of tiles the persistent walk takes together, column by column
     block_scales: bool = False  # fp8 sums scaled per block as they are promoted: a dearer step, measured apart
     layout: str = ""  # 16-bit operands: "" both K-major, "mn-a", "mn-b" or "mn-ab" where A, B or both are MN-major
+    straddle: bool = False  # A's or B's rows start off whole 32-byte sectors: priced by their own measurement
 
     @property
     def key(self) -> str:
@@ -71,9 +84,13 @@ class TileShape:
         (their sums promoted into fp32) were measured apart, "fp8-blocks:" where those sums are
         block-scaled (on an H200 their launches took 1.01 to 1.31 times the per-tensor ones at 4096^3
         and up, the median by tile: tests/data/hw_h200/matmul_block_scales_probe.json), and the
-        layout ("mn-ab:" ...) where a 16-bit operand is MN-major (its boxes and wgmma descriptors differ)."""
+        layout ("mn-ab:" ...) where a 16-bit operand is MN-major (its boxes and wgmma descriptors differ),
+        and "sx:" on rows that straddle 32-byte sectors (each 128-byte row of a box then crosses a
+        128-byte line: on an H200 the same launches took up to 2.3 times as long as on dense rows,
+        the tiles alone most; tests/data/hw_h200/matmul_tune_straddle.json)."""
         prefix = "fp8-blocks:" if self.block_scales else "fp8:" if self.element_bytes == 1 else ""
         prefix += f"{self.layout}:" if self.layout else ""
+        prefix += "sx:" if self.straddle else ""
         return prefix + f"{self.bm}x{self.bn}" + (f"c{self.cluster}" if self.cluster > 1 else "")
 
     @property
@@ -91,7 +108,7 @@ class TileShape:
         fp8 = any(p.startswith("fp8") for p in prefixes)
         layout = next((p for p in prefixes if p.startswith("mn-")), "")
         return TileShape(bm, bn, bk, 1 if fp8 else 2, int(cluster or 1), block_scales="fp8-blocks" in prefixes,
-                         layout=layout)
+                         layout=layout, straddle="sx" in prefixes)
 
     def groups(self, m: int, n: int) -> int:
         """Groups of ``cluster`` tiles (a cluster's work) covering C: one above the other, then the tile
@@ -145,10 +162,21 @@ class Dispatch:
     aligned_pairs: tuple[str, ...] = ()
 
     def cost(self, shape: TileShape) -> TileCost:
-        """The tile's measured constants; one the table lacks takes those of the nearest it has: a
+        """The tile's measured constants; one the table lacks takes those of the nearest it has. On
+        rows that straddle sectors: its own there (with the tail margin of its dense self), else,
+        where the table measured its family (block-scaled or MN-major tiles of some key of it, or a
+        base tile), its constants on dense rows, else its base's on straddling rows. On dense rows: a
         block-scaled or MN-major tile those of its base (`TileShape.base`), then the same tile alone
         (not in a cluster), then the 16-bit kernel's (an fp8 stage takes the tensor cores as long as
         a 16-bit one of the same bytes), then the default scaled by the tile's area."""
+        if shape.straddle:
+            dense = replace(shape, straddle=False)
+            if shape.key in self.tiles:
+                return replace(self.tiles[shape.key], tail_margin=self.cost(dense).tail_margin)
+            family = dense.key.rpartition(":")[0] + ":"
+            if shape == shape.base or any(key.startswith(family) for key in self.tiles):
+                return self.cost(dense)
+            return self.cost(shape.base)
         if shape != shape.base:
             return self.tiles.get(shape.key) or self.cost(shape.base)
         alone = f"{shape.bm}x{shape.bn}"

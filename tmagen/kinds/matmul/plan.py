@@ -183,9 +183,10 @@ class MatmulFamily:
         """The first table: the one a launch takes where its GPU is not known."""
         return self.dispatches[0]
 
-    def costs(self, table: int = 0) -> tuple[TileCost, ...]:
-        """The model's constants of each kernel in a table, as the C API's choice prints them."""
-        return tuple(self.dispatches[table].cost(p.shape) for p in self.kernels)
+    def costs(self, table: int = 0, straddle: bool = False) -> tuple[TileCost, ...]:
+        """The model's constants of each kernel in a table (on rows that straddle 32-byte sectors, or
+        not), as the C API's choice prints them."""
+        return tuple(self.dispatches[table].cost(replace(p.shape, straddle=straddle)) for p in self.kernels)
 
     def table_for(self, multiprocessors: int, memory_bytes_per_us: int) -> int:
         """The table of the GPU most like one of these multiprocessors and DRAM peak (0: not known)."""
@@ -240,9 +241,10 @@ class MatmulFamily:
         sectors (None: as dense rows at aligned pointers would); ``table``: which of `dispatches`
         (`table_for` the GPU)."""
         splits = self.max_splits if max_splits is None else min(max_splits, self.max_splits)
-        kernels = self.candidates(self.dense_rows_straddle(m, n, k) if straddle is None else straddle, m, k, table)
-        choice = self.dispatches[table].choose([self.kernels[i].shape for i in kernels], m, n, k, multiprocessors,
-                                               splits)
+        straddle = self.dense_rows_straddle(m, n, k) if straddle is None else straddle
+        kernels = self.candidates(straddle, m, k, table)
+        choice = self.dispatches[table].choose([replace(self.kernels[i].shape, straddle=straddle) for i in kernels],
+                                               m, n, k, multiprocessors, splits)
         variant = kernels[choice.variant]
         return Choice(variant, choice.splits, choice.split_from) if choice.splits > 1 else Choice(variant, 1, 0)
 
