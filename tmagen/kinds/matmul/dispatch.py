@@ -47,7 +47,9 @@ on an H200 (2026-11-28, every launch on 25 shapes with rows K + 8 apart against 
 on dense rows) the 128 x 256 pairs up to 8%, the 64-row tiles alone up to 2.3 times. A table prices
 tiles on such rows by keys of their own ("sx:64x128", `TileShape.straddle`), fitted on a measurement
 of every launch there (``measure --every-kernel --row-pitch-extra 8``, then ``fit`` on it); a tile
-without one is priced as on dense rows. Only the H200's table has them: priced as on dense rows,
+without one is priced as its family is on dense rows, and a family the table never measured (one
+operand MN-major) as its base is on such rows (`Dispatch.cost`). Only the H200's table has them
+(16-bit, both operands K-major): priced as on dense rows,
 its choices on that measurement were 1.039 times the fastest launch (geometric mean; 128 x 4096 x
 4096 1.35: the 64 x 64 tile alone, 27.8 us, where the 64 x 128 pairs split 2 ways took 20.6), and
 with its "sx:" keys 1.008 (the worst 1.11). Those constants rank launches on such rows, as every
