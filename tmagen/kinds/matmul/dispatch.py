@@ -189,25 +189,27 @@ class Dispatch:
         return TileCost(max(1, self.default.step_ns * shape.bm * shape.bn // (128 * 256)), self.default.tile_ns)
 
     def time_ns(self, shape: TileShape, m: int, n: int, k: int, sms: int, splits: int,
-                split_from: int | None = None) -> int:
+                split_from: int | None = None, cost: TileCost | None = None) -> int:
         """The model's time of one launch (see the module's docstring): the whole groups before
-        ``split_from`` (None: every group split), then the split ones."""
+        ``split_from`` (None: every group split), then the split ones; ``cost``: the tile's
+        constants where the caller has them (`cost`)."""
+        c = self.cost(shape) if cost is None else cost
         groups, slots = shape.groups(m, n), shape.slots(sms)
         whole = groups if splits == 1 else min(groups, split_from or 0)
         k_steps = -(-k // shape.bk)
         split_units = (groups - whole) * splits
         tile_rows = -(-m // shape.bm)
-        return (self._phase_ns(shape, whole, k_steps, slots, tile_rows, 1)
-                + self._phase_ns(shape, split_units, -(-k_steps // splits), slots, tile_rows, splits)
+        return (self._phase_ns(shape, c, whole, k_steps, slots, tile_rows, 1)
+                + self._phase_ns(shape, c, split_units, -(-k_steps // splits), slots, tile_rows, splits)
                 + (2 * split_units * shape.cluster * shape.bm * shape.bn * 4 * 1000 // self.hbm_bytes_per_us
                    + -(-split_units // slots) * self.split_ns if splits > 1 else 0))
 
-    def _phase_ns(self, shape: TileShape, units: int, steps: int, slots: int, tile_rows: int, ways: int) -> int:
+    def _phase_ns(self, shape: TileShape, c: TileCost, units: int, steps: int, slots: int, tile_rows: int,
+                  ways: int) -> int:
         """``units`` work units of ``steps`` K steps each, ``ways`` of them per tile (a split's), on a
-        persistent grid of ``slots`` clusters over ``tile_rows`` rows of tiles."""
+        persistent grid of ``slots`` clusters over ``tile_rows`` rows of tiles; ``c``: the tile's constants."""
         if units == 0:
             return 0
-        c = self.cost(shape)
         waves = -(-units // slots)
         ctas = min(units, slots) * shape.cluster
         row_bytes = shape.bk * shape.element_bytes  # one row of A or B in a stage
@@ -236,13 +238,14 @@ class Dispatch:
         best, best_time = Choice(0, 1, 0), -1
         k_steps = max(1, -(-k // shapes[0].bk))
         for i, shape in enumerate(shapes):
+            cost = self.cost(shape)  # once per tile, not per split: a lookup may walk the table's keys
             groups, slots = shape.groups(m, n), shape.slots(sms)
             tail_from = groups // slots * slots
             for s in range(1, min(max_splits, k_steps) + 1):
                 for split_from in ((0,) if s == 1 else (0, tail_from) if 0 < tail_from < groups else (0,)):
-                    t = self.time_ns(shape, m, n, k, sms, s, split_from)
+                    t = self.time_ns(shape, m, n, k, sms, s, split_from, cost)
                     if split_from:
-                        t += t * self.cost(shape).tail_margin // 1000
+                        t += t * cost.tail_margin // 1000
                     if best_time < 0 or t < best_time:
                         best, best_time = Choice(i, s, split_from), t
         return best
