@@ -356,6 +356,26 @@ def accumulator_sets(bm: int, bn: int, consumers: int, promote_stages: int) -> i
     return 3 if promote_stages == 1 and register_shortfall(bm, bn, consumers, 3) is None else 2
 
 
+# How block scales reach the consumers, and what was tried (an H200, 2026-11-29; e4m3
+# in, bf16 out; each variant and the per-tensor family timed tile by tile in one process, interleaved,
+# 15 rounds; scratch probes, not kept; its per-tensor twin ran 0.78 to 0.87 ms at 8192^3 in
+# those runs). Each consumer loads its scales from global memory as a stage starts. Under ncu at
+# 8192^3 the 128 x 192 tile then ran 1.46 times as long as its per-tensor twin (1.22 against 0.83 ms
+# at ncu's clocks), with 1.7 times its instructions: ptxas issues the loads after the stage's wgmmas,
+# the promotion stalls on them (long scoreboard), and the consumers spent 15% of their samples at
+# the turn barrier and 1% waiting on the tensor cores (per tensor: 40%). The 128 x 128 tile (two sets
+# of partial sums) stalled 11% on the product that waits for them. Copied into shared memory by the
+# producer warpgroup instead (a slot per stage, or a ring of its own with barriers of its own), the
+# 128 x 192 tile ran 5 to 12% faster (8192^3 1.23 -> 1.09 to 1.17 ms, 4096^3 171 -> 149 to 158 us;
+# without copying anything at all, a bound, 0.98 ms), but the 128 x 128 tile 1.18 to 1.31 times slower
+# (8192^3 1.10 -> 1.30 to 1.43 ms, its pairs 1.13 -> 1.45 to 1.61). What costs it is a second arrival
+# on the stage's full barrier: a thread of another warp that only waits for the stage to be free
+# and arrives, copying nothing, made it 1.18 times slower (1.100 -> 1.295 ms), its pairs 1.28. The
+# producer warp's own lanes loading and storing the scales (one arrival) held the copies up behind
+# the loads: 1.55 times slower. The family's table takes the 128 x 128 pairs at every block-scaled
+# benchmark shape, so none of these went in. Not yet run: the producer warp's lanes copying with
+# cp.async (no register waits, no second waiter), or A's scales laid out M-major, so that TMA loads a
+# stage's BM of them as one box (DeepGEMM's layout; a copy of scale_a for the row-major one).
 def issue_in_turn(consumers: int, promote_stages: int, sets: int, block_scales: bool) -> bool:
     """Whether the consumers issue each stage's wgmmas in turn, one after the other: two consumers or
     more whose block-scaled fp8 sums are promoted with one set of partial sums. Groups issued at
