@@ -142,6 +142,10 @@ def test_too_many_tensors_are_refused_by_the_named_limit(capsys, tmp_path) -> No
     pytest.param({"alignment": 16.0}, "tensors[0].alignment = 16.0, but it must be an integer: write 16", id="float"),
     pytest.param({"swizzle": "96B"}, "tensors[0].swizzle.mode = '96B', but the choices are 'none', '32B', '64B' or "
                  "'128B': use one of them", id="swizzle-shorthand-unknown"),
+    pytest.param({"dtype": "float8_e4m3fn"}, "tensors[0].dtype = 'float8_e4m3fn', but the choices are 'uint8', ",
+                 id="pytorch-fp8-name"),
+    pytest.param({"dtype": "float8_e4m3fn"}, "or 'float8_e5m2': use 'float8_e4m3'", id="pytorch-fp8-name-fix"),
+    pytest.param({"dtype": "Float32"}, "use 'float32'", id="capitalized-dtype"),
 ])
 def test_schema_errors_are_in_the_house_form(capsys, tmp_path, change, fragment) -> None:
     data = _base()

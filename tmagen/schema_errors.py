@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -10,6 +12,15 @@ from pydantic import ValidationError
 from tmagen import limits
 from tmagen.jsonio import shown
 from tmagen.kinds.sections import NAMES as KINDS
+
+
+def _nearest(given: Any, ctx: dict[str, Any]) -> str:
+    """The fix for a value that is not one of a field's choices: the choice it is a slip of (PyTorch's
+    "float8_e4m3fn" for "float8_e4m3", "Float32"), where one is that close, else any of them."""
+    choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+    close = difflib.get_close_matches(str(given), choices, n=1, cutoff=0.8) if isinstance(given, str) else []
+    return f"use {close[0]!r}" if close else "use one of them"
+
 
 # What to write where a required field is missing, by the field's last name.
 _REQUIRED = {
@@ -76,7 +87,7 @@ def _one(err: Any) -> str:  # a pydantic ErrorDetails
                 f"{where.rsplit('.', 1)[0] if '.' in where else 'a spec'}: check its spelling against `tmagen schema`, "
                 "or remove it")
     if kind == "literal_error":
-        return f"{where} = {value}, but the choices are {ctx.get('expected', '')}: use one of them"
+        return f"{where} = {value}, but the choices are {ctx.get('expected', '')}: {_nearest(err.get('input'), ctx)}"
     if kind in _TYPES:
         must, example = _TYPES[kind]
         fix = f"write {example}"
