@@ -366,7 +366,7 @@ def accumulator_sets(bm: int, bn: int, consumers: int, promote_stages: int) -> i
 # the turn barrier and 1% waiting on the tensor cores (per tensor: 40%). The 128 x 128 tile (two sets
 # of partial sums) stalled 11% on the product that waits for them. Copied into shared memory by the
 # producer warpgroup instead (a slot per stage, or a ring of its own with barriers of its own), the
-# 128 x 192 tile ran 5 to 12% faster (8192^3 1.23 -> 1.09 to 1.17 ms, 4096^3 171 -> 149 to 158 us;
+# 128 x 192 tile ran 5 to 14% faster (8192^3 1.23 -> 1.06 to 1.17 ms, 4096^3 171 -> 142 to 158 us;
 # without copying anything at all, a bound, 0.98 ms), but the 128 x 128 tile 1.18 to 1.31 times slower
 # (8192^3 1.10 -> 1.30 to 1.43 ms, its pairs 1.13 -> 1.45 to 1.61). What costs it is a second arrival
 # on the stage's full barrier: a thread of another warp that only waits for the stage to be free
