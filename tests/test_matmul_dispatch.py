@@ -584,6 +584,12 @@ def _straddling(family: MatmulFamily, data: dict) -> dict:
                              if family.operand_rows_straddle(0, row.get("pitch", row["k"] + extra))]}
 
 
+def _without_straddling_keys(family: MatmulFamily) -> MatmulFamily:
+    """The family with tables that have no "sx:" keys: each tile priced at its dense constants."""
+    return replace(family, dispatches=tuple(
+        replace(d, tiles={k: c for k, c in d.tiles.items() if not k.startswith("sx:")}) for d in family.dispatches))
+
+
 def test_rows_that_straddle_are_priced_by_their_own_measurement() -> None:
     """tmagen.ops.matmul's bf16 family timed on an H200 where A's and B's rows straddle 32-byte
     sectors (tests/data/hw_h200/matmul_tune_straddle.json: every launch of every kernel on 25 shapes
@@ -597,8 +603,7 @@ def test_rows_that_straddle_are_priced_by_their_own_measurement() -> None:
     assert [p.shape.key for p in family.kernels] == STRADDLE_DATA["kernels"]
     data = _straddling(family, STRADDLE_DATA)
     assert len(data["rows"]) == 32
-    dense_priced = replace(family, dispatches=tuple(
-        replace(d, tiles={k: c for k, c in d.tiles.items() if not k.startswith("sx:")}) for d in family.dispatches))
+    dense_priced = _without_straddling_keys(family)
     own, before = (_slowdowns(f, data, H200, straddle=True) for f in (family, dense_priced))
     assert _geomean(own) <= 1.01 and max(own) <= 1.11, (_geomean(own), max(own))
     assert _geomean(before) > 1.03 and max(before) > 1.3, "what the straddling rows' own keys mend"
@@ -622,8 +627,7 @@ def test_straddling_constants_choose_well_on_shapes_outside_their_fit() -> None:
     data = _straddling(family, check)
     fitted = {(row["m"], row["n"], row["k"]) for row in STRADDLE_DATA["rows"]}
     assert len(data["rows"]) == 12 and not fitted & {(row["m"], row["n"], row["k"]) for row in data["rows"]}
-    dense_priced = replace(family, dispatches=tuple(
-        replace(d, tiles={k: c for k, c in d.tiles.items() if not k.startswith("sx:")}) for d in family.dispatches))
+    dense_priced = _without_straddling_keys(family)
     own, before = (_slowdowns(f, data, H200, straddle=True) for f in (family, dense_priced))
     assert _geomean(own) <= 1.08 and max(own) <= 1.26, (_geomean(own), max(own))
     assert _geomean(own) < _geomean(before) and max(own) < max(before)
