@@ -373,9 +373,18 @@ def accumulator_sets(bm: int, bn: int, consumers: int, promote_stages: int) -> i
 # and arrives, copying nothing, made it 1.18 times slower (1.100 -> 1.295 ms), its pairs 1.28. The
 # producer warp's own lanes loading and storing the scales (one arrival) held the copies up behind
 # the loads: 1.55 times slower. The family's table takes the 128 x 128 pairs at every block-scaled
-# benchmark shape, so none of these went in. Not yet run: the producer warp's lanes copying with
-# cp.async (no register waits, no second waiter), or A's scales laid out M-major, so that TMA loads a
-# stage's BM of them as one box (DeepGEMM's layout; a copy of scale_a for the row-major one).
+# benchmark shape, so none of these went in. Nor did A's scales laid out M-major (DeepGEMM's layout,
+# strides (1, M rounded up to 4)), a stage's BM of them copied by the producer in one bulk copy on the
+# stage's own full barrier (no second arrival), measured the same way beside main in one call
+# (2026-11-29, ratios to the per-tensor twin): the 128 x 192 tile, with one set of partial sums, went
+# from 0.69 to 0.80 (4096^3 and 8192^3), but the pipelined tiles, which have no room for the copies
+# and loaded the M-major scales themselves, fell (128 x 128: 0.81 to 0.77 at 4096^3, 0.83 to 0.75 at
+# 8192^3; its pairs 0.86 to 0.78 and 0.80), their loads meeting no line L1 already held (prefetching
+# them into L1 two or four stages ahead was slower still). The family's best went from 0.81 to 0.77
+# at 4096^3 and from 0.77 to 0.79 at 8192^3. Nor did working out each 8 columns' B block at compile
+# time (a product of scales per row and block, not a select and two multiplies per 8 columns)
+# change any tile's time beyond the noise (2%). Not yet run: the producer warp's lanes copying with
+# cp.async (no register waits, no second waiter).
 def issue_in_turn(consumers: int, promote_stages: int, sets: int, block_scales: bool) -> bool:
     """Whether the consumers issue each stage's wgmmas in turn, one after the other: two consumers or
     more whose block-scaled fp8 sums are promoted with one set of partial sums. Groups issued at
