@@ -445,6 +445,7 @@ _TENSOR, _ROW, _BLOCK = (_named(fp8_bench.TMAGEN_TENSOR), _named(fp8_bench.TMAGE
                          _named(fp8_bench.TMAGEN_BLOCK))
 _LT_TENSOR, _LT_ROW, _TRITON8 = (_named(fp8_bench.CUBLAS_TENSOR), _named(fp8_bench.CUBLAS_ROW),
                                  _named(fp8_bench.TRITON))
+_FAST, _LT_FAST = _named(fp8_bench.TMAGEN_FAST), _named(fp8_bench.CUBLAS_FAST)
 
 
 def _block_target(case: dict[str, Any]) -> bool:
@@ -466,17 +467,21 @@ def _measured_apart(about: dict[str, Any] | None) -> str:
 def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> list[str]:
     """The fp8 section: the targets' verdicts, each class's geometric means, then every shape."""
     where = _measured_apart(about)
+    fast = _has_fast(cases)
     lines = ["", "## fp8 matmul", "",
              "C = (A sa)(B sb)^T, A [M, K] and B [N, K] in float8_e4m3fn, both K-major (B passed as the `.t()` view "
              "of its [N, K] tensor, the layout `torch._scaled_mm` takes), fp32 accumulation, bfloat16 out; the bf16 "
              "section's shapes, sliced views 16 bytes wider than a row (K + 16 elements). Candidates on the same "
              "tensors, interleaved: `tmagen.ops.matmul(a, b.t(), scale_a=, scale_b=, out=c)` with one scale per "
              "tensor, one per row of A and of B, and (square shapes of 4096 and above) block scales of 1 x 128 on A "
-             "and 128 x 128 on B; cuBLASLt through `torch._scaled_mm` per tensor (use_fast_accum False, its "
-             "default) and row-wise; a persistent Triton fp8 matmul on TMA descriptors with per-tensor scales, "
-             "autotuned on the shape, whose `tl.dot` keeps its sums in the tensor core's short accumulator over the "
-             "whole of K (Triton 3.6 on sm_90: `max_num_imprecise_acc` defaults to 2^30, never promoted; "
-             "`use_fast_accum` True in cuBLASLt's terms), where tmagen and cuBLASLt promote every 128 of K. "
+             "and 128 x 128 on B" + (", and per tensor with `use_fast_accum=True`" if fast else "") +
+             "; cuBLASLt through `torch._scaled_mm` per tensor (use_fast_accum False, its default"
+             + (", and True" if fast else "") + ") and row-wise; a persistent Triton fp8 "
+             "matmul on TMA descriptors with per-tensor scales, autotuned on the shape, whose `tl.dot` keeps its "
+             "sums in the tensor core's short accumulator over the whole of K (Triton 3.6 on sm_90: "
+             "`max_num_imprecise_acc` defaults to 2^30, never promoted; `use_fast_accum` True in cuBLASLt's "
+             "terms), where tmagen and cuBLASLt promote every 128 of K"
+             + (" unless `use_fast_accum` is True" if fast else "") + ". "
              "Each was checked first against an fp32 product of the dequantized inputs: "
              "|C - R| <= 2^-8 |R| + 2^-10 S per element, S = |A sa| |B sb|^T (bfloat16's rounding and a "
              "14-bit tensor-core accumulator promoted every 128 of K; lab/fp8_bench.py says why)." + where
@@ -493,9 +498,16 @@ def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> lis
         lines.append("- No shape has both tmagen's and cuBLASLt's per-tensor figures.")
     lines += [f"- Shapes at or above {FP8_FLOOR_OF_CUBLAS:.2f} of cuBLASLt (per-tensor): "
               f"{_tally(cases, _LT_TENSOR, FP8_FLOOR_OF_CUBLAS, _TENSOR)}",
-              f"- Shapes ahead of Triton (per-tensor): {_tally(cases, _TRITON8, OF_BEST_PEER, _TENSOR)}",
+              "- Shapes ahead of Triton (per-tensor" + (", tmagen promoting, Triton not" if fast else "") +
+              f"): {_tally(cases, _TRITON8, OF_BEST_PEER, _TENSOR)}",
+              *([f"- Shapes ahead of Triton with `use_fast_accum=True` (neither promoting): "
+                 f"{_tally(cases, _TRITON8, OF_BEST_PEER, _FAST)}"] if fast else []),
               f"- Block-scaled at or above {FP8_BLOCK_OF_TENSOR:.2f} of tmagen per-tensor, 4096^3 and above: "
               f"{_tally([c for c in cases if _block_target(c)], _TENSOR, FP8_BLOCK_OF_TENSOR, _BLOCK)}"]
+    fast_pairs = _pairs(cases, _FAST, _LT_FAST)
+    if fast_pairs:
+        lines.append(f"- `use_fast_accum=True` (no target), tmagen / cuBLASLt with it over {len(fast_pairs)} shapes: "
+                     f"{_band(ratio_band(fast_pairs))}")
     rows = _pairs(cases, _ROW, _LT_ROW)
     if rows:
         lines.append(f"- Per-row scales (no target), tmagen / cuBLASLt row-wise over {len(rows)} shapes: "
@@ -511,24 +523,44 @@ def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> lis
     lines += ["", "Each class's geometric means (lowest-highest), each over the shapes where both candidates have a "
               "figure, per-tensor scales unless named:", "",
               "| class | shapes | tmagen / cuBLASLt | lowest shape | tmagen / Triton | tmagen / cuBLASLt, per row | "
-              "Triton / cuBLASLt |", "|---|---|---|---|---|---|---|"]
+              "Triton / cuBLASLt |" + (" fast: tmagen / Triton | fast: tmagen / cuBLASLt |" if fast else ""),
+              "|---|---|---|---|---|---|---|" + ("---|---|" if fast else "")]
     classes = [c for c in [*MATMUL_CLASSES, "unclassified"] if any(matmul_class(m) == c for m in cases)]
     for name in [*classes, "all"]:
         here = [m for m in cases if name in ("all", matmul_class(m))]
         count = sum(_TENSOR(m) is not None for m in here)
         lines.append(f"| {name} | {len(here) if count == len(here) else f'{count} of {len(here)}'} | "
-                     f"{_fp8_class_cells(here)} |")
+                     f"{_fp8_class_cells(here, fast)} |")
     lines += ["", "Every shape: TFLOP/s (2MNK over the median time; \"refused\" where `torch._scaled_mm` refuses the "
               "shape, \"failed\" where a check or a launch failed: see the notes), and per-repetition ratios as "
               "their median (lowest-highest), judged against their targets.", "",
-              "| class | M | N | K | A, B row pitch | tmagen | tmagen per row | tmagen block | cuBLASLt | "
-              "cuBLASLt row-wise | Triton | tmagen / cuBLASLt | tmagen / Triton | per row / cuBLASLt row-wise | "
-              "block / tmagen |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [_fp8_row(case) for case in cases]
+              "| class | M | N | K | A, B row pitch | " + " | ".join(_FP8_HEADS[name] for name in _fp8_names(fast))
+              + " | tmagen / cuBLASLt | tmagen / Triton | per row / cuBLASLt row-wise | block / tmagen |"
+              + (" fast: tmagen / Triton | fast: tmagen / cuBLASLt |" if fast else ""),
+              "|---|---|---|---|---|" + "---|" * len(_fp8_names(fast)) + "---|---|---|---|"
+              + ("---|---|" if fast else "")]
+    lines += [_fp8_row(case, fast) for case in cases]
     return lines
 
 
-def _fp8_class_cells(cases: list[dict[str, Any]]) -> str:
+_FP8_HEADS = {fp8_bench.TMAGEN_TENSOR: "tmagen", fp8_bench.TMAGEN_ROW: "tmagen per row",
+              fp8_bench.TMAGEN_BLOCK: "tmagen block", fp8_bench.TMAGEN_FAST: "tmagen fast",
+              fp8_bench.CUBLAS_TENSOR: "cuBLASLt", fp8_bench.CUBLAS_ROW: "cuBLASLt row-wise",
+              fp8_bench.CUBLAS_FAST: "cuBLASLt fast", fp8_bench.TRITON: "Triton"}
+
+
+def _has_fast(cases: list[dict[str, Any]]) -> bool:
+    """Whether the run had the use_fast_accum candidates (runs before 2026-11-29 did not)."""
+    fast = (fp8_bench.TMAGEN_FAST, fp8_bench.CUBLAS_FAST)
+    return any(c["name"] in fast for case in cases for c in [*case["candidates"], *case["failed"]])
+
+
+def _fp8_names(fast: bool) -> list[str]:
+    """The candidates the per-shape table has a column for."""
+    return [n for n in fp8_bench.NAMES if fast or n not in (fp8_bench.TMAGEN_FAST, fp8_bench.CUBLAS_FAST)]
+
+
+def _fp8_class_cells(cases: list[dict[str, Any]], fast: bool) -> str:
     def band(first: Any, second: Any) -> str:
         pairs = _pairs(cases, first, second)
         return _band(ratio_band(pairs)) if pairs else "-"
@@ -540,10 +572,10 @@ def _fp8_class_cells(cases: list[dict[str, Any]]) -> str:
         r, case = min(ratios, key=lambda x: x[0])
         lowest = f"{r:.3f} at {_mnk(case)}"
     return " | ".join([band(_TENSOR, _LT_TENSOR), lowest, band(_TENSOR, _TRITON8), band(_ROW, _LT_ROW),
-                       band(_TRITON8, _LT_TENSOR)])
+                       band(_TRITON8, _LT_TENSOR), *([band(_FAST, _TRITON8), band(_FAST, _LT_FAST)] if fast else [])])
 
 
-def _fp8_row(case: dict[str, Any]) -> str:
+def _fp8_row(case: dict[str, Any], fast: bool) -> str:
     m, n, k = case["shape"]
     ld = case.get("ld")
     failed = {f["name"]: f["why"] for f in case["failed"]}
@@ -563,11 +595,12 @@ def _fp8_row(case: dict[str, Any]) -> str:
         r = paired_ratios(a, b)
         return _ratio(r) + (f" {judge(r, target)}" if target is not None else "")
 
-    figures = " | ".join(tf(name) for name in fp8_bench.NAMES)
+    figures = " | ".join(tf(name) for name in _fp8_names(fast))
     block = vs(_BLOCK, _TENSOR, FP8_BLOCK_OF_TENSOR if _block_target(case) else None)
     return (f"| {matmul_class(case)} | {m} | {n} | {k} | {ld if ld else 'K'} | {figures} | "
             f"{vs(_TENSOR, _LT_TENSOR, FP8_FLOOR_OF_CUBLAS)} | {vs(_TENSOR, _TRITON8, OF_BEST_PEER)} | "
-            f"{vs(_ROW, _LT_ROW, None)} | {block} |")
+            f"{vs(_ROW, _LT_ROW, None)} | {block} |"
+            + (f" {vs(_FAST, _TRITON8, OF_BEST_PEER)} | {vs(_FAST, _LT_FAST, None)} |" if fast else ""))
 
 
 def _case_name(case: dict[str, Any]) -> str:

@@ -8,10 +8,11 @@ tensors, interleaved:
 
 * tmagen: ``tmagen.ops.matmul(a, b.t(), scale_a=sa, scale_b=sb, out=c)`` with one scale per tensor,
   with one per row of A and one per row of B (a column of C), and block-scaled (sa [M, K/128] per
-  1 x 128 block of A, sb [N/128, K/128] per 128 x 128 block of B) on the large square shapes;
+  1 x 128 block of A, sb [N/128, K/128] per 128 x 128 block of B) on the large square shapes; and
+  per tensor with ``use_fast_accum=True`` (sums never promoted, as Triton's);
 * cuBLASLt through ``torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16)``, per
-  tensor (``use_fast_accum`` False, its default: partial sums promoted to fp32) and row-wise
-  (scale_a [M, 1], scale_b [1, N]);
+  tensor (``use_fast_accum`` False, its default: partial sums promoted to fp32, and True) and
+  row-wise (scale_a [M, 1], scale_b [1, N]);
 * Triton: a persistent fp8 matmul on TMA descriptors with per-tensor scales, autotuned
   (:func:`lab.triton_peers.matmul_fp8`).
 
@@ -45,10 +46,12 @@ from tmagen.bench import Candidate, Method, time_case
 TMAGEN_TENSOR = "tmagen per-tensor (tmagen.ops.matmul)"
 TMAGEN_ROW = "tmagen per-row (tmagen.ops.matmul)"
 TMAGEN_BLOCK = "tmagen block-scaled 1x128, 128x128 (tmagen.ops.matmul)"
+TMAGEN_FAST = "tmagen per-tensor, use_fast_accum (tmagen.ops.matmul)"
 CUBLAS_TENSOR = "cuBLASLt per-tensor (torch._scaled_mm)"
 CUBLAS_ROW = "cuBLASLt row-wise (torch._scaled_mm)"
+CUBLAS_FAST = "cuBLASLt per-tensor, use_fast_accum (torch._scaled_mm)"
 TRITON = "Triton fp8 TMA persistent, per-tensor (autotuned)"
-NAMES = (TMAGEN_TENSOR, TMAGEN_ROW, TMAGEN_BLOCK, CUBLAS_TENSOR, CUBLAS_ROW, TRITON)
+NAMES = (TMAGEN_TENSOR, TMAGEN_ROW, TMAGEN_BLOCK, TMAGEN_FAST, CUBLAS_TENSOR, CUBLAS_ROW, CUBLAS_FAST, TRITON)
 
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 SCALE_BLOCK = 128  # a block scale covers 1 x 128 of A and 128 x 128 of B (fp8api.md)
@@ -175,8 +178,8 @@ def buffer_sets(shape: MatmulShape, l2_bytes: int) -> int:
 
 def candidates_of(shape: MatmulShape, triton: bool = True) -> int:
     """Candidates timed on the shape (those that pass their check)."""
-    both_scales = 2 * 2 if scaled_mm_refusal(shape.m, shape.n, shape.k) is None else 2
-    return both_scales + block_scaled(shape) + (triton and tma_refusal(shape.k, shape.ld) is None)
+    three_ways = 3 * 2 if scaled_mm_refusal(shape.m, shape.n, shape.k) is None else 3  # tensor, row, fast
+    return three_ways + block_scaled(shape) + (triton and tma_refusal(shape.k, shape.ld) is None)
 
 
 # Triton's fp8 matmul: configurations (lab.triton_peers.MATMUL_FP8_TILES; tests/test_triton_peers.py
@@ -306,17 +309,31 @@ def tmagen_ops(a: Any, b: Any, sa: Any, sb: Any, c: Any) -> None:
     matmul(a, b.t(), scale_a=sa, scale_b=sb, out=c)
 
 
+def tmagen_ops_fast(a: Any, b: Any, sa: Any, sb: Any, c: Any) -> None:
+    """``tmagen.ops.matmul(a, b.t(), scale_a=sa, scale_b=sb, out=c, use_fast_accum=True)``."""
+    import tmagen.ops
+
+    tmagen.ops.matmul(a, b.t(), scale_a=sa, scale_b=sb, out=c, use_fast_accum=True)
+
+
 def scaled_mm(a: Any, b: Any, sa: Any, sb: Any, c: Any) -> None:
     """``torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, out=c)``, use_fast_accum False."""
     torch = _torch()
     torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, out=c)
 
 
+def scaled_mm_fast(a: Any, b: Any, sa: Any, sb: Any, c: Any) -> None:
+    """``torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, out=c, use_fast_accum=True)``."""
+    torch = _torch()
+    torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, out=c, use_fast_accum=True)
+
+
 def fp8_case(shape: MatmulShape, base: Method = FP8_METHOD, seed: int = 0, triton: bool = True,
-             tmagen: Fp8Launch | None = tmagen_ops) -> dict[str, Any]:
+             tmagen: Fp8Launch | None = tmagen_ops, tmagen_fast: Fp8Launch | None = tmagen_ops_fast) -> dict[str, Any]:
     """C = (A sa)(B sb)^T for ``shape`` (its ``ld`` in fp8 elements, see :func:`fp8_ld`), bfloat16
     C: every candidate checked against the fp32 references, then those that pass timed on the same
-    tensors, interleaved; TFLOP/s count 2 M N K. ``tmagen=None`` leaves tmagen's candidates out."""
+    tensors, interleaved; TFLOP/s count 2 M N K. ``tmagen=None`` leaves tmagen's candidates out
+    (``tmagen_fast``: its fast-accumulation one)."""
     from lab import peers
 
     peers.free_memory()
@@ -377,8 +394,11 @@ def fp8_case(shape: MatmulShape, base: Method = FP8_METHOD, seed: int = 0, trito
         cands.append(candidate(TMAGEN_ROW, "tmagen", tmagen, row_a, row_b, per_row))
         if block_scaled(shape):
             cands.append(candidate(TMAGEN_BLOCK, "tmagen", tmagen, block_a, block_b, per_block))
+        if tmagen_fast is not None:
+            cands.append(candidate(TMAGEN_FAST, "tmagen", tmagen_fast, tensor_a, tensor_b, per_tensor))
     cands.append(candidate(CUBLAS_TENSOR, "peer", scaled_mm, tensor_a, tensor_b, per_tensor, refusal=refused))
     cands.append(candidate(CUBLAS_ROW, "peer", scaled_mm, row_a, row_b, per_row, refusal=refused))
+    cands.append(candidate(CUBLAS_FAST, "peer", scaled_mm_fast, tensor_a, tensor_b, per_tensor, refusal=refused))
     tp = peers._triton(triton)
     if tp is not None:
         def triton_fp8(a: Any, b: Any, sa: Any, sb: Any, c: Any) -> None:

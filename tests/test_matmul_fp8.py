@@ -234,3 +234,16 @@ def test_b_rows_stops_the_b_map_at_b_s_own_rows(spec_name: str) -> None:
         found = MatmulLauncher().problems(plan, [a, b], out, b_rows=bad, **scales)
         assert [(v.rule, v.field) for v in found] == [("matmul-b-rows", "b_rows")], bad
         assert "1 to N = 40" in found[0].why
+
+
+def test_fast_accumulation_derives_a_family_that_never_promotes() -> None:
+    """tmagen.ops.matmul(..., use_fast_accum=True) runs the fp8 spec with promote_every 0: its own
+    family (its wide tiles back), beside the promoting one of the same types."""
+    from tmagen.ops_matmul_fp8 import fp8_spec
+
+    fast, promoted = fp8_spec("float8_e4m3", "float8_e4m3", "bfloat16", False, True), \
+        fp8_spec("float8_e4m3", "float8_e4m3", "bfloat16", False)
+    assert fast.name != promoted.name and fast.name.endswith("_fast")
+    family, promoting = resolve(fast).kernel.detail, resolve(promoted).kernel.detail
+    assert family.fp8 and family.promote_every == 0 and promoting.promote_every == 128
+    assert max(p.bm * p.bn for p in family.kernels) > max(p.bm * p.bn for p in promoting.kernels)

@@ -58,3 +58,17 @@ def test_the_output_type_is_checked() -> None:
 def test_cpu_tensors_are_refused_with_the_fix() -> None:
     text = _refused(scale_a=torch.tensor(1.0), scale_b=torch.tensor(1.0))
     assert "x.cuda()" in text or "GPU" in text
+
+
+def test_fast_accumulation_takes_per_tensor_or_per_row_scales_and_a_bool() -> None:
+    text = _refused(scale_a=torch.ones(64, 2), scale_b=torch.ones(1, 2), use_fast_accum=True)
+    assert "use_fast_accum" in text and "promoted" in text and "use_fast_accum=False" in text
+    text = _refused(scale_a=torch.tensor(1.0), use_fast_accum="yes")
+    assert "use_fast_accum" in text and "'yes'" in text and "bool" in text
+
+
+def test_fast_accumulation_is_fp8_s() -> None:
+    a = torch.zeros(64, 256, dtype=torch.bfloat16)
+    with pytest.raises(ArgumentError) as err:
+        ops.matmul(a, a.t(), use_fast_accum=True)
+    assert "use_fast_accum" in str(err.value) and "fp8" in str(err.value)

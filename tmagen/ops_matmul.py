@@ -226,7 +226,7 @@ def _take(op: _Operand, like: ArrayView, shape: tuple[int, int], dtype: str | No
 
 # ----------------------------------------------------------------------------- the call
 def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 0, c: Any = None, out: Any = None,
-           out_dtype: Any = None, scale_a: Any = None, scale_b: Any = None) -> Any:
+           out_dtype: Any = None, scale_a: Any = None, scale_b: Any = None, use_fast_accum: bool = False) -> Any:
     """``alpha * (a @ b) + beta * c + bias``: products of bfloat16 or float16 ``a`` and ``b``, summed in
     fp32, written as ``out_dtype`` (bfloat16, float16 or float32; default ``out``'s dtype, else
     ``a``'s) into a new contiguous array of ``a``'s framework, or into ``out``.
@@ -250,19 +250,23 @@ def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 
     result copied out. A batch [B, M, K] @ [K, N] whose rows lie evenly is one product of
     B*M rows; other batches are one launch per matrix.
 
-    fp8 ``a`` and ``b`` (torch.float8_e4m3fn, float8_e5m2) take ``scale_a`` and ``scale_b`` and
-    torch._scaled_mm's layout: see `tmagen.ops_matmul_fp8`.
+    fp8 ``a`` and ``b`` (torch.float8_e4m3fn, float8_e5m2) take ``scale_a`` and ``scale_b``,
+    ``use_fast_accum`` and torch._scaled_mm's layout: see `tmagen.ops_matmul_fp8`.
     """
     t = _TORCH
     if scale_a is not None or scale_b is not None or (a.dtype in _FP8_TORCH if t is not None and isinstance(
             a, t.Tensor) else is_fp8(a)):
         if t is not None and isinstance(a, t.Tensor) and out is None and t.compiler.is_compiling():
             return t.ops.tmagen.scaled_matmul(a, b, scale_a, scale_b, bias, c, float(alpha), float(beta),
-                                              _torch_dtype(out_dtype))
+                                              _torch_dtype(out_dtype), use_fast_accum)
         if t is not None and type(a) is t.Tensor and type(b) is t.Tensor:
-            return _torch_fp8_call(a, b, scale_a, scale_b, bias, alpha, beta, c, out, out_dtype)
+            return _torch_fp8_call(a, b, scale_a, scale_b, bias, alpha, beta, c, out, out_dtype, use_fast_accum)
         return matmul_fp8(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, alpha=alpha, beta=beta, c=c, out=out,
-                          out_dtype=out_dtype)
+                          out_dtype=out_dtype, use_fast_accum=use_fast_accum)
+    if use_fast_accum is not False:
+        raise _error(("matmul-fast-accum", "use_fast_accum", repr(use_fast_accum), "fast accumulation is fp8's "
+                      "(16-bit products are summed in fp32 throughout)",
+                      "leave use_fast_accum out for 16-bit operands"))
     if t is not None and isinstance(a, t.Tensor):
         if out is None and t.compiler.is_compiling():
             return t.ops.tmagen.matmul(a, b, bias, c, float(alpha), float(beta), _torch_dtype(out_dtype))
@@ -375,20 +379,20 @@ _FP8_RECIPES: dict[tuple, _Fp8Recipe | None] = {}
 
 
 def _torch_fp8_call(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, alpha: Any, beta: Any, c: Any, out: Any,
-                    out_dtype: Any) -> Any:
+                    out_dtype: Any, use_fast_accum: Any = False) -> Any:
     """The fp8 product of PyTorch tensors: a call like one seen before (the same layouts, scalars
     and kinds of scale) launches what that one decided, as `_torch_call` does for 16-bit types."""
     key: tuple | None = None
     try:
         key = (_sig(a), _sig(b), _sig(out), _sig(scale_a), _sig(scale_b), _sig(bias), _sig(c), float(alpha),
-               float(beta), out_dtype)
+               float(beta), out_dtype, use_fast_accum is True, use_fast_accum is False)  # 1 is not True: checked
         recipe = _FP8_RECIPES.get(key)
     except (AttributeError, TypeError, ValueError):  # an argument that is not a tensor, or a scalar that is no number
         key, recipe = None, None
     if recipe is None:
         record: list | None = [] if key is not None and key not in _FP8_RECIPES else None
         result = matmul_fp8(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, alpha=alpha, beta=beta, c=c, out=out,
-                            out_dtype=out_dtype, record=record)
+                            out_dtype=out_dtype, use_fast_accum=use_fast_accum, record=record)
         if record is not None and key is not None:  # the first call of these layouts: is there a launch to repeat?
             if len(_FP8_RECIPES) >= _RECIPE_LIMIT:
                 _FP8_RECIPES.clear()
@@ -944,7 +948,7 @@ def register_torch_op() -> None:
     scaled = torch.library.custom_op(
         "tmagen::scaled_matmul", _torch_scaled_eager, mutates_args=(), device_types="cuda",
         schema="(Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None, Tensor? bias=None, Tensor? c=None, "
-               "float alpha=1., float beta=0., ScalarType? out_dtype=None) -> Tensor")
+               "float alpha=1., float beta=0., ScalarType? out_dtype=None, bool use_fast_accum=False) -> Tensor")
     scaled.register_fake(_torch_scaled_fake)
     _TORCH = torch
     _FUNCTION = _make_function(torch)
@@ -978,13 +982,15 @@ def _torch_fake(a: Any, b: Any, bias: Any = None, c: Any = None, alpha: float = 
 
 
 def _torch_scaled_eager(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, bias: Any = None, c: Any = None,
-                        alpha: float = 1.0, beta: float = 0.0, out_dtype: Any = None) -> Any:
+                        alpha: float = 1.0, beta: float = 0.0, out_dtype: Any = None,
+                        use_fast_accum: bool = False) -> Any:
     return matmul_fp8(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, c=c, alpha=alpha, beta=beta,
-                      out_dtype=out_dtype)
+                      out_dtype=out_dtype, use_fast_accum=use_fast_accum)
 
 
 def _torch_scaled_fake(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None, bias: Any = None, c: Any = None,
-                       alpha: float = 1.0, beta: float = 0.0, out_dtype: Any = None) -> Any:
+                       alpha: float = 1.0, beta: float = 0.0, out_dtype: Any = None,
+                       use_fast_accum: bool = False) -> Any:
     torch = _TORCH
     torch._check(a.dim() == 2 and b.dim() == 2, lambda: "tmagen::scaled_matmul takes matrices")
     torch._check(a.shape[1] == b.shape[0], lambda: f"tmagen::scaled_matmul: a is {tuple(a.shape)}, b {tuple(b.shape)}")

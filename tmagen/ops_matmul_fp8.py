@@ -7,9 +7,14 @@
 0-d or 1-element tensor), one per row of ``a`` ([M, 1] or (M,)) and per column of the product
 ([1, N] or (N,)), or blocks: ``scale_a`` [M, ceil(K/128)], a factor per 1 x 128 block of ``a``,
 and ``scale_b`` [ceil(N/128), ceil(K/128)], one per 128 x 128 block of ``w`` (DeepSeek-V3's
-blocks). One kernel family per (A type, B type, output type, block scales), derived from
-tmagen/ops_specs/bench_matmul_fp8.json, compiled at its first call; each call picks its tile and
-split of K as the bf16 family does.
+blocks). The tensor core's accumulator keeps fewer bits than fp32 (13 fraction bits on an H200:
+docs/fp8-accumulator.md), so the partial sums are promoted into fp32 every 128 of K, as cuBLASLt
+does by default; ``use_fast_accum=True`` (``torch._scaled_mm``'s name) keeps them in the tensor core over
+the whole of K instead, as cuBLASLt's fast accumulation and Triton's ``tl.dot`` do: faster, and
+its error grows with K (block scales are applied as the sums are promoted, so they take no fast
+accumulation). One kernel family per (A type, B type, output type, block scales or fast
+accumulation), derived from tmagen/ops_specs/bench_matmul_fp8.json, compiled at its first call;
+each call picks its tile and split of K as the bf16 family does.
 
 wgmma reads fp8 operands K-major only. Where an operand is not (``b`` given [K, N] with N
 contiguous, or ``a`` transposed) or its rows are not whole 16 bytes (K not a multiple of 16), it
@@ -46,23 +51,27 @@ def is_fp8(x: Any) -> bool:
 
 
 @cache
-def fp8_spec(a_type: str, b_type: str, out_dtype: str, block_scales: bool) -> Spec:
+def fp8_spec(a_type: str, b_type: str, out_dtype: str, block_scales: bool, fast_accum: bool = False) -> Spec:
     """The family's spec for these types: the tuned fp8 spec with its types changed (an fp32 C in
-    boxes of [64, 32], 128 bytes), and block scales where asked."""
+    boxes of [64, 32], 128 bytes), and block scales where asked, or (``fast_accum``) partial sums
+    never promoted (promote_every 0)."""
     raw = json.loads((Path(__file__).resolve().parent / "ops_specs" / "bench_matmul_fp8.json").read_text())
     a, b, c = raw["tensors"]
     a["dtype"], b["dtype"], c["dtype"] = a_type, b_type, out_dtype
     if out_dtype == "float32":
         c["box"] = [64, 32]
     raw["kernel"]["block_scales"] = block_scales
-    raw["name"] = f"ops_matmul_{a_type[7:]}_{b_type[7:]}_{out_dtype}" + ("_blocks" if block_scales else "")
+    if fast_accum:
+        raw["kernel"]["promote_every"] = 0
+    raw["name"] = (f"ops_matmul_{a_type[7:]}_{b_type[7:]}_{out_dtype}" + ("_blocks" if block_scales else "")
+                   + ("_fast" if fast_accum else ""))
     raw["description"] = "Derived by tmagen.ops.matmul from bench_matmul_fp8."
     return parse_spec(raw, "derived from tmagen/ops_specs/bench_matmul_fp8.json")
 
 
 @cache
-def fp8_kernel(a_type: str, b_type: str, out_dtype: str, block_scales: bool) -> Kernel:
-    return Kernel(fp8_spec(a_type, b_type, out_dtype, block_scales), caller=CALL)
+def fp8_kernel(a_type: str, b_type: str, out_dtype: str, block_scales: bool, fast_accum: bool = False) -> Kernel:
+    return Kernel(fp8_spec(a_type, b_type, out_dtype, block_scales, fast_accum), caller=CALL)
 
 
 def _error(*problems: tuple[str, str, str, str, str]) -> ArgumentError:
@@ -127,7 +136,7 @@ def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | Non
 
 
 def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias: Any = None, alpha: float = 1,
-               beta: float = 0, c: Any = None, out: Any = None, out_dtype: Any = None,
+               beta: float = 0, c: Any = None, out: Any = None, out_dtype: Any = None, use_fast_accum: bool = False,
                record: list | None = None) -> Any:
     """The scaled fp8 product (see the module's notes). ``record`` (a list) receives, where the call
     was one launch on every array in place, the kernel, its A, B and C views and its parameters (what
@@ -153,6 +162,13 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
         raise _error(("matmul-types", "out_dtype", str(out_dtype if out_dtype is not None else od),
                       "the fp8 matmul writes bfloat16, float16 or float32", "pass one of those"))
     blocks = scale_a is not None and len(getattr(scale_a, "shape", ())) == 2 and scale_a.shape[1] != 1
+    if not isinstance(use_fast_accum, bool):
+        raise _error(("matmul-fast-accum", "use_fast_accum", repr(use_fast_accum), "it is True or False",
+                      "pass a bool"))
+    if use_fast_accum and blocks:
+        raise _error(("matmul-fast-accum", "use_fast_accum", "True", "block scales are applied to the partial sums "
+                      "as they are promoted into fp32 every 128 of K, and fast accumulation never promotes them",
+                      "pass use_fast_accum=False with block scales, or scales per tensor or per row"))
     k_blocks = -(-k // SCALE_BLOCK)
     sa = _scale(scale_a, "scale_a", m, (m, k_blocks) if blocks else None)
     sb = _scale(scale_b, "scale_b", n, (-(-n // SCALE_BLOCK), k_blocks) if blocks else None)
@@ -221,7 +237,7 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
             total = total + params["bias"].obj.float()
         o_in_obj[...] = total
     else:
-        kern = fp8_kernel(a_type, b_type, od, blocks)
+        kern = fp8_kernel(a_type, b_type, od, blocks, use_fast_accum)
         kern.launch([a_in, b_in], o_in, params=params or None)
         if record is not None and scratch is None:
             given = {"scale_a": scale_a, "scale_b": scale_b, "bias": bias, "c": c}

@@ -67,9 +67,9 @@ def test_every_fp8_candidate_passes_its_check_and_is_timed(device, one_config, r
     record = fp8_bench.fp8_case(shape, QUICK, tmagen=tmagen)
     report(f"fp8_bench_{m}x{n}x{k}_{ld}", record)
     assert record["failed"] == []
-    expected = {fp8_bench.CUBLAS_TENSOR, fp8_bench.CUBLAS_ROW}
+    expected = {fp8_bench.CUBLAS_TENSOR, fp8_bench.CUBLAS_ROW, fp8_bench.CUBLAS_FAST}
     if tmagen is not None:
-        expected |= {fp8_bench.TMAGEN_TENSOR, fp8_bench.TMAGEN_ROW}
+        expected |= {fp8_bench.TMAGEN_TENSOR, fp8_bench.TMAGEN_ROW, fp8_bench.TMAGEN_FAST}
         expected |= {fp8_bench.TMAGEN_BLOCK} if fp8_bench.block_scaled(shape) else set()
     if triton_peers() is not None:
         expected.add(fp8_bench.TRITON)
@@ -101,7 +101,8 @@ def test_a_refused_shape_is_reported_not_dropped(device, one_config) -> None:
 
     record = fp8_bench.fp8_case(fp8_bench.MatmulShape(264, 264, 264, "square-ragged"), QUICK, tmagen=None)
     why = {f["name"]: f["why"] for f in record["failed"]}
-    assert why[fp8_bench.CUBLAS_TENSOR].startswith("refused: ") and why[fp8_bench.CUBLAS_ROW].startswith("refused: ")
+    assert all(why[name].startswith("refused: ")
+               for name in (fp8_bench.CUBLAS_TENSOR, fp8_bench.CUBLAS_ROW, fp8_bench.CUBLAS_FAST))
     assert record["scaled_mm_refusal"] == fp8_bench.scaled_mm_refusal(264, 264, 264)
     if triton_peers() is not None:  # rows of 264 bytes: no TMA descriptor
         assert why[fp8_bench.TRITON].startswith("refused: ")
@@ -119,10 +120,10 @@ def test_the_check_fails_wrong_fp8_products(device, one_config) -> None:
         torch._scaled_mm(a, b.t(), sa.mean().reshape(()), sb.mean().reshape(()), out_dtype=torch.bfloat16, out=c)
 
     shape = fp8_bench.MatmulShape(256, 256, 512, "square-tile-multiple")
-    record = fp8_bench.fp8_case(shape, QUICK, tmagen=unwritten, triton=False)
+    record = fp8_bench.fp8_case(shape, QUICK, tmagen=unwritten, triton=False, tmagen_fast=None)
     assert {f["name"] for f in record["failed"]} == {fp8_bench.TMAGEN_TENSOR, fp8_bench.TMAGEN_ROW}
     assert all("nan" in f["why"] for f in record["failed"])
-    record = fp8_bench.fp8_case(shape, QUICK, tmagen=mean_scale, triton=False)
+    record = fp8_bench.fp8_case(shape, QUICK, tmagen=mean_scale, triton=False, tmagen_fast=None)
     assert [f["name"] for f in record["failed"]] == [fp8_bench.TMAGEN_ROW]
     assert fp8_bench.TMAGEN_TENSOR in _names(record)
 

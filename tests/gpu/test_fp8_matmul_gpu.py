@@ -186,6 +186,32 @@ def test_ops_matmul_block_scales_bias_and_alpha(n: int) -> None:
     _check((got - bias) / 0.5, a, w, sa, sb, "float32", 128, blocks=True)
 
 
+@pytest.mark.parametrize("m, n, k", [(1, 8, 16), (300, 520, 1008), (129, 4104, 4096), (64, 30, 48)])
+def test_ops_matmul_fast_accumulation(m, n, k) -> None:
+    """use_fast_accum=True (torch._scaled_mm's name): the sums kept in the tensor core over the whole
+    of K, within verify's bound for sums never promoted, per tensor and per row; block scales, which
+    are applied as the sums are promoted, are refused with it."""
+    from tmagen import ops
+
+    g = torch.Generator(device="cuda").manual_seed(m * n + k)
+    a, w = _fp8((m, k), "float8_e4m3", g), _fp8((n, k), "float8_e4m3", g)
+    sa, sb = torch.tensor(0.25, device="cuda"), torch.tensor(4.0, device="cuda")
+    got = ops.matmul(a, w.t(), scale_a=sa, scale_b=sb, use_fast_accum=True)
+    assert got.dtype == torch.bfloat16 and got.shape == (m, n)
+    _check(got, a, w, sa.expand(m), sb.expand(n), "bfloat16", 0)
+    rows, cols = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(1, n, device="cuda") + 0.5
+    for _ in range(2):  # the second call repeats the first's launch (the PyTorch fast path)
+        got = ops.matmul(a, w.t(), scale_a=rows, scale_b=cols, out_dtype=torch.float32, use_fast_accum=True)
+        _check(got, a, w, rows, cols, "float32", 0)
+    if k <= 128:  # one block of K: [M, 1] scales are A's per row, not blocks
+        return
+    blocks_a = torch.ones(m, -(-k // 128), device="cuda")
+    blocks_b = torch.ones(-(-n // 128), -(-k // 128), device="cuda")
+    with pytest.raises(ArgumentError) as err:
+        ops.matmul(a, w.t(), scale_a=blocks_a, scale_b=blocks_b, use_fast_accum=True)
+    assert "use_fast_accum" in str(err.value) and "promoted" in str(err.value)
+
+
 # ----------------------------------------------------------------------------- accuracy
 def _errors(k: int, positive: bool):
     from tmagen import ops
@@ -200,17 +226,19 @@ def _errors(k: int, positive: bool):
     never = tmagen.load(_spec(out="float32", promote_every=0))
     c = torch.empty((m, n), device="cuda", dtype=torch.float32)
     never(a, w, out=c)
+    fast = ops.matmul(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.float32, use_fast_accum=True)
     torch.cuda.synchronize()
-    return [float((x.double() - ref).abs().max()) for x in (ours, cublas, c)]
+    return [float((x.double() - ref).abs().max()) for x in (ours, cublas, c, fast)]
 
 
 @pytest.mark.parametrize("positive", [False, True])
 def test_promoted_error_is_no_worse_than_cublaslt(positive) -> None:
     for k in (4096, 16384):
-        ours, cublas, never = _errors(k, positive)
+        ours, cublas, never, fast = _errors(k, positive)
         assert ours <= cublas * 1.0001 + 1e-6, f"K = {k}: tmagen {ours}, cuBLASLt {cublas}"
         if positive:  # the all-positive sums grow fastest: there the unpromoted accumulator loses bits
             assert never > ours, f"K = {k}: unpromoted {never}, promoted {ours}"
+            assert fast > ours, f"K = {k}: use_fast_accum {fast}, promoted {ours}"
 
 
 # ----------------------------------------------------------------------------- the C API
