@@ -28,7 +28,7 @@ from tmagen.arrays import ArrayView, describe, empty_view, merge_dims
 from tmagen.dtypes import FRAMEWORK_FP8
 from tmagen.errors import ArgumentError
 from tmagen.kernels import Kernel, Launch
-from tmagen.ops_matmul_fp8 import is_fp8, matmul_fp8
+from tmagen.ops_matmul_fp8 import check_fast_accum, is_fp8, matmul_fp8
 from tmagen.rules import Violation
 from tmagen.spec import Spec, parse_spec
 
@@ -256,6 +256,7 @@ def matmul(a: Any, b: Any, *, bias: Any = None, alpha: float = 1, beta: float = 
     t = _TORCH
     if scale_a is not None or scale_b is not None or (a.dtype in _FP8_TORCH if t is not None and isinstance(
             a, t.Tensor) else is_fp8(a)):
+        check_fast_accum(use_fast_accum)
         if t is not None and isinstance(a, t.Tensor) and out is None and t.compiler.is_compiling():
             return t.ops.tmagen.scaled_matmul(a, b, scale_a, scale_b, bias, c, float(alpha), float(beta),
                                               _torch_dtype(out_dtype), use_fast_accum)
@@ -385,7 +386,7 @@ def _torch_fp8_call(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, alpha
     key: tuple | None = None
     try:
         key = (_sig(a), _sig(b), _sig(out), _sig(scale_a), _sig(scale_b), _sig(bias), _sig(c), float(alpha),
-               float(beta), out_dtype, use_fast_accum is True, use_fast_accum is False)  # 1 is not True: checked
+               float(beta), out_dtype, use_fast_accum)
         recipe = _FP8_RECIPES.get(key)
     except (AttributeError, TypeError, ValueError):  # an argument that is not a tensor, or a scalar that is no number
         key, recipe = None, None

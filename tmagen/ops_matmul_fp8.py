@@ -135,6 +135,13 @@ def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | Non
     return describe(scale.reshape(-1).contiguous(), name).with_layout((count,), (1,))
 
 
+def check_fast_accum(use_fast_accum: Any) -> None:
+    """``use_fast_accum`` is a bool (before torch.compile's operator sees it, too)."""
+    if not isinstance(use_fast_accum, bool):
+        raise _error(("matmul-fast-accum", "use_fast_accum", repr(use_fast_accum), "it is True or False",
+                      "pass a bool"))
+
+
 def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias: Any = None, alpha: float = 1,
                beta: float = 0, c: Any = None, out: Any = None, out_dtype: Any = None, use_fast_accum: bool = False,
                record: list | None = None) -> Any:
@@ -162,9 +169,7 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
         raise _error(("matmul-types", "out_dtype", str(out_dtype if out_dtype is not None else od),
                       "the fp8 matmul writes bfloat16, float16 or float32", "pass one of those"))
     blocks = scale_a is not None and len(getattr(scale_a, "shape", ())) == 2 and scale_a.shape[1] != 1
-    if not isinstance(use_fast_accum, bool):
-        raise _error(("matmul-fast-accum", "use_fast_accum", repr(use_fast_accum), "it is True or False",
-                      "pass a bool"))
+    check_fast_accum(use_fast_accum)
     if use_fast_accum and blocks:
         raise _error(("matmul-fast-accum", "use_fast_accum", "True", "block scales are applied to the partial sums "
                       "as they are promoted into fp32 every 128 of K, and fast accumulation never promotes them",
@@ -260,4 +265,4 @@ def _torch_dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
-__all__ = ["matmul_fp8", "fp8_spec", "fp8_kernel", "is_fp8"]
+__all__ = ["matmul_fp8", "fp8_spec", "fp8_kernel", "is_fp8", "check_fast_accum"]
