@@ -78,7 +78,7 @@ def _measure(args: argparse.Namespace) -> None:
     from tmagen.kernels import memory_bytes_per_us
 
     majors = tuple(args.majors.split(","))
-    plan = _plan(args.spec, args.block_scales, majors)
+    plan = _plan(args.spec, args.block_scales, majors, args.fast_accum)
     family = plan.kernel.detail
     kernel = tmagen.load(plan)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -160,8 +160,8 @@ def _measure(args: argparse.Namespace) -> None:
            "spec": str(spec.relative_to(REPO)) if spec.is_relative_to(REPO) else str(spec),
            "kernels": [p.shape.key for p in family.kernels], "bk": family.kernels[0].bk,
            "every_kernel": bool(args.every_kernel), "block_scales": bool(args.block_scales),
-           "majors": list(majors), "pairs_last_row": PAIRS_LAST_ROW, "row_pitch_extra": args.row_pitch_extra,
-           "rows": rows}
+           "fast_accum": bool(args.fast_accum), "majors": list(majors), "pairs_last_row": PAIRS_LAST_ROW,
+           "row_pitch_extra": args.row_pitch_extra, "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -198,7 +198,7 @@ def _candidates(data: dict[str, Any], aligned_pairs: tuple[str, ...] = (),
     measured on a family without twins (every kernel is a candidate)."""
     spec = Path(data["spec"])
     family = _plan(spec if spec.is_absolute() else REPO / spec, bool(data.get("block_scales")),
-                   tuple(data.get("majors", ("k", "k")))).kernel.detail
+                   tuple(data.get("majors", ("k", "k"))), bool(data.get("fast_accum"))).kernel.detail
     if [p.shape.key for p in family.kernels] != data["kernels"]:
         return None
     family = replace(family, dispatches=(replace(family.dispatches[0], aligned_pairs=aligned_pairs),))
@@ -299,6 +299,8 @@ def _fit(args: argparse.Namespace) -> None:
         # what the table's other families were fitted on stays named beside this fit, 16-bit first
         if data.get("block_scales"):
             what += " with block scales"
+        if data.get("fast_accum"):
+            what += " with fast accumulation"
         if tuple(data.get("majors", ("k", "k"))) != ("k", "k"):
             what += " with A {}-major and B {}-major".format(*data["majors"])
         if straddling:
@@ -317,35 +319,41 @@ def _fit(args: argparse.Namespace) -> None:
         print(f"wrote {table}")
 
 
-def _plan(spec: str | Path, block_scales: bool = False, majors: tuple[str, ...] = ("k", "k")) -> Any:
-    """The plan of a spec file, or, with block scales or other ``majors`` of A and B, tmagen.ops.matmul's
-    family of its types so derived (`fp8_spec`, `ops_spec`: from the tuned spec each derives from)."""
+def _plan(spec: str | Path, block_scales: bool = False, majors: tuple[str, ...] = ("k", "k"),
+          fast_accum: bool = False) -> Any:
+    """The plan of a spec file, or, with block scales, fast accumulation (use_fast_accum) or other
+    ``majors`` of A and B, tmagen.ops.matmul's family of its types so derived (`fp8_spec`, `ops_spec`:
+    from the tuned spec each derives from)."""
     from tmagen.ops_matmul import ops_spec
     from tmagen.ops_matmul_fp8 import fp8_spec
     from tmagen.plan import resolve
     from tmagen.spec import load_spec
 
     loaded = load_spec(spec)
-    if not block_scales and majors == ("k", "k"):
+    if not block_scales and not fast_accum and majors == ("k", "k"):
         return resolve(loaded, str(spec))
     a_type, b_type, out = (t["dtype"] for t in loaded.model_dump(mode="json")["tensors"])
     if majors != ("k", "k"):
-        if Path(spec).name != "bench_matmul_bfloat16.json" or block_scales:
+        if Path(spec).name != "bench_matmul_bfloat16.json" or block_scales or fast_accum:
             raise SystemExit(f"--majors {','.join(majors)}: layouts are derived from "
                              f"tmagen/ops_specs/bench_matmul_bfloat16.json, as tmagen.ops.matmul derives them "
                              f"(not {spec}{' with block scales' if block_scales else ''})")
         a_major, b_major = majors
         return resolve(ops_spec(a_type, out, b_major, a_major))
-    if Path(spec).name != "bench_matmul_fp8.json":
-        raise SystemExit(f"--block-scales: block-scaled families are derived from "
-                         f"tmagen/ops_specs/bench_matmul_fp8.json, as tmagen.ops.matmul derives them (not {spec})")
-    return resolve(fp8_spec(a_type, b_type, out, True))
+    option = "--block-scales" if block_scales else "--fast-accum"
+    if Path(spec).name != "bench_matmul_fp8.json" or (block_scales and fast_accum):
+        raise SystemExit(f"{option}: block-scaled and fast-accumulating families (one or the other) are derived "
+                         f"from tmagen/ops_specs/bench_matmul_fp8.json, as tmagen.ops.matmul derives them "
+                         f"(not {spec}{' with both' if block_scales and fast_accum else ''})")
+    return resolve(fp8_spec(a_type, b_type, out, block_scales, fast_accum))
 
 
 def _family_kind(measured: str) -> tuple[int, str]:
-    """Which family a part of a table's ``measured`` names: 16-bit, fp8, fp8 with block scales (in
-    that order), and its operands' layouts and rows straddling sectors where it names them."""
-    kind = 2 if "block scales" in measured else 1 if "fp8" in measured else 0
+    """Which family a part of a table's ``measured`` names: 16-bit, fp8, fp8 with block scales, fp8
+    with fast accumulation (in that order), and its operands' layouts and rows straddling sectors
+    where it names them."""
+    kind = (3 if "fast accumulation" in measured else 2 if "block scales" in measured else
+            1 if "fp8" in measured else 0)
     return kind, measured.partition(" with A ")[2] + (" straddling" if "straddling" in measured else "")
 
 
@@ -387,7 +395,7 @@ def merge(data: dict[str, Any], new: dict[str, Any], note: str) -> dict[str, Any
     for field in ("gpu", "spec", "kernels", "bk", "every_kernel"):
         if data.get(field) != new.get(field):
             raise SystemExit(f"merge: the measurements differ in {field}: {data.get(field)!r} and {new.get(field)!r}")
-    for field, default in (("block_scales", False), ("majors", ["k", "k"])):
+    for field, default in (("block_scales", False), ("fast_accum", False), ("majors", ["k", "k"])):
         if data.get(field, default) != new.get(field, default):
             raise SystemExit(f"merge: the measurements differ in {field}")
     replaced = {(r["m"], r["n"], r["k"]): r for r in new["rows"]}
@@ -420,6 +428,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="A's and B's layouts (mn: A [K, M], B [K, N]) of tmagen.ops.matmul's 16-bit family")
     m.add_argument("--block-scales", action="store_true", help="an fp8 spec's family with its sums scaled per "
                    "block (1 x 128 of A, 128 x 128 of B), as tmagen.ops.matmul runs block scales")
+    m.add_argument("--fast-accum", action="store_true", help="an fp8 spec's family with its sums never promoted "
+                   "(promote_every 0), as tmagen.ops.matmul runs use_fast_accum=True")
     m.add_argument("--row-pitch-extra", type=int, default=0, help="K-major operands' rows K + this many elements "
                    "apart (slices of wider tensors: 8 makes 16-bit rows straddle 32-byte sectors)")
     m.add_argument("--every-kernel", action="store_true", help="every kernel of the family, its twins in pairs "

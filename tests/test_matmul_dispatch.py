@@ -379,6 +379,44 @@ def test_mn_major_tiles_have_keys_of_their_own_and_fall_back_to_the_k_major_ones
         _plan(REPO / "specs" / "matmul_bf16_tn.json", majors=("mn", "mn"))
 
 
+def test_fast_accumulation_tiles_have_keys_of_their_own_and_are_priced_as_promoted_until_measured() -> None:
+    """use_fast_accum's family (promote_every 0) names its tiles "fp8-fast:..." so that a table can
+    hold constants measured on them (`lab.tune_matmul measure --fast-accum`). Neither table has any
+    yet, so each is priced as its promoted tile: the fp8 key's constants where the promoting family
+    has the tile, the 16-bit tile's for the wide ones it lacks, as before it had keys of its own."""
+    from lab.tune_matmul import _family_kind, _plan
+    from tmagen.kinds.matmul.dispatch import Dispatch, TileCost
+    from tmagen.ops_matmul_fp8 import fp8_spec
+    from tmagen.plan import resolve
+
+    shape = TileShape(128, 256, 128, element_bytes=1, fast=True)
+    assert shape.key == "fp8-fast:128x256" and TileShape.from_key(shape.key, 128) == shape
+    assert shape.base.key == "fp8:128x256" and not TileShape.from_key("fp8:128x256", 128).fast
+    d = Dispatch("gpu", "now", 1, 1, {"128x256": TileCost(5, 5)}, TileCost(700, 1500))
+    assert d.cost(shape) == TileCost(5, 5)
+    d = replace(d, tiles={**d.tiles, "fp8:128x256": TileCost(3, 3)})
+    assert d.cost(shape) == TileCost(3, 3)
+    d = replace(d, tiles={**d.tiles, "fp8-fast:128x256": TileCost(2, 2)})
+    assert d.cost(shape) == TileCost(2, 2) and d.cost(shape.base) == TileCost(3, 3)
+
+    fast, promoted = (resolve(fp8_spec("float8_e4m3", "float8_e4m3", "bfloat16", False, f)).kernel.detail
+                      for f in (True, False))
+    assert all(p.shape.key.startswith("fp8-fast:") for p in fast.kernels)
+    assert not any(p.shape.fast for p in promoted.kernels)
+    for table in (H200, H100):
+        assert not any(key.startswith("fp8-fast:") for key in DISPATCHES[table].tiles)
+        for p in fast.kernels:
+            for straddle in (False, True):
+                own = replace(p.shape, straddle=straddle)
+                assert DISPATCHES[table].cost(own) == DISPATCHES[table].cost(replace(own, fast=False)), own.key
+    # the tuner measures and fits that family as such, and keeps its line of a table's `measured` apart
+    spec = REPO / "tmagen" / "ops_specs" / "bench_matmul_fp8.json"
+    assert _plan(spec, fast_accum=True).kernel.detail.kernels == fast.kernels
+    assert _family_kind(f"python -m lab.tune_matmul on 58 shapes of {spec.name} with fast accumulation") == (3, "")
+    with pytest.raises(SystemExit, match="one or the other"):
+        _plan(spec, True, fast_accum=True)
+
+
 def test_block_scaled_launches_on_the_h200_probe() -> None:
     """The block-scaled family timed beside the per-tensor one on an H200 (every kernel unsplit, and
     the choice of the table of the time; tests/data/hw_h200/matmul_block_scales_probe.json). Priced

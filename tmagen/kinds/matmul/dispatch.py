@@ -79,27 +79,30 @@ class TileShape:
     block_scales: bool = False  # fp8 sums scaled per block as they are promoted: a dearer step, measured apart
     layout: str = ""  # 16-bit operands: "" both K-major, "mn-a", "mn-b" or "mn-ab" where A, B or both are MN-major
     straddle: bool = False  # A's or B's rows start off whole 32-byte sectors: priced by their own measurement
+    fast: bool = False  # fp8 sums never promoted (promote_every 0, use_fast_accum): its base until measured apart
 
     @property
     def key(self) -> str:
         """"BMxBN", "BMxBNcC" in clusters of C; "fp8:" before either for 8-bit operands, whose kernels
         (their sums promoted into fp32) were measured apart, "fp8-blocks:" where those sums are
         block-scaled (on an H200 their launches took 1.01 to 1.31 times the per-tensor ones at 4096^3
-        and up, the median by tile: tests/data/hw_h200/matmul_block_scales_probe.json), and the
+        and up, the median by tile: tests/data/hw_h200/matmul_block_scales_probe.json), "fp8-fast:"
+        where they are never promoted (a table without such keys prices them as promoted), and the
         layout ("mn-ab:" ...) where a 16-bit operand is MN-major (its boxes and wgmma descriptors differ),
         and "sx:" on rows that straddle 32-byte sectors (each 128-byte row of a box then crosses a
         128-byte line: on an H200 the same launches took up to 2.3 times as long as on dense rows,
         the tiles alone most; tests/data/hw_h200/matmul_tune_straddle.json)."""
-        prefix = "fp8-blocks:" if self.block_scales else "fp8:" if self.element_bytes == 1 else ""
+        prefix = ("fp8-blocks:" if self.block_scales else "fp8-fast:" if self.fast else
+                  "fp8:" if self.element_bytes == 1 else "")
         prefix += f"{self.layout}:" if self.layout else ""
         prefix += "sx:" if self.straddle else ""
         return prefix + f"{self.bm}x{self.bn}" + (f"c{self.cluster}" if self.cluster > 1 else "")
 
     @property
     def base(self) -> TileShape:
-        """The same tile as its family's main measurement times it: fp8 sums scaled per tensor, 16-bit
-        operands K-major. A table without a tile's own key prices it as its base."""
-        return replace(self, block_scales=False, layout="")
+        """The same tile as its family's main measurement times it: fp8 sums scaled per tensor and
+        promoted, 16-bit operands K-major. A table without a tile's own key prices it as its base."""
+        return replace(self, block_scales=False, fast=False, layout="")
 
     @staticmethod
     def from_key(key: str, bk: int) -> TileShape:
@@ -110,7 +113,7 @@ class TileShape:
         fp8 = any(p.startswith("fp8") for p in prefixes)
         layout = next((p for p in prefixes if p.startswith("mn-")), "")
         return TileShape(bm, bn, bk, 1 if fp8 else 2, int(cluster or 1), block_scales="fp8-blocks" in prefixes,
-                         layout=layout, straddle="sx" in prefixes)
+                         layout=layout, straddle="sx" in prefixes, fast="fp8-fast" in prefixes)
 
     def groups(self, m: int, n: int) -> int:
         """Groups of ``cluster`` tiles (a cluster's work) covering C: one above the other, then the tile

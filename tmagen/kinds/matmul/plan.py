@@ -97,7 +97,8 @@ class MatmulPlan:
     def shape(self) -> TileShape:
         mn_major = "a" * (self.a_major == "mn") + "b" * (self.b_major == "mn")
         return TileShape(self.bm, self.bn, self.bk, self.element_bytes, self.cluster, self.raster_group,
-                         self.block_scales, f"mn-{mn_major}" if mn_major else "")
+                         self.block_scales, f"mn-{mn_major}" if mn_major else "",
+                         fast=self.element_bytes == 1 and self.promote_stages == 0)
 
     @property
     def threads(self) -> int:
