@@ -285,15 +285,21 @@ def _fit(args: argparse.Namespace) -> None:
     # its own old constants kept 3000^3 on a tile 1.13x slower than the 192 x 192 pairs the H100's
     # constants chose there. So it starts from this table and from every other GPU's table's
     # constants for the fitted tiles too, and keeps the best end.
-    starts = [start]
+    # No step is priced faster than the tensor cores ran in the data: the fast-accumulating fp8 fit of
+    # 2026-11-29 without this floor priced a 128 x 192 step at 400 ns, where the fastest launch
+    # measured (1594 TFLOP/s) does one in 521, and chose that tile, split at the tail, at long K
+    # (2048 x 2048 x 32768: 186.7 us against 172.4 for 128 x 256 whole); with it the choices came
+    # within 0.9% of the fastest over the 60 shapes, from 1.2%.
+    floors = _step_floors(data, shapes)
+    starts = [_floored(start, floors, keys)]
     for other in sorted(DISPATCH_JSON.parent.glob("dispatch*.json")):
-        first = _with_constants(start, load_dispatch(other), keys, shared)
+        first = _floored(_with_constants(start, load_dispatch(other), keys, shared), floors, keys)
         if first not in starts:  # (a table without the fitted tiles' keys starts where this one does)
             starts.append(first)
     best_d, best_score = start, math.inf
     for first in starts:
         found, found_score = _descend(first, data, shapes, candidates, shared + [
-            f"{key}.{f}" for key in keys for f in ("step_ns", "tile_ns")])
+            f"{key}.{f}" for key in keys for f in ("step_ns", "tile_ns")], floors)
         if found_score < best_score - 1e-9:
             best_d, best_score = found, found_score
     score, lines = _score(best_d, data, shapes, candidates)
@@ -365,14 +371,38 @@ def _family_kind(measured: str) -> tuple[int, str]:
     return kind, measured.partition(" with A ")[2] + (" straddling" if "straddling" in measured else "")
 
 
+def _step_floors(data: dict[str, Any], shapes: list[TileShape]) -> dict[str, int]:
+    """Each tile's least step time: its multiply-adds at the fastest rate per multiprocessor that any
+    launch of the data reached."""
+    rate = max(2.0 * row["m"] * row["n"] * row["k"] / (min(row["us"].values()) * 1000.0) / int(data["sms"])
+               for row in data["rows"])  # flop per ns per SM
+    return {s.key: int(2 * s.bm * s.bn * s.bk / rate) for s in shapes}
+
+
+def _floored(d: Dispatch, floors: dict[str, int], keys: list[str]) -> Dispatch:
+    """``d`` with the steps of the tiles ``keys`` raised to their floors (a tile the table lacks takes
+    the constants the model used for it)."""
+    tiles = dict(d.tiles)
+    for key in keys:
+        cost = tiles[key] if key in tiles else d.cost(TileShape.from_key(key, 64))
+        if cost.step_ns < floors.get(key, 0):
+            tiles[key] = replace(cost, step_ns=floors[key])
+    return replace(d, tiles=tiles)
+
+
 def _descend(d: Dispatch, data: dict[str, Any], shapes: list[TileShape],
-             candidates: Candidates | None, fields: list[str]) -> tuple[Dispatch, float]:
-    """Coordinate descent over ``fields`` of ``d``, each scaled by factors while the score falls."""
+             candidates: Candidates | None, fields: list[str],
+             floors: dict[str, int] | None = None) -> tuple[Dispatch, float]:
+    """Coordinate descent over ``fields`` of ``d``, each scaled by factors while the score falls, no
+    step below its floor (``floors``, by key)."""
     best_d, best_score = d, _score(d, data, shapes, candidates)[0]
     for _ in range(8):
         for field in fields:
             for factor in (0.25, 0.5, 0.7, 0.85, 0.93, 1.08, 1.2, 1.4, 2.0, 4.0):
                 trial = _scaled(best_d, field, factor)
+                key, _, name = field.partition(".")
+                if floors and name == "step_ns" and trial.tiles[key].step_ns < floors.get(key, 0):
+                    continue
                 score = _score(trial, data, shapes, candidates)[0]
                 if score < best_score - 1e-9:
                     best_d, best_score = trial, score

@@ -462,7 +462,7 @@ def test_block_scaled_launches_on_the_h200_probe() -> None:
 
 @pytest.mark.parametrize(("name", "within", "before", "worst"), [
     ("matmul_tune_fp8_blocks.json", 1.006, 1.04, 1.06), ("matmul_tune_mn.json", 1.024, 1.03, 1.21),
-    ("matmul_tune_fp8_fast.json", 1.013, 1.016, 1.13)],
+    ("matmul_tune_fp8_fast.json", 1.009, 1.016, 1.16)],
     ids=["fp8-blocks", "mn-ab", "fp8-fast"])
 def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measurements(
         name: str, within: float, before: float, worst: float) -> None:
@@ -482,10 +482,11 @@ def test_the_h200_prices_block_scaled_and_mn_major_tiles_by_their_own_measuremen
     ran 39.3 (cuBLAS 51.0), 1.14 times.
 
     The fast-accumulating fp8 family (use_fast_accum; 60 shapes, `--fast-accum`, 2026-11-29) chooses
-    within 1.2% of the fastest where its promoted twins' prices gave 1.6%: 1024 x 14336 x 4096 and
-    2048 x 14336 x 4096 now take their fastest launches (3-4% faster). Its worst is 15000^3, whose
-    128 x 192 tiles (the model's choice, split at the tail) ran 1.12 times the 192 x 192 tiles
-    whole: where what the running tiles share outgrows L2, which the model does not see."""
+    within 0.9% of the fastest where its promoted twins' prices gave 1.6% (1.2% fitted without the
+    fit's floor on a step's time): the long-K and 14336-wide shapes take their fastest tiles (2048 x
+    2048 x 32768: 128 x 256 whole, 172 us, where 128 x 192 split at the tail ran 187). Its worst is
+    15000^3, whose 128 x 256 tiles ran 1.16 times the 192 x 192 tiles: where what the running
+    tiles share outgrows L2, which the model does not see."""
     from lab.tune_matmul import _plan
 
     data = json.loads((REPO / "tests" / "data" / "hw_h200" / name).read_text())
