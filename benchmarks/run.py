@@ -270,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{', '.join(matmul_bench.CLASSES)})")
     ap.add_argument("--ops-class", default="", help="only these classes of the ops section (comma-separated: "
                     f"{', '.join(OPS_CLASSES)}); with --merge, only their cases are replaced")
+    ap.add_argument("--matmul-shape", default="", help="only these shapes of the matmul and fp8 sections "
+                    "(comma-separated MxNxK, every case of that M, N and K); with --merge, only their cases "
+                    "are replaced")
     ap.add_argument("--estimate", action="store_true", help="print the plan and its expected duration, run nothing")
     args = ap.parse_args(argv)
     groups = set(args.only.split(","))
@@ -292,6 +295,17 @@ def main(argv: list[str] | None = None) -> int:
     elif tmagen_matmul == "ops" and not matmul_bench.has_ops_matmul():
         ap.error("--tmagen-matmul ops: this tmagen.ops has no matmul (use spec)")
     cases = plan(specs, groups, tmagen_matmul, classes, ops_classes)
+    shapes = None
+    if args.matmul_shape:
+        try:
+            shapes = {tuple(int(x) for x in s.split("x")) for s in args.matmul_shape.split(",")}
+        except ValueError:
+            ap.error(f"--matmul-shape takes MxNxK,... (as 4096x4096x4096), not {args.matmul_shape!r}")
+        cases = [c for c in cases if c.group not in ("matmul", "fp8") or tuple(c.shape) in shapes]
+        unknown = shapes - {tuple(c.shape) for c in cases if c.group in ("matmul", "fp8")}
+        if unknown:
+            ap.error(f"--matmul-shape: no case of {', '.join('x'.join(map(str, u)) for u in sorted(unknown))} "
+                     f"in the sections run ({', '.join(sorted(groups))})")
     seconds, lines = estimate(cases, method, triton=not args.no_triton)
     print(f"plan: {len(cases)} cases, {method.rounds} rounds x {method.repetitions} repetitions; expected "
           f"~{seconds:.0f} s after the specs compile", flush=True)
@@ -302,14 +316,18 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out:
         ap.error("give an output folder")
     return run(cases, specs, method, Path(args.out), triton=not args.no_triton, merge=args.merge,
-               ops_classes=ops_classes, matmul_classes=classes)
+               ops_classes=ops_classes, matmul_classes=classes, matmul_shapes=shapes)
 
 
 def merged(old: dict[str, Any], new: dict[str, Any], groups: set[str],
-           ops_classes: set[str] | None = None, matmul_classes: set[str] | None = None) -> dict[str, Any]:
+           ops_classes: set[str] | None = None, matmul_classes: set[str] | None = None,
+           matmul_shapes: set[tuple[int, int, int]] | None = None) -> dict[str, Any]:
     """``old``'s run (its machine, date and method) with its cases of ``groups`` replaced by
     ``new``'s, whose machine and date are kept per group under "sections"; with ``ops_classes``
-    (``matmul_classes``), only the ops (matmul and fp8) cases of those classes are replaced."""
+    (``matmul_classes``, ``matmul_shapes``), only the ops (matmul and fp8) cases of those classes
+    (and M x N x K) are replaced. A new case takes the place of the old case it replaces (the same
+    group, spec, class, shape and row pitch), so that the report's rows keep their order; the others
+    follow the kept cases."""
     about = {k: new[k] for k in ("gpu", "driver", "sms", "l2_bytes", "versions", "date", "method") if k in new}
     sections = {g: v for g, v in old.get("sections", {}).items() if g not in groups}
     sections.update({g: about for g in sorted(groups)})
@@ -317,15 +335,29 @@ def merged(old: dict[str, Any], new: dict[str, Any], groups: set[str],
     def replaced(case: dict[str, Any]) -> bool:
         if case["group"] == "ops" and ops_classes is not None:
             return "ops" in groups and case["shape_kind"] in ops_classes
-        if case["group"] in ("matmul", "fp8") and matmul_classes is not None:
-            return case["group"] in groups and case["shape_kind"] in matmul_classes
+        if case["group"] in ("matmul", "fp8") and (matmul_classes is not None or matmul_shapes is not None):
+            return (case["group"] in groups and (matmul_classes is None or case["shape_kind"] in matmul_classes)
+                    and (matmul_shapes is None or tuple(case.get("shape", ())) in matmul_shapes))
         return case["group"] in groups
 
-    return {**old, "sections": sections, "cases": [c for c in old["cases"] if not replaced(c)] + new["cases"]}
+    def identity(case: dict[str, Any]) -> tuple[Any, ...]:
+        return (case["group"], case.get("spec"), case["shape_kind"], tuple(case.get("shape") or ()), case.get("ld"))
+
+    fresh = {identity(c): c for c in new["cases"]}
+    cases, placed = [], set()
+    for case in old["cases"]:
+        if not replaced(case):
+            cases.append(case)
+        elif identity(case) in fresh and identity(case) not in placed:
+            cases.append(fresh[identity(case)])
+            placed.add(identity(case))
+    cases += [c for c in new["cases"] if identity(c) not in placed]
+    return {**old, "sections": sections, "cases": cases}
 
 
 def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton: bool, merge: bool = False,
-        ops_classes: set[str] | None = None, matmul_classes: set[str] | None = None) -> int:
+        ops_classes: set[str] | None = None, matmul_classes: set[str] | None = None,
+        matmul_shapes: set[tuple[int, int, int]] | None = None) -> int:
     from lab import peers
     from tmagen import runtime, toolchain
     from tmagen.render import render
@@ -357,8 +389,8 @@ def run(cases: list[Case], specs: list[Spec], method: Method, out: Path, triton:
         record = {"group": case.group, "spec": case.spec, "shape_kind": case.shape_kind, "size_mib": case.size_mib,
                   **record, "seconds": round(time.perf_counter() - t0, 1)}
         data["cases"].append(record)
-        (out / "bench.json").write_text(json.dumps(merged(old, data, groups, ops_classes, matmul_classes) if old
-                                                   else data, indent=1))
+        whole = merged(old, data, groups, ops_classes, matmul_classes, matmul_shapes) if old else data
+        (out / "bench.json").write_text(json.dumps(whole, indent=1))
         print(one_line(record), flush=True)
     print(f"done in {time.perf_counter() - began:.0f} s: {out / 'bench.json'}", flush=True)
     return 0

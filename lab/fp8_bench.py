@@ -34,13 +34,14 @@ from typing import Any
 from lab.matmul_bench import (
     AUTOTUNE_OVERHEAD_S,
     CLEAR_L2_MS,
+    MIN_LAUNCH_MS,
     MIN_SAMPLE_MS,
     ROTATION_BYTES,
     TRITON_COMPILE_S,
     MatmulShape,
     matmul_shapes,
 )
-from tmagen.bench import Candidate, Method, time_case
+from tmagen.bench import MAX_RETRIES, MAX_SLEEP_S, Candidate, Method, time_case
 
 # ----------------------------------------------------------------------------- the candidates' names
 TMAGEN_TENSOR = "tmagen per-tensor (tmagen.ops.matmul)"
@@ -150,7 +151,7 @@ REFERENCE_TFLOPS = 45.0  # the fp32 products of the check (H200, no TF32)
 
 def launch_ms(shape: MatmulShape) -> float:
     nbytes = shape.m * shape.k + shape.n * shape.k + 2 * shape.m * shape.n
-    return max(shape.flops / (FP8_TFLOPS * 1e9), nbytes / (FP8_GBPS * 1e6))
+    return max(shape.flops / (FP8_TFLOPS * 1e9), nbytes / (FP8_GBPS * 1e6), MIN_LAUNCH_MS)
 
 
 def method_for(shape: MatmulShape, base: Method) -> Method:
@@ -192,6 +193,12 @@ CASE_OVERHEAD_S = 3.5
 # tmagen.ops.matmul's first fp8 calls compile its families (three scale modes): that run's first two
 # cases took 163 and 45 s, Triton's ~8 s of compiles among them
 OPS_FIRST_CALL_S = 190.0
+# What Python takes to queue one launch, from the H200 run of 2026-11-29 whose small shapes were
+# host-bound (matmul_bench.MIN_LAUNCH_MS): 512^3 took 57 s (7 candidates, 573 launches a sample, each
+# round tried 4 times: ~0.035 ms a launch), 264^3 275 s (3 candidates, 2153 a sample: ~0.1 ms, the
+# operands copied each call, K not being a multiple of 16). A round's sleep kernel lasts twice its
+# queueing (at most MAX_SLEEP_S; past that a round is tried 1 + MAX_RETRIES times).
+HOST_LAUNCH_MS, SCRATCH_LAUNCH_MS = 0.035, 0.1
 
 
 def estimate(shapes: Sequence[MatmulShape], base: Method = FP8_METHOD, triton: bool = True) -> tuple[float, str]:
@@ -201,7 +208,12 @@ def estimate(shapes: Sequence[MatmulShape], base: Method = FP8_METHOD, triton: b
         m = method_for(s, base)
         ms = launch_ms(s)
         samples = (m.rounds * m.repetitions + m.warmup) * launches_per_sample(s)
-        timed += samples * candidates_of(s, triton) * ms * 1e-3 * 1.1
+        host_ms = SCRATCH_LAUNCH_MS if s.k % 16 or s.n % 16 else HOST_LAUNCH_MS
+        gpu_s = samples * candidates_of(s, triton) * ms * 1e-3 * 1.1
+        queue_s = samples * candidates_of(s, triton) * host_ms * 1e-3
+        rounds = m.rounds * m.repetitions + m.warmup
+        late = queue_s / rounds > MAX_SLEEP_S
+        timed += (1 + MAX_RETRIES) * queue_s if late else max(gpu_s, 2 * queue_s if host_ms > ms else 0.0)
         references = 2 + 2 * block_scaled(s)  # R and S, and those of the block scales
         setup += CASE_OVERHEAD_S + references * s.flops / (REFERENCE_TFLOPS * 1e12)
         if triton and tma_refusal(s.k, s.ld) is None:

@@ -99,6 +99,13 @@ def pitches(shape: MatmulShape, element_bytes: int = 2) -> tuple[int, int, int]:
 # Rough rates of an H200 for the plan and the budget: only the order of magnitude matters.
 MATMUL_TFLOPS, MATMUL_GBPS = 600.0, 3000.0
 MIN_SAMPLE_MS = 0.2  # a sample shorter than this times several launches between two events
+# No launch is counted shorter than this: the rough rates made 256^3 a 0.09 us launch, hence 2289
+# of them a sample; queued from Python at ~35 us each, a round of 7 candidates outlasted the 50 ms
+# sleep that covers its queueing, so every round was timed 4 times and then kept late, its samples
+# Python's pace rather than the GPU's (the H200 fp8 run of 2026-11-29: 191 s for the case). The
+# smallest fp8 launch the tuner timed one at a time took 5.6 us (256^3, tests/data/hw_h200/
+# matmul_tune_fp8_fast.json).
+MIN_LAUNCH_MS = 0.005
 BIG_LAUNCH_MS, LONG_LAUNCH_MS = 1.0, 4.0  # launches this long are timed in fewer rounds
 ROTATION_BYTES = 8 << 30  # the buffer sets of one case (A, B and C each) stay within this
 
@@ -106,7 +113,7 @@ ROTATION_BYTES = 8 << 30  # the buffer sets of one case (A, B and C each) stay w
 def launch_ms(shape: MatmulShape) -> float:
     """What one launch should take: the larger of its flops and its bytes at the rough rates."""
     nbytes = 2 * (shape.m * shape.k + shape.n * shape.k + shape.m * shape.n)
-    return max(shape.flops / (MATMUL_TFLOPS * 1e9), nbytes / (MATMUL_GBPS * 1e6))
+    return max(shape.flops / (MATMUL_TFLOPS * 1e9), nbytes / (MATMUL_GBPS * 1e6), MIN_LAUNCH_MS)
 
 
 def method_for(shape: MatmulShape, base: Method) -> Method:

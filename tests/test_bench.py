@@ -478,8 +478,28 @@ def test_merging_a_matmul_class_replaces_only_its_cases() -> None:
         {"group": "matmul", "shape_kind": "weight-gradient", "n": 3}, {"group": "fp8", "shape_kind": "long-K", "n": 4}]}
     new = {"gpu": "B", "date": "2", "cases": [{"group": "matmul", "shape_kind": "weight-gradient", "n": 5}]}
     got = run.merged(old, new, {"matmul"}, matmul_classes={"weight-gradient"})
-    assert [c["n"] for c in got["cases"]] == [1, 2, 4, 5] and got["sections"]["matmul"]["gpu"] == "B"
-    assert [c["n"] for c in run.merged(old, new, {"matmul"})["cases"]] == [1, 4, 5]
+    # the new case takes the old one's place (the report's rows keep their order)
+    assert [c["n"] for c in got["cases"]] == [1, 2, 5, 4] and got["sections"]["matmul"]["gpu"] == "B"
+    assert [c["n"] for c in run.merged(old, new, {"matmul"})["cases"]] == [1, 5, 4]
+
+
+def test_merging_matmul_shapes_replaces_only_their_cases_in_place() -> None:
+    """--only fp8 --matmul-shape 2048x2048x32768 --merge: that shape's cases replaced where they
+    stood, every other case kept; a case of the shapes that the new run did not reach (cut short) is
+    dropped, not kept from the old run."""
+    run = _run_module()
+    old = {"format": 2, "gpu": "A", "date": "1", "cases": [
+        {"group": "fp8", "shape_kind": "long-K", "shape": [4096, 4096, 16384], "n": 1},
+        {"group": "fp8", "shape_kind": "long-K", "shape": [2048, 2048, 32768], "n": 2},
+        {"group": "fp8", "shape_kind": "long-K", "shape": [1024, 4096, 65536], "n": 3},
+        {"group": "matmul", "shape_kind": "long-K", "shape": [2048, 2048, 32768], "n": 4}]}
+    new = {"gpu": "B", "date": "2", "cases": [
+        {"group": "fp8", "shape_kind": "long-K", "shape": [2048, 2048, 32768], "n": 5}]}
+    shapes = {(2048, 2048, 32768), (1024, 4096, 65536)}
+    got = run.merged(old, new, {"fp8"}, matmul_shapes=shapes)
+    assert [c["n"] for c in got["cases"]] == [1, 5, 4]
+    assert [c["n"] for c in run.merged(old, new, {"fp8"}, matmul_classes={"long-K"},
+                                       matmul_shapes=shapes)["cases"]] == [1, 5, 4]
 
 
 def test_matmul_section_fits_its_budget() -> None:
