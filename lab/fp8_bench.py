@@ -191,7 +191,9 @@ TRITON_FP8_CONFIGS = 12
 # autotuning terms account for 1.4
 CASE_OVERHEAD_S = 3.5
 # tmagen.ops.matmul's first fp8 calls compile its families (three scale modes): that run's first two
-# cases took 163 and 45 s, Triton's ~8 s of compiles among them
+# cases took 163 and 45 s, Triton's ~8 s of compiles among them. An upper bound: those cases were
+# 256^3 and 512^3, whose rounds were then host-bound (HOST_LAUNCH_MS below); on 2026-11-29, with
+# TMAGEN_CACHE warm, the four families' first calls took 8 s in all
 OPS_FIRST_CALL_S = 190.0
 # What Python takes to queue one launch, from the H200 run of 2026-11-29 whose small shapes were
 # host-bound (matmul_bench.MIN_LAUNCH_MS): 512^3 took 57 s (7 candidates, 573 launches a sample, each

@@ -195,7 +195,8 @@ def test_merging_part_of_the_ops_section_replaces_only_that_part() -> None:
         {"group": "ops", "shape_kind": "large", "n": 3}, {"group": "ops", "shape_kind": "host", "n": 4}]}
     new = {"gpu": "B", "date": "2", "cases": [{"group": "ops", "shape_kind": "small", "n": 5}]}
     got = run.merged(old, new, {"ops"}, {"small"})
-    assert [c["n"] for c in got["cases"]] == [1, 3, 4, 5] and got["sections"]["ops"]["gpu"] == "B"
+    # the new case takes the old one's place (the report's rows keep their order)
+    assert [c["n"] for c in got["cases"]] == [1, 5, 3, 4] and got["sections"]["ops"]["gpu"] == "B"
     assert got["gpu"] == "A"  # the run's own machine stays the other sections'
     whole = run.merged(old, new, {"ops"})
     assert [c["n"] for c in whole["cases"]] == [1, 5]
