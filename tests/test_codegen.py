@@ -233,6 +233,9 @@ def test_every_spec_compiles_for_its_target(spec_path: Path, in_repo: None, exam
         for k in (f for kernel in resolve(spec).kernels for f in kernel.family):
             assert {"UTMALDG", "UTMASTG"} & set(result.sass[k.symbol]) == \
                 ({"UTMALDG"} if spec.kernel.kind == "inspect" else {"UTMALDG", "UTMASTG"})
+        if spec.kernel is not None and spec.kernel.kind == "matmul":  # the tensor cores fed from those loads
+            gmma = "QGMMA" if resolve(spec).kernel.detail.fp8 else "HGMMA"
+            assert all(gmma in ops for ops in result.sass.values()), gmma
         assert toolchain.sass_violations(resolve(spec), result) == []
     again = toolchain.compile_folder(resolve(spec), rendered.files, tc)
     assert again.cached and again.cubin == result.cubin and again.sass == result.sass
@@ -370,7 +373,8 @@ def test_macros_indent_code_but_keep_pragmas_in_the_first_column() -> None:
     assert indent_code(text, 4) == "#pragma unroll\n    for (;;) {\n\n      x();\n    }\n"
 
 
-@pytest.mark.parametrize("spec_name", ["matmul_bf16_tn", "matmul_f16_nn_f32", "matmul_fp8_e4m3"])
+@pytest.mark.parametrize("spec_name", ["matmul_bf16_tn", "matmul_f16_nn_f32", "matmul_fp8_e4m3",
+                                       "matmul_fp8_e5m2_fast"])
 def test_matmul_kernels_wait_for_the_kernel_before_them_before_touching_memory(spec_name: str) -> None:
     """Matmul kernels are launched as programmatic dependent launches (`KernelPlan.dependent_launch`):
     a block may start while the kernel before it in the stream still runs, so the kernel waits for
@@ -411,7 +415,8 @@ def test_copy_and_transpose_kernels_wait_and_inspect_kernels_do_not(spec_path: P
     assert re.search(r"launch_kernel\(\w+, [^;]*, stream,\s+true, ", files[f"{plan.name}.cu"])
 
 
-@pytest.mark.parametrize("spec_name", ["matmul_bf16_tn", "matmul_f16_nn_f32", "matmul_fp8_e4m3"])
+@pytest.mark.parametrize("spec_name", ["matmul_bf16_tn", "matmul_f16_nn_f32", "matmul_fp8_e4m3",
+                                       "matmul_fp8_e5m2_fast"])
 def test_matmul_tiles_at_the_edge_of_m_load_a_in_boxes_of_8_rows(spec_name: str) -> None:
     """A box of A at M's edge is filled past M by TMA, which measured slower than reading rows: the
     family gets A again as a map of 8-row boxes (same tensor, same swizzle, one period of the
