@@ -17,6 +17,7 @@ measured apart and merged.
     python3 benchmarks/run.py OUTDIR --only fp8 --merge   # the fp8 section into OUTDIR/bench.json's other cases
     python3 benchmarks/run.py OUTDIR --only ops --merge   # the ops section likewise
     python3 benchmarks/run.py OUTDIR --only ops --ops-class small,host --merge  # some of its classes, again
+    python3 benchmarks/run.py OUTDIR --only fp8 --matmul-shape 2048x2048x32768 --merge  # some shapes, in place
     python3 benchmarks/run.py OUTDIR --quick         # fewer rounds: a smoke run
     python3 benchmarks/run.py --estimate             # the plan and its expected duration; runs nothing
     python3 -m lab.bench_report OUTDIR/bench.json    # BENCHMARKS.md and its plot, on any machine
