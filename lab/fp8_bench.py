@@ -41,7 +41,7 @@ from lab.matmul_bench import (
     MatmulShape,
     matmul_shapes,
 )
-from tmagen.bench import MAX_RETRIES, MAX_SLEEP_S, Candidate, Method, time_case
+from tmagen.bench import Candidate, Method, round_seconds, time_case
 
 # ----------------------------------------------------------------------------- the candidates' names
 TMAGEN_TENSOR = "tmagen per-tensor (tmagen.ops.matmul)"
@@ -198,8 +198,7 @@ OPS_FIRST_CALL_S = 190.0
 # What Python takes to queue one launch, from the H200 run of 2026-11-29 whose small shapes were
 # host-bound (matmul_bench.MIN_LAUNCH_MS): 512^3 took 57 s (7 candidates, 573 launches a sample, each
 # round tried 4 times: ~0.035 ms a launch), 264^3 275 s (3 candidates, 2153 a sample: ~0.1 ms, the
-# operands copied each call, K not being a multiple of 16). A round's sleep kernel lasts twice its
-# queueing (at most MAX_SLEEP_S; past that a round is tried 1 + MAX_RETRIES times).
+# operands copied each call, K not being a multiple of 16); `round_seconds` says what a round costs.
 HOST_LAUNCH_MS, SCRATCH_LAUNCH_MS = 0.035, 0.1
 
 
@@ -209,13 +208,10 @@ def estimate(shapes: Sequence[MatmulShape], base: Method = FP8_METHOD, triton: b
     for s in shapes:
         m = method_for(s, base)
         ms = launch_ms(s)
-        samples = (m.rounds * m.repetitions + m.warmup) * launches_per_sample(s)
         host_ms = SCRATCH_LAUNCH_MS if s.k % 16 or s.n % 16 else HOST_LAUNCH_MS
-        gpu_s = samples * candidates_of(s, triton) * ms * 1e-3 * 1.1
-        queue_s = samples * candidates_of(s, triton) * host_ms * 1e-3
-        rounds = m.rounds * m.repetitions + m.warmup
-        late = queue_s / rounds > MAX_SLEEP_S
-        timed += (1 + MAX_RETRIES) * queue_s if late else max(gpu_s, 2 * queue_s if host_ms > ms else 0.0)
+        launches = launches_per_sample(s) * candidates_of(s, triton)  # a round's
+        timed += (m.rounds * m.repetitions + m.warmup) * round_seconds(launches * ms * 1e-3 * 1.1,
+                                                                       launches * host_ms * 1e-3)
         references = 2 + 2 * block_scaled(s)  # R and S, and those of the block scales
         setup += CASE_OVERHEAD_S + references * s.flops / (REFERENCE_TFLOPS * 1e12)
         if triton and tma_refusal(s.k, s.ld) is None:

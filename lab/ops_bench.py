@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tmagen.bench import Candidate, Method, time_case
+from tmagen.bench import Candidate, Method, round_seconds, time_case
 
 CLASSES = ("small", "odd_rows", "narrow", "ragged", "batched", "permute", "views", "large")
 HOST = "host"  # the class of the host-time record
@@ -302,9 +302,8 @@ def estimate(cases: Sequence[OpsCase], method: Method, triton: bool = True, host
         # tmagen, memcpy and Triton's kernels at a good speed; PyTorch's gathers (its clone() of a
         # contiguous tensor is a memcpy) and CuPy's at a slow one
         launches = [fast] * (2 + len(triton_layouts(c)) * triton) + [fast if flat_copy else slow, slow]
-        gpu_s = batch * sum(launches) * 1e-3
-        queue_s = batch * len(launches) * HOST_PER_LAUNCH_S
-        timed += samples * (gpu_s + 2 * queue_s) + CASE_OVERHEAD_S  # each round behind a sleep of twice its queuing
+        timed += samples * round_seconds(batch * sum(launches) * 1e-3, batch * len(launches) * HOST_PER_LAUNCH_S)
+        timed += CASE_OVERHEAD_S
     layouts = [t for c in cases for t in triton_layouts(c)] if triton else []
     compiles = sum(TRITON_CONFIGS[k] for k, *_ in {_specialisation(t) for t in layouts})
     keys = {(t.kernel, t.element_bytes, t.int_args()) for t in layouts}

@@ -156,6 +156,16 @@ MAX_RETRIES = 3
 MIN_SLEEP_S, MAX_SLEEP_S = 50e-6, 0.05
 
 
+def round_seconds(gpu_s: float, queue_s: float) -> float:
+    """About how long :func:`interleave` takes over one round whose launches run ``gpu_s`` on the GPU
+    and take ``queue_s`` to queue from Python (for budgets): the sleep that leads it lasts twice the
+    queueing, then the launches run; a round queued past the longest sleep is tried 1 + MAX_RETRIES
+    times."""
+    sleep_s = min(max(2 * queue_s, MIN_SLEEP_S), MAX_SLEEP_S)
+    attempts = 1 + MAX_RETRIES if queue_s > MAX_SLEEP_S else 1
+    return attempts * (max(sleep_s, queue_s) + gpu_s)
+
+
 def interleave(launches: Sequence[Callable[[int], object]], method: Method, sets: int = 1,
                batch: int = 1) -> Samples:
     """Times ``launches`` in rotation: per round each once (or ``batch`` times between the same two
