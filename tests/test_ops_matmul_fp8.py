@@ -35,8 +35,11 @@ def test_a_scale_is_one_value_or_one_per_row() -> None:
 
 
 def test_block_scales_have_their_blocks_shape() -> None:
+    # a [64, 256] times b [256, 128]: scale_b is blocked as b is, [K/128, N/128] (torch._scaled_mm's layout)
     text = _refused(scale_a=torch.ones(64, 2), scale_b=torch.ones(2, 2))
-    assert "scale_b.shape" in text and "(1, 2)" in text and "128 x 128" in text
+    assert "scale_b.shape" in text and "(2, 1)" in text and "128 x 128" in text
+    text = _refused(scale_a=torch.ones(64, 2), scale_b=torch.ones(1, 2))  # w's [N/128, K/128], not transposed
+    assert "scale_b.shape" in text and "(2, 1)" in text and ".t()" in text
     text = _refused(scale_a=torch.ones(64, 2))
     assert "scale_b" in text and "pairs" in text
 

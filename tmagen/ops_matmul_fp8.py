@@ -6,8 +6,10 @@
 (bfloat16 by default, float16 or float32). The scales are float32: one value for the tensor (a
 0-d or 1-element tensor), one per row of ``a`` ([M, 1] or (M,)) and per column of the product
 ([1, N] or (N,)), or blocks: ``scale_a`` [M, ceil(K/128)], a factor per 1 x 128 block of ``a``,
-and ``scale_b`` [ceil(N/128), ceil(K/128)], one per 128 x 128 block of ``w`` (DeepSeek-V3's
-blocks). The tensor core's accumulator keeps fewer bits than fp32 (13 fraction bits on an H200:
+and ``scale_b`` [ceil(K/128), ceil(N/128)], one per 128 x 128 block of ``b`` (DeepSeek-V3's
+blocks), blocked as ``b`` is, as ``torch._scaled_mm`` takes them: for ``b = w.t()``, the
+[ceil(N/128), ceil(K/128)] scales of ``w`` as ``.t()`` (the same memory, no copy). The tensor
+core's accumulator keeps fewer bits than fp32 (13 fraction bits on an H200:
 docs/fp8-accumulator.md), so the partial sums are promoted into fp32 every 128 of K, as cuBLASLt
 does by default; ``use_fast_accum=True`` (``torch._scaled_mm``'s name) keeps them in the tensor core over
 the whole of K instead, as cuBLASLt's fast accumulation and Triton's ``tl.dot`` do: faster, and
@@ -101,7 +103,9 @@ def _k_major(x: Any, view: ArrayView, rows: int, k: int, name: str) -> ArrayView
 
 def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | None) -> ArrayView | None:
     """The scale as the kernel reads it: one value, ``count`` contiguous values, or (blocks) a
-    [rows, ceil(K/128)] array with contiguous rows; float32 on the GPU."""
+    [rows, ceil(K/128)] array with contiguous rows; float32 on the GPU. Block scales of ``b`` come
+    [ceil(K/128), ceil(N/128)] (``block_shape``), blocked as b [K, N] is; the kernel reads them per
+    row of w = b.t(), so it takes their transpose."""
     if scale is None:
         if block_shape is not None:
             raise _error(("matmul-scales", name, "None", "block scales come in pairs", f"pass {name} too"))
@@ -115,10 +119,16 @@ def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | Non
         size *= d
     if block_shape is not None:
         if v.shape != block_shape:
+            of_a = name == "scale_a"
             raise _error(("matmul-scales", f"{name}.shape", str(v.shape), "block scales are one factor per "
-                          + ("1 x 128 block of a: [M, ceil(K/128)]" if name == "scale_a" else
-                             "128 x 128 block of w = b.t(): [ceil(N/128), ceil(K/128)]"),
-                          f"pass a float32 tensor of shape {block_shape}"))
+                          + ("1 x 128 block of a: [M, ceil(K/128)]" if of_a else "128 x 128 block of b [K, N], "
+                             "blocked as b is: [ceil(K/128), ceil(N/128)] (torch._scaled_mm's layout)"),
+                          f"pass a float32 tensor of shape {block_shape}" + ("" if of_a else
+                          " (the [ceil(N/128), ceil(K/128)] scales of a [N, K] w, for b = w.t(), as .t())")))
+        if name == "scale_b":
+            scale = scale.t() if hasattr(scale, "t") else scale.T
+            v = describe(scale, name)
+            block_shape = (block_shape[1], block_shape[0])
         rows_apart = block_shape[0] <= 1 or v.strides[0] >= block_shape[1]  # not a broadcast (stride 0) view
         if (v.strides[1] == 1 or block_shape[1] == 1) and rows_apart:
             return v
@@ -176,7 +186,7 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
                       "pass use_fast_accum=False with block scales, or scales per tensor or per row"))
     k_blocks = -(-k // SCALE_BLOCK)
     sa = _scale(scale_a, "scale_a", m, (m, k_blocks) if blocks else None)
-    sb = _scale(scale_b, "scale_b", n, (-(-n // SCALE_BLOCK), k_blocks) if blocks else None)
+    sb = _scale(scale_b, "scale_b", n, (k_blocks, -(-n // SCALE_BLOCK)) if blocks else None)
     if ov is None:
         out, ov = empty_view(av, (m, n), dtype=od)
     elif ov.shape != (m, n) or ov.carrier != od:

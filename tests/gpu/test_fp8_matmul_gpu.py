@@ -180,10 +180,30 @@ def test_ops_matmul_block_scales_bias_and_alpha(n: int) -> None:
     m, k = 384, 1024
     a, w = _fp8((m, k), "float8_e4m3", g), _fp8((n, k), "float8_e5m2", g)
     sa = torch.rand(m, k // 128, device="cuda") + 0.5
-    sb = torch.rand(-(-n // 128), k // 128, device="cuda") + 0.5
+    sb = torch.rand(-(-n // 128), k // 128, device="cuda") + 0.5  # w's blocks; b = w.t() takes them as sb.t()
     bias = torch.randn(n, device="cuda")
-    got = ops.matmul(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32, bias=bias, alpha=0.5)
+    got = ops.matmul(a, w.t(), scale_a=sa, scale_b=sb.t(), out_dtype=torch.float32, bias=bias, alpha=0.5)
     _check((got - bias) / 0.5, a, w, sa, sb, "float32", 128, blocks=True)
+
+
+@pytest.mark.parametrize("m, n, k", [(512, 512, 512), (256, 640, 1024)])
+def test_block_scales_mean_what_they_mean_to_torch_scaled_mm(m, n, k) -> None:
+    """The same tensors as torch._scaled_mm's block scales (scale_a [M, K/128] M-major, scale_b
+    [K/128, N/128] blocked as b = w.t() is), the same product; on a square shape too, where scales
+    of w's orientation [N/128, K/128] would have the same shape and be read transposed."""
+    from tmagen import ops
+
+    g = torch.Generator(device="cuda").manual_seed(m + n)
+    a, w = _fp8((m, k), "float8_e4m3", g), _fp8((n, k), "float8_e4m3", g)
+    sa = (torch.rand(k // 128, m, device="cuda", generator=g) + 0.5).t()  # M-major, as torch._scaled_mm needs
+    sw = torch.rand(n // 128, k // 128, device="cuda", generator=g) + 0.5
+    got = ops.matmul(a, w.t(), scale_a=sa, scale_b=sw.t())
+    _check(got, a, w, sa, sw, "bfloat16", 128, blocks=True)
+    try:
+        theirs = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sw.t(), out_dtype=torch.bfloat16)
+    except RuntimeError as err:
+        pytest.skip(f"this PyTorch's torch._scaled_mm takes no block scales: {err}")
+    _check(theirs, a, w, sa, sw, "bfloat16", 128, blocks=True)
 
 
 @pytest.mark.parametrize("m, n, k", [(1, 8, 16), (300, 520, 1008), (129, 4104, 4096), (64, 30, 48)])
@@ -206,10 +226,28 @@ def test_ops_matmul_fast_accumulation(m, n, k) -> None:
     if k <= 128:  # one block of K: [M, 1] scales are A's per row, not blocks
         return
     blocks_a = torch.ones(m, -(-k // 128), device="cuda")
-    blocks_b = torch.ones(-(-n // 128), -(-k // 128), device="cuda")
+    blocks_b = torch.ones(-(-k // 128), -(-n // 128), device="cuda")
     with pytest.raises(ArgumentError) as err:
         ops.matmul(a, w.t(), scale_a=blocks_a, scale_b=blocks_b, use_fast_accum=True)
     assert "use_fast_accum" in str(err.value) and "promoted" in str(err.value)
+
+
+@pytest.mark.parametrize("a_type, b_type, out", [("float8_e5m2", "float8_e4m3", "float16"),
+                                                 ("float8_e4m3", "float8_e5m2", "bfloat16"),
+                                                 ("float8_e5m2", "float8_e5m2", "float32")])
+@pytest.mark.parametrize("m, n, k", [(300, 520, 1008), (2048, 4096, 4096)])
+def test_ops_matmul_fast_accumulation_every_operand_pair_and_output(a_type, b_type, out, m, n, k) -> None:
+    """use_fast_accum with e5m2 operands and a float16 C, on a shape large enough that the plan takes
+    the family's wide tiles (128 x 256, 192 x 192), which only the never-promoting family has."""
+    from tmagen import ops
+
+    out_dtype = {"float16": torch.float16, **OUT}[out]
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a, w = _fp8((m, k), a_type, g), _fp8((n, k), b_type, g)
+    rows, cols = torch.rand(m, 1, device="cuda") + 0.5, torch.rand(1, n, device="cuda") + 0.5
+    got = ops.matmul(a, w.t(), scale_a=rows, scale_b=cols, out_dtype=out_dtype, use_fast_accum=True)
+    assert got.dtype == out_dtype and got.shape == (m, n)
+    _check(got, a, w, rows, cols, out, 0)
 
 
 # ----------------------------------------------------------------------------- accuracy
