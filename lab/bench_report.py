@@ -446,6 +446,7 @@ _TENSOR, _ROW, _BLOCK = (_named(fp8_bench.TMAGEN_TENSOR), _named(fp8_bench.TMAGE
 _LT_TENSOR, _LT_ROW, _TRITON8 = (_named(fp8_bench.CUBLAS_TENSOR), _named(fp8_bench.CUBLAS_ROW),
                                  _named(fp8_bench.TRITON))
 _FAST, _LT_FAST = _named(fp8_bench.TMAGEN_FAST), _named(fp8_bench.CUBLAS_FAST)
+_LT_BLOCK = _named(fp8_bench.CUBLAS_BLOCK)
 
 
 def _block_target(case: dict[str, Any]) -> bool:
@@ -468,6 +469,7 @@ def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> lis
     """The fp8 section: the targets' verdicts, each class's geometric means, then every shape."""
     where = _measured_apart(about)
     fast = _has_fast(cases)
+    lt_block = _ran(cases, fp8_bench.CUBLAS_BLOCK)
     lines = ["", "## fp8 matmul", "",
              "C = (A sa)(B sb)^T, A [M, K] and B [N, K] in float8_e4m3fn, both K-major (B passed as the `.t()` view "
              "of its [N, K] tensor, the layout `torch._scaled_mm` takes), fp32 accumulation, bfloat16 out; the bf16 "
@@ -476,7 +478,10 @@ def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> lis
              "tensor, one per row of A and of B, and (square shapes of 4096 and above) block scales of 1 x 128 on A "
              "and 128 x 128 on B" + (", and per tensor with `use_fast_accum=True`" if fast else "") +
              "; cuBLASLt through `torch._scaled_mm` per tensor (use_fast_accum False, its default"
-             + (", and True" if fast else "") + ") and row-wise; a persistent Triton fp8 "
+             + (", and True" if fast else "") + ") and row-wise" + (
+                 ", and beside tmagen's block scales with the same ones (scale_a M-major, the layout it requires, "
+                 "where tmagen's is row-major; scale_b blocked as b.t() is, for both)" if lt_block else "")
+             + "; a persistent Triton fp8 "
              "matmul on TMA descriptors with per-tensor scales, autotuned on the shape, whose `tl.dot` keeps its "
              "sums in the tensor core's short accumulator over the whole of K (Triton 3.6 on sm_90: "
              "`max_num_imprecise_acc` defaults to 2^30, never promoted; `use_fast_accum` True in cuBLASLt's "
@@ -508,6 +513,11 @@ def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> lis
     if fast_pairs:
         lines.append(f"- `use_fast_accum=True` (no target), tmagen / cuBLASLt with it over {len(fast_pairs)} shapes: "
                      f"{_band(ratio_band(fast_pairs))}")
+    lt_blocks = _pairs(cases, _BLOCK, _LT_BLOCK)
+    if lt_blocks:
+        lines.append(f"- Block-scaled (no target), tmagen / cuBLASLt's block scales over {len(lt_blocks)} shapes: "
+                     f"{_band(ratio_band(lt_blocks))}; cuBLASLt's block-scaled / tmagen per-tensor: "
+                     f"{_band(ratio_band(_pairs(cases, _LT_BLOCK, _TENSOR)))}")
     rows = _pairs(cases, _ROW, _LT_ROW)
     if rows:
         lines.append(f"- Per-row scales (no target), tmagen / cuBLASLt row-wise over {len(rows)} shapes: "
@@ -534,19 +544,22 @@ def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> lis
     lines += ["", "Every shape: TFLOP/s (2MNK over the median time; \"refused\" where `torch._scaled_mm` refuses the "
               "shape, \"failed\" where a check or a launch failed: see the notes), and per-repetition ratios as "
               "their median (lowest-highest), judged against their targets.", "",
-              "| class | M | N | K | A, B row pitch | " + " | ".join(_FP8_HEADS[name] for name in _fp8_names(fast))
+              "| class | M | N | K | A, B row pitch | "
+              + " | ".join(_FP8_HEADS[name] for name in _fp8_names(fast, lt_block))
               + " | tmagen / cuBLASLt | tmagen / Triton | per row / cuBLASLt row-wise | block / tmagen |"
+              + (" block / cuBLASLt block |" if lt_block else "")
               + (" fast: tmagen / Triton | fast: tmagen / cuBLASLt |" if fast else ""),
-              "|---|---|---|---|---|" + "---|" * len(_fp8_names(fast)) + "---|---|---|---|"
-              + ("---|---|" if fast else "")]
-    lines += [_fp8_row(case, fast) for case in cases]
+              "|---|---|---|---|---|" + "---|" * len(_fp8_names(fast, lt_block)) + "---|---|---|---|"
+              + ("---|" if lt_block else "") + ("---|---|" if fast else "")]
+    lines += [_fp8_row(case, fast, lt_block) for case in cases]
     return lines
 
 
 _FP8_HEADS = {fp8_bench.TMAGEN_TENSOR: "tmagen", fp8_bench.TMAGEN_ROW: "tmagen per row",
               fp8_bench.TMAGEN_BLOCK: "tmagen block", fp8_bench.TMAGEN_FAST: "tmagen fast",
               fp8_bench.CUBLAS_TENSOR: "cuBLASLt", fp8_bench.CUBLAS_ROW: "cuBLASLt row-wise",
-              fp8_bench.CUBLAS_FAST: "cuBLASLt fast", fp8_bench.TRITON: "Triton"}
+              fp8_bench.CUBLAS_FAST: "cuBLASLt fast", fp8_bench.CUBLAS_BLOCK: "cuBLASLt block",
+              fp8_bench.TRITON: "Triton"}
 
 
 def _has_fast(cases: list[dict[str, Any]]) -> bool:
@@ -555,9 +568,16 @@ def _has_fast(cases: list[dict[str, Any]]) -> bool:
     return any(c["name"] in fast for case in cases for c in [*case["candidates"], *case["failed"]])
 
 
-def _fp8_names(fast: bool) -> list[str]:
+def _ran(cases: list[dict[str, Any]], name: str) -> bool:
+    """Whether the run had the candidate (timed or failed): runs before 2026-11-29 had no cuBLASLt
+    block-scaled one."""
+    return any(c["name"] == name for case in cases for c in [*case["candidates"], *case["failed"]])
+
+
+def _fp8_names(fast: bool, lt_block: bool = False) -> list[str]:
     """The candidates the per-shape table has a column for."""
-    return [n for n in fp8_bench.NAMES if fast or n not in (fp8_bench.TMAGEN_FAST, fp8_bench.CUBLAS_FAST)]
+    return [n for n in fp8_bench.NAMES if (fast or n not in (fp8_bench.TMAGEN_FAST, fp8_bench.CUBLAS_FAST))
+            and (lt_block or n != fp8_bench.CUBLAS_BLOCK)]
 
 
 def _fp8_class_cells(cases: list[dict[str, Any]], fast: bool) -> str:
@@ -575,7 +595,7 @@ def _fp8_class_cells(cases: list[dict[str, Any]], fast: bool) -> str:
                        band(_TRITON8, _LT_TENSOR), *([band(_FAST, _TRITON8), band(_FAST, _LT_FAST)] if fast else [])])
 
 
-def _fp8_row(case: dict[str, Any], fast: bool) -> str:
+def _fp8_row(case: dict[str, Any], fast: bool, lt_block: bool = False) -> str:
     m, n, k = case["shape"]
     ld = case.get("ld")
     failed = {f["name"]: f["why"] for f in case["failed"]}
@@ -595,11 +615,11 @@ def _fp8_row(case: dict[str, Any], fast: bool) -> str:
         r = paired_ratios(a, b)
         return _ratio(r) + (f" {judge(r, target)}" if target is not None else "")
 
-    figures = " | ".join(tf(name) for name in _fp8_names(fast))
+    figures = " | ".join(tf(name) for name in _fp8_names(fast, lt_block))
     block = vs(_BLOCK, _TENSOR, FP8_BLOCK_OF_TENSOR if _block_target(case) else None)
     return (f"| {matmul_class(case)} | {m} | {n} | {k} | {ld if ld else 'K'} | {figures} | "
             f"{vs(_TENSOR, _LT_TENSOR, FP8_FLOOR_OF_CUBLAS)} | {vs(_TENSOR, _TRITON8, OF_BEST_PEER)} | "
-            f"{vs(_ROW, _LT_ROW, None)} | {block} |"
+            f"{vs(_ROW, _LT_ROW, None)} | {block} |" + (f" {vs(_BLOCK, _LT_BLOCK, None)} |" if lt_block else "")
             + (f" {vs(_FAST, _TRITON8, OF_BEST_PEER)} | {vs(_FAST, _LT_FAST, None)} |" if fast else ""))
 
 

@@ -8,11 +8,14 @@ tensors, interleaved:
 
 * tmagen: ``tmagen.ops.matmul(a, b.t(), scale_a=sa, scale_b=sb, out=c)`` with one scale per tensor,
   with one per row of A and one per row of B (a column of C), and block-scaled (sa [M, K/128] per
-  1 x 128 block of A, sb [N/128, K/128] per 128 x 128 block of B) on the large square shapes; and
-  per tensor with ``use_fast_accum=True`` (sums never promoted, as Triton's);
+  1 x 128 block of A, and sb [N/128, K/128] per 128 x 128 block of B, passed as ``sb.t()``, blocked
+  as ``b.t()`` is) on the large square shapes; and per tensor with ``use_fast_accum=True`` (sums
+  never promoted, as Triton's);
 * cuBLASLt through ``torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16)``, per
-  tensor (``use_fast_accum`` False, its default: partial sums promoted to fp32, and True) and
-  row-wise (scale_a [M, 1], scale_b [1, N]);
+  tensor (``use_fast_accum`` False, its default: partial sums promoted to fp32, and True),
+  row-wise (scale_a [M, 1], scale_b [1, N]) and, beside tmagen's block-scaled candidate, with the
+  same block scales (PyTorch 2.10 on: scale_a M-major, the layout it requires, tmagen's row-major;
+  the same ``sb.t()``);
 * Triton: a persistent fp8 matmul on TMA descriptors with per-tensor scales, autotuned
   (:func:`lab.triton_peers.matmul_fp8`).
 
@@ -51,8 +54,10 @@ TMAGEN_FAST = "tmagen per-tensor, use_fast_accum (tmagen.ops.matmul)"
 CUBLAS_TENSOR = "cuBLASLt per-tensor (torch._scaled_mm)"
 CUBLAS_ROW = "cuBLASLt row-wise (torch._scaled_mm)"
 CUBLAS_FAST = "cuBLASLt per-tensor, use_fast_accum (torch._scaled_mm)"
+CUBLAS_BLOCK = "cuBLASLt block-scaled 1x128, 128x128 (torch._scaled_mm)"
 TRITON = "Triton fp8 TMA persistent, per-tensor (autotuned)"
-NAMES = (TMAGEN_TENSOR, TMAGEN_ROW, TMAGEN_BLOCK, TMAGEN_FAST, CUBLAS_TENSOR, CUBLAS_ROW, CUBLAS_FAST, TRITON)
+NAMES = (TMAGEN_TENSOR, TMAGEN_ROW, TMAGEN_BLOCK, TMAGEN_FAST, CUBLAS_TENSOR, CUBLAS_ROW, CUBLAS_FAST, CUBLAS_BLOCK,
+         TRITON)
 
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 SCALE_BLOCK = 128  # a block scale covers 1 x 128 of A and 128 x 128 of B (fp8api.md)
@@ -180,7 +185,8 @@ def buffer_sets(shape: MatmulShape, l2_bytes: int) -> int:
 def candidates_of(shape: MatmulShape, triton: bool = True) -> int:
     """Candidates timed on the shape (those that pass their check)."""
     three_ways = 3 * 2 if scaled_mm_refusal(shape.m, shape.n, shape.k) is None else 3  # tensor, row, fast
-    return three_ways + block_scaled(shape) + (triton and tma_refusal(shape.k, shape.ld) is None)
+    blocks = 2 * block_scaled(shape)  # tmagen's and cuBLASLt's
+    return three_ways + blocks + (triton and tma_refusal(shape.k, shape.ld) is None)
 
 
 # Triton's fp8 matmul: configurations (lab.triton_peers.MATMUL_FP8_TILES; tests/test_triton_peers.py
@@ -212,7 +218,7 @@ def estimate(shapes: Sequence[MatmulShape], base: Method = FP8_METHOD, triton: b
         launches = launches_per_sample(s) * candidates_of(s, triton)  # a round's
         timed += (m.rounds * m.repetitions + m.warmup) * round_seconds(launches * ms * 1e-3 * 1.1,
                                                                        launches * host_ms * 1e-3)
-        references = 2 + 2 * block_scaled(s)  # R and S, and those of the block scales
+        references = 2 + 4 * block_scaled(s)  # R and S, and those of the block scales for each of two checks
         setup += CASE_OVERHEAD_S + references * s.flops / (REFERENCE_TFLOPS * 1e12)
         if triton and tma_refusal(s.k, s.ld) is None:
             with_clear = ms + CLEAR_L2_MS
@@ -368,7 +374,9 @@ def fp8_case(shape: MatmulShape, base: Method = FP8_METHOD, seed: int = 0, trito
     row_b = [_spread((1, n), s, gen) for s in scales_b]
     kb = -(-k // SCALE_BLOCK)
     block_a = [_spread((m, kb), s, gen) for s in scales_a]
-    block_b = [_spread((-(-n // SCALE_BLOCK), kb), s, gen) for s in scales_b]
+    block_b = [_spread((-(-n // SCALE_BLOCK), kb), s, gen) for s in scales_b]  # B's [N/128, K/128]
+    block_b_of_bt = [s.t() for s in block_b]  # as both libraries take them: blocked as b.t() [K, N] is
+    block_a_m_major = [s.t().contiguous().t() for s in block_a]  # torch._scaled_mm's required layout
     refs = _References(a_s[0], b_s[0])
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
 
@@ -403,12 +411,15 @@ def fp8_case(shape: MatmulShape, base: Method = FP8_METHOD, seed: int = 0, trito
         cands.append(candidate(TMAGEN_TENSOR, "tmagen", tmagen, tensor_a, tensor_b, per_tensor))
         cands.append(candidate(TMAGEN_ROW, "tmagen", tmagen, row_a, row_b, per_row))
         if block_scaled(shape):
-            cands.append(candidate(TMAGEN_BLOCK, "tmagen", tmagen, block_a, block_b, per_block))
+            cands.append(candidate(TMAGEN_BLOCK, "tmagen", tmagen, block_a, block_b_of_bt, per_block))
         if tmagen_fast is not None:
             cands.append(candidate(TMAGEN_FAST, "tmagen", tmagen_fast, tensor_a, tensor_b, per_tensor))
     cands.append(candidate(CUBLAS_TENSOR, "peer", scaled_mm, tensor_a, tensor_b, per_tensor, refusal=refused))
     cands.append(candidate(CUBLAS_ROW, "peer", scaled_mm, row_a, row_b, per_row, refusal=refused))
     cands.append(candidate(CUBLAS_FAST, "peer", scaled_mm_fast, tensor_a, tensor_b, per_tensor, refusal=refused))
+    if block_scaled(shape):  # PyTorch before 2.10, or a shape its block scales do not take: recorded as refused
+        cands.append(candidate(CUBLAS_BLOCK, "peer", scaled_mm, block_a_m_major, block_b_of_bt, per_block,
+                               refusal=refused or "torch._scaled_mm's block scales"))
     tp = peers._triton(triton)
     if tp is not None:
         def triton_fp8(a: Any, b: Any, sa: Any, sb: Any, c: Any) -> None:

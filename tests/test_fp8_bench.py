@@ -223,6 +223,26 @@ def test_fp8_report_tallies_and_class_means() -> None:
     assert "refused: Expected trailing dimension of mat1 to be divisible by 16" in text  # the notes keep the why
 
 
+def test_fp8_report_sets_cublaslt_block_scales_beside_tmagen_s_where_a_run_has_them() -> None:
+    """A run with cuBLASLt's block-scaled candidate (PyTorch 2.10 on) gets its column, the ratio of
+    tmagen's block scales to it on each shape, and a line of both ratios; a run without has neither."""
+    data = _fixture()
+    assert fp8_bench.CUBLAS_BLOCK not in bench_report.markdown_report(data)
+    assert "cuBLASLt block" not in bench_report.markdown_report(data)
+    for case in data["cases"]:
+        if case.get("group") == "fp8" and case["shape"] == [4096, 4096, 4096]:
+            ours = next(c for c in case["candidates"] if c["name"] == fp8_bench.TMAGEN_BLOCK)
+            case["candidates"].append({**ours, "name": fp8_bench.CUBLAS_BLOCK, "role": "peer", "median_ms": 0.1375,
+                                       "rep_medians_ms": [0.1375, 0.1375, 0.1375], "tflops": 999.6})
+    text = bench_report.markdown_report(data)
+    assert "| cuBLASLt block | Triton |" in text and "| block / tmagen | block / cuBLASLt block |" in text
+    row = _row(text, "| square-tile-multiple | 4096 | 4096 | 4096 | K |")
+    assert "| 1000 |" in row and "| 0.929 (0.929-0.929) met | 0.982 (0.982-0.982) |" in row  # 0.1375 / 0.14
+    assert ("- Block-scaled (no target), tmagen / cuBLASLt's block scales over 1 shapes: 0.982 (0.982-0.982); "
+            "cuBLASLt's block-scaled / tmagen per-tensor: 0.945 (0.945-0.945)") in text  # 0.13 / 0.1375
+    assert _row(text, "| square-tile-multiple | 8192 |").endswith("| 0.833 (0.833-0.833) **missed** | - | - | - |")
+
+
 def test_fp8_report_without_tmagen_figures() -> None:
     data = _fixture()
     for case in data["cases"]:
