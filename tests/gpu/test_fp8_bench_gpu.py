@@ -68,6 +68,7 @@ def test_every_fp8_candidate_passes_its_check_and_is_timed(device, one_config, r
     report(f"fp8_bench_{m}x{n}x{k}_{ld}", record)
     assert record["failed"] == []
     expected = {fp8_bench.CUBLAS_TENSOR, fp8_bench.CUBLAS_ROW, fp8_bench.CUBLAS_FAST}
+    expected |= {fp8_bench.CUBLAS_BLOCK} if fp8_bench.block_scaled(shape) else set()
     if tmagen is not None:
         expected |= {fp8_bench.TMAGEN_TENSOR, fp8_bench.TMAGEN_ROW, fp8_bench.TMAGEN_FAST}
         expected |= {fp8_bench.TMAGEN_BLOCK} if fp8_bench.block_scaled(shape) else set()

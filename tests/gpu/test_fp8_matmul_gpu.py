@@ -368,11 +368,12 @@ def test_a_repeated_call_launches_again_on_new_pointers_and_values(kind: str) ->
             sa, sb = torch.rand((), device="cuda") + 0.5, torch.rand((), device="cuda") + 0.5
         bias = torch.randn(n, device="cuda").to(torch.bfloat16) if kind == "bias" else None
         out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16) if round_ % 2 else None
-        got = ops.matmul(a, w.t(), scale_a=sa, scale_b=sb, bias=bias, out=out)
+        given_b = sb.t() if kind == "blocks" else sb  # w's blocks, blocked as b = w.t() is
+        got = ops.matmul(a, w.t(), scale_a=sa, scale_b=given_b, bias=bias, out=out)
         assert out is None or got is out
         check(got, a, w, sa, sb, bias)
         sa.mul_(2.0)  # the same scale tensors, new values: the launch reads them on the device
-        check(ops.matmul(a, w.t(), scale_a=sa, scale_b=sb, bias=bias), a, w, sa, sb, bias)
+        check(ops.matmul(a, w.t(), scale_a=sa, scale_b=given_b, bias=bias), a, w, sa, sb, bias)
 
 
 def test_host_time_beside_torch_scaled_mm(report) -> None:
