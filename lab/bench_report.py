@@ -361,6 +361,7 @@ def _matmul_lines(matmuls: list[dict[str, Any]], about: dict[str, Any] | None = 
         untimed = [_mnk(c) for c in matmuls if _mine(c) is None]
         if untimed:
             lines.append(f"- Without a tmagen figure (see the notes): {', '.join(untimed)}")
+        lines += _why_missed(lines)
         lines.append("")
     lines += ["Each class's geometric means (lowest-highest as above), each over the shapes where both candidates "
               "have a figure, and its lowest shape against cuBLAS:", "",
@@ -433,6 +434,17 @@ def _matmul_row(case: dict[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------- fp8 (issue 21)
+MISSES_PAGE = "docs/misses.md"  # each missed target's counters and what was tried, written by hand
+
+
+def _why_missed(lines: list[str]) -> list[str]:
+    """The line pointing to :data:`MISSES_PAGE`, where a section's verdicts hold a miss."""
+    if any("**missed**" in line for line in lines):
+        return [f"- Why each miss: the counters that explain it (ncu, and the clocks at the power cap) and what "
+                f"was tried, in [{MISSES_PAGE}]({MISSES_PAGE})"]
+    return []
+
+
 def _named(name: str) -> Any:
     """The case's candidate of that name, or None."""
     def find(case: dict[str, Any]) -> dict[str, Any] | None:
@@ -509,6 +521,7 @@ def _fp8_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> lis
                  f"{_tally(cases, _TRITON8, OF_BEST_PEER, _FAST)}"] if fast else []),
               f"- Block-scaled at or above {FP8_BLOCK_OF_TENSOR:.2f} of tmagen per-tensor, 4096^3 and above: "
               f"{_tally([c for c in cases if _block_target(c)], _TENSOR, FP8_BLOCK_OF_TENSOR, _BLOCK)}"]
+    lines += _why_missed(lines)
     fast_pairs = _pairs(cases, _FAST, _LT_FAST)
     if fast_pairs:
         lines.append(f"- `use_fast_accum=True` (no target), tmagen / cuBLASLt with it over {len(fast_pairs)} shapes: "

@@ -243,6 +243,14 @@ def test_fp8_report_sets_cublaslt_block_scales_beside_tmagen_s_where_a_run_has_t
     assert _row(text, "| square-tile-multiple | 8192 |").endswith("| 0.833 (0.833-0.833) **missed** | - | - | - |")
 
 
+def test_a_section_with_a_miss_points_to_the_page_that_explains_it() -> None:
+    text = bench_report.markdown_report(_fixture())  # its fp8 section misses targets
+    fp8 = text.split("## fp8 matmul")[1].split("\n## ")[0]
+    assert f"[{bench_report.MISSES_PAGE}]({bench_report.MISSES_PAGE})" in fp8
+    assert (REPO / bench_report.MISSES_PAGE).is_file()
+    assert bench_report._why_missed(["- Shapes at or above 0.90 of cuBLAS: 61 met"]) == []
+
+
 def test_fp8_report_without_tmagen_figures() -> None:
     data = _fixture()
     for case in data["cases"]:

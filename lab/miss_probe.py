@@ -1,0 +1,249 @@
+"""Why a matmul misses a target: the two measurements docs/misses.md rests on, for tmagen and the
+peers of a benchmark shape.
+
+* ``clocks``: each candidate launched back to back for about 0.3 s (a window), windows interleaved
+  over five rounds, while ``nvidia-smi`` samples the SM clock, board power and throttle reasons
+  every 20 ms. A window's time per launch times its mean SM clock is the launch's length in
+  cycles, which ncu counts too (``sm__cycles_active.avg``): where two kernels take the same cycles
+  and one runs at a lower clock, the GPU held its power at the cap (throttle reason 0x4, SW power
+  cap) and the kernel that draws more power per cycle got the lower clock. A benchmark's
+  back-to-back launches run in that state; ncu's single replayed launch does not.
+* ``once``: one launch of each candidate between ``cudaProfilerStart`` and ``Stop``, after three
+  warm-up launches (autotuning and compiles included), for
+  ``ncu --profile-from-start off --clock-control none``.
+
+Candidates, on the same tensors: ``bf16`` is tmagen.ops.matmul, cuBLAS (torch.matmul) and Triton's
+persistent TMA matmul (and its pointer-tile one for M up to 256); ``fp8-fast`` is
+tmagen.ops.matmul with ``use_fast_accum=True``, cuBLASLt's (torch._scaled_mm) and Triton's fp8
+matmul, per-tensor scales; ``fp8-blocks`` is tmagen per tensor beside tmagen and cuBLASLt with
+1 x 128 / 128 x 128 block scales.
+
+    python -m lab.miss_probe clocks fp8-fast 1024x4096x65536 8192x8192x8192
+    ncu --profile-from-start off --clock-control none --section SpeedOfLight -o rep \\
+        python -m lab.miss_probe once bf16 1x14336x4096
+
+The parsing and the windows' averages are pure (tested without a GPU); the rest needs PyTorch
+and, for its peers, Triton.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MODES = ("bf16", "fp8-fast", "fp8-blocks")
+SAMPLE_MS = 20  # nvidia-smi's sampling period
+WINDOW_S = 0.3  # launches back to back per window
+SETTLE_S = 0.08  # a window's first samples are left out: the clock is still moving
+ROUNDS = 5
+SMI_QUERY = "timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One nvidia-smi reading: when (seconds since the epoch), SM MHz, board watts, throttle reasons."""
+
+    at: float
+    sm_mhz: float
+    watts: float
+    reasons: str
+
+
+@dataclass(frozen=True)
+class Window:
+    """One candidate's launches back to back: when they ran and their mean time per launch."""
+
+    shape: str
+    name: str
+    start: float
+    end: float
+    us_per_launch: float
+
+
+def parse_samples(lines: Sequence[str]) -> list[Sample]:
+    """nvidia-smi's ``--format=csv,noheader,nounits`` lines of :data:`SMI_QUERY` (its timestamps in
+    local time, as ``time.mktime`` reads them); lines it could not read (N/A, a header) are left out."""
+    found = []
+    for line in lines:
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 4:
+            continue
+        try:
+            stamp = datetime.datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f")
+            found.append(Sample(time.mktime(stamp.timetuple()) + stamp.microsecond / 1e6, float(parts[1]),
+                                float(parts[2]), parts[3]))
+        except ValueError:
+            continue
+    return found
+
+
+@dataclass(frozen=True)
+class Steady:
+    """A candidate's windows summed up: medians over its windows of the time per launch, the SM
+    clock and the power; cycles per launch (time x clock), and every throttle reason seen."""
+
+    us_per_launch: float
+    sm_mhz: float
+    watts: float
+    reasons: tuple[str, ...]
+
+    @property
+    def kcycles(self) -> float:
+        return self.us_per_launch * self.sm_mhz / 1e3
+
+
+def steady(windows: Sequence[Window], samples: Sequence[Sample]) -> dict[tuple[str, str], Steady]:
+    """Each (shape, candidate)'s :class:`Steady` from the samples inside its windows (past the first
+    :data:`SETTLE_S`); a window without samples counts for its time alone."""
+    grouped: dict[tuple[str, str], list[tuple[float, list[Sample]]]] = {}
+    for w in windows:
+        inside = [s for s in samples if w.start + SETTLE_S <= s.at <= w.end]
+        grouped.setdefault((w.shape, w.name), []).append((w.us_per_launch, inside))
+    result = {}
+    for key, runs in grouped.items():
+        clocks = [statistics.mean(s.sm_mhz for s in inside) for _, inside in runs if inside]
+        watts = [statistics.mean(s.watts for s in inside) for _, inside in runs if inside]
+        reasons = sorted({s.reasons for _, inside in runs for s in inside})
+        result[key] = Steady(statistics.median(us for us, _ in runs),
+                             statistics.median(clocks) if clocks else float("nan"),
+                             statistics.median(watts) if watts else float("nan"), tuple(reasons))
+    return result
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """``MxNxK`` as three positive integers."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"shape {text!r}: expected MxNxK, three positive integers (1024x4096x4096)")
+    m, n, k = (int(p) for p in parts)
+    return m, n, k
+
+
+# ----------------------------------------------------------------------------- on the GPU
+def candidates(mode: str, m: int, n: int, k: int) -> dict[str, Callable[[], Any]]:
+    """The launches of ``mode`` on one set of tensors of M x N x K (A [M, K], B [N, K], both K-major)."""
+    import torch
+
+    from lab import triton_peers
+    from tmagen import ops
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    if mode == "bf16":
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        runs = {"tmagen": lambda: ops.matmul(a, b.t(), out=c), "cuBLAS": lambda: torch.matmul(a, b.t(), out=c),
+                "Triton TMA": lambda: triton_peers.matmul(a, b, c, sms)}
+        if m <= 256:
+            runs["Triton pointer tiles"] = lambda: triton_peers.matmul_pointer(a, b, c)
+        return runs
+    a8 = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+    b8 = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda")
+    if mode == "fp8-fast":
+        return {"tmagen fast": lambda: ops.matmul(a8, b8.t(), scale_a=one, scale_b=one, out=c, use_fast_accum=True),
+                "cuBLASLt fast": lambda: torch._scaled_mm(a8, b8.t(), one, one, out_dtype=torch.bfloat16, out=c,
+                                                          use_fast_accum=True),
+                "Triton": lambda: triton_peers.matmul_fp8(a8, b8, one, one, c, sms)}
+    sa = torch.rand(m, -(-k // 128), device="cuda") + 0.5
+    sb = torch.rand(-(-n // 128), -(-k // 128), device="cuda") + 0.5
+    sa_m_major = sa.t().contiguous().t()
+    return {"tmagen per tensor": lambda: ops.matmul(a8, b8.t(), scale_a=one, scale_b=one, out=c),
+            "tmagen blocks": lambda: ops.matmul(a8, b8.t(), scale_a=sa, scale_b=sb.t(), out=c),
+            "cuBLASLt blocks": lambda: torch._scaled_mm(a8, b8.t(), sa_m_major, sb.t(), out_dtype=torch.bfloat16,
+                                                        out=c)}
+
+
+def _warm(runs: dict[str, Callable[[], Any]]) -> None:
+    import torch
+
+    for _ in range(3):
+        for run in runs.values():
+            run()
+    torch.cuda.synchronize()
+
+
+def once(mode: str, shapes: Sequence[str]) -> None:
+    """One profiled launch of each candidate per shape (see the module's notes)."""
+    import torch
+
+    for text in shapes:
+        runs = candidates(mode, *parse_shape(text))
+        _warm(runs)
+        print(f"{text}: launches in order {list(runs)}", flush=True)
+        torch.cuda.profiler.start()
+        for run in runs.values():
+            run()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+
+
+def clocks(mode: str, shapes: Sequence[str]) -> dict[tuple[str, str], Steady]:
+    """Every candidate's :class:`Steady` per shape (see the module's notes), printed as a table."""
+    import torch
+
+    with tempfile.NamedTemporaryFile("w+", suffix=".csv") as log:
+        smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={SMI_QUERY}", "--format=csv,noheader,nounits",
+                                "-lms", str(SAMPLE_MS)], stdout=log)
+        windows = []
+        try:
+            time.sleep(1.0)
+            for text in shapes:
+                runs = candidates(mode, *parse_shape(text))
+                _warm(runs)
+                first = next(iter(runs.values()))
+                began = time.time()
+                for _ in range(20):
+                    first()
+                torch.cuda.synchronize()
+                count = max(20, int(WINDOW_S / ((time.time() - began) / 20)))
+                for _ in range(ROUNDS):
+                    for name, run in runs.items():
+                        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        torch.cuda.synchronize()
+                        start = time.time()
+                        e0.record()
+                        for _ in range(count):
+                            run()
+                        e1.record()
+                        torch.cuda.synchronize()
+                        windows.append(Window(text, name, start, time.time(), e0.elapsed_time(e1) / count * 1e3))
+            time.sleep(0.1)
+        finally:
+            smi.terminate()
+            smi.wait()
+        log.seek(0)
+        found = steady(windows, parse_samples(log.read().splitlines()))
+    print(f"{'shape':>18} {'candidate':>22} {'us/launch':>10} {'SM MHz':>7} {'W':>5} {'kcycles':>8}  throttle")
+    for (text, name), s in found.items():
+        print(f"{text:>18} {name:>22} {s.us_per_launch:10.1f} {s.sm_mhz:7.0f} {s.watts:5.0f} {s.kcycles:8.0f}  "
+              f"{' '.join(s.reasons)}", flush=True)
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.miss_probe", description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("what", choices=("clocks", "once"))
+    parser.add_argument("mode", choices=MODES)
+    parser.add_argument("shapes", nargs="+", help="MxNxK")
+    args = parser.parse_args(argv)
+    try:
+        for text in args.shapes:
+            parse_shape(text)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    (clocks if args.what == "clocks" else once)(args.mode, args.shapes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
