@@ -101,11 +101,12 @@ def _k_major(x: Any, view: ArrayView, rows: int, k: int, name: str) -> ArrayView
     return describe(scratch, name).with_layout((rows, k), (pitch, 1))
 
 
-def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | None) -> ArrayView | None:
+def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | None,
+           blocked_as_b: bool = False) -> ArrayView | None:
     """The scale as the kernel reads it: one value, ``count`` contiguous values, or (blocks) a
-    [rows, ceil(K/128)] array with contiguous rows; float32 on the GPU. Block scales of ``b`` come
-    [ceil(K/128), ceil(N/128)] (``block_shape``), blocked as b [K, N] is; the kernel reads them per
-    row of w = b.t(), so it takes their transpose."""
+    [rows, ceil(K/128)] array with contiguous rows; float32 on the GPU. ``blocked_as_b``: block
+    scales of ``b``, [ceil(K/128), ceil(N/128)] (``block_shape``) as b [K, N] is blocked; the kernel
+    reads them per row of w = b.t(), so it takes their transpose."""
     if scale is None:
         if block_shape is not None:
             raise _error(("matmul-scales", name, "None", "block scales come in pairs", f"pass {name} too"))
@@ -119,13 +120,14 @@ def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | Non
         size *= d
     if block_shape is not None:
         if v.shape != block_shape:
-            of_a = name == "scale_a"
             raise _error(("matmul-scales", f"{name}.shape", str(v.shape), "block scales are one factor per "
-                          + ("1 x 128 block of a: [M, ceil(K/128)]" if of_a else "128 x 128 block of b [K, N], "
-                             "blocked as b is: [ceil(K/128), ceil(N/128)] (torch._scaled_mm's layout)"),
-                          f"pass a float32 tensor of shape {block_shape}" + ("" if of_a else
-                          " (the [ceil(N/128), ceil(K/128)] scales of a [N, K] w, for b = w.t(), as .t())")))
-        if name == "scale_b":
+                          + ("128 x 128 block of b [K, N], blocked as b is: [ceil(K/128), ceil(N/128)] "
+                             "(torch._scaled_mm's layout)" if blocked_as_b else
+                             "1 x 128 block of a: [M, ceil(K/128)]"),
+                          f"pass a float32 tensor of shape {block_shape}" + (
+                              " (the [ceil(N/128), ceil(K/128)] scales of a [N, K] w, for b = w.t(), as .t())"
+                              if blocked_as_b else "")))
+        if blocked_as_b:
             scale = scale.t() if hasattr(scale, "t") else scale.T
             v = describe(scale, name)
             block_shape = (block_shape[1], block_shape[0])
@@ -138,7 +140,8 @@ def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | Non
     if size != count:
         what = "row of a" if name == "scale_a" else "column of the product"
         raise _error(("matmul-scales", f"{name}.shape", str(v.shape), f"a scale is one value, or {count} (one per "
-                      f"{what}); block scales are 2-D with K/128 columns", f"pass 1 or {count} float32 values"))
+                      f"{what}); block scales are scale_a [M, ceil(K/128)] and scale_b [ceil(K/128), "
+                      "ceil(N/128)]", f"pass 1 or {count} float32 values, or block scales of those shapes"))
     flat = [s for s, d in zip(v.strides, v.shape) if d != 1]
     if all(s == 1 for s in flat):
         return v.with_layout((count,), (1,))
@@ -186,7 +189,7 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
                       "pass use_fast_accum=False with block scales, or scales per tensor or per row"))
     k_blocks = -(-k // SCALE_BLOCK)
     sa = _scale(scale_a, "scale_a", m, (m, k_blocks) if blocks else None)
-    sb = _scale(scale_b, "scale_b", n, (k_blocks, -(-n // SCALE_BLOCK)) if blocks else None)
+    sb = _scale(scale_b, "scale_b", n, (k_blocks, -(-n // SCALE_BLOCK)) if blocks else None, blocked_as_b=True)
     if ov is None:
         out, ov = empty_view(av, (m, n), dtype=od)
     elif ov.shape != (m, n) or ov.carrier != od:
