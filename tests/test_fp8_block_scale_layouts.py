@@ -60,3 +60,31 @@ def test_scale_a_is_read_as_given() -> None:
     with pytest.raises(ArgumentError) as err:
         _scale(_scales(3, 300), "scale_a", 300, (300, 3))
     assert "scale_a.shape" in str(err.value) and "1 x 128 block of a" in str(err.value)
+
+
+class _Shaped:
+    def __init__(self, *shape: int) -> None:
+        self.shape = shape
+
+
+@pytest.mark.parametrize("sa, sb, n, blocks", [
+    ((300, 8), (8, 5), 520, True),        # K of 8 blocks: blocks by scale_a's columns
+    ((300, 1), (1, 5), 520, True),        # K of one block: scale_b [1, N/128] can only be blocks
+    ((300, 1), (1, 520), 520, False),     # per row and per column
+    ((300, 1), (1, 1), 100, False),       # N of one block: one value for b, as a scale per tensor
+    ((300, 1), None, 520, False),
+    ((), (), 520, False),                 # one value each
+])
+def test_block_scales_are_told_by_their_shapes(sa, sb, n, blocks) -> None:
+    from tmagen.ops_matmul_fp8 import _block_scales
+
+    got = _block_scales(_Shaped(*sa) if sa is not None else None, _Shaped(*sb) if sb is not None else None, n)
+    assert got is blocks
+
+
+def test_with_k_one_block_the_kernel_reads_w_s_one_column_of_blocks() -> None:
+    """K <= 128 with torch._scaled_mm's [1, ceil(N/128)] scale_b: the kernel's [ceil(N/128), 1] rows,
+    one float apart (the layout test_block_scales_on_every_kernel runs at 64 x 200 x 128 on a GPU)."""
+    given = _scales(1, 5)
+    view = _scale(given, "scale_b", 520, (1, 5), blocked_as_b=True)
+    assert view is not None and view.shape == (5, 1) and view.strides[0] == 1 and view.ptr == given.ptr

@@ -44,6 +44,16 @@ def test_block_scales_have_their_blocks_shape() -> None:
     assert "scale_b" in text and "pairs" in text
 
 
+def test_with_k_one_block_a_row_scale_beside_column_blocks_is_block_scales() -> None:
+    # K = 128: scale_a [M, 1] is a row's one block, and scale_b [1, N/128] can only be blocks
+    with pytest.raises(ArgumentError) as err:
+        ops.matmul(_fp8(64, 128), _fp8(256, 128).t(), scale_a=torch.ones(64, 1), scale_b=torch.ones(1, 2),
+                   use_fast_accum=True)
+    assert "use_fast_accum" in str(err.value) and "promoted" in str(err.value)
+    text = _refused(scale_a=torch.ones(64, 1), scale_b=torch.ones(1, 3))  # K = 256: per row, and 3 is no N
+    assert "scale_b.shape" in text and "ceil(K/128)" in text
+
+
 def test_fp8_multiplies_fp8_and_matrices_only() -> None:
     text = _refused(b=torch.zeros(256, 128, dtype=torch.bfloat16))
     assert "b.dtype" in text and "float8_e4m3fn" in text

@@ -8,7 +8,8 @@
 ([1, N] or (N,)), or blocks: ``scale_a`` [M, ceil(K/128)], a factor per 1 x 128 block of ``a``,
 and ``scale_b`` [ceil(K/128), ceil(N/128)], one per 128 x 128 block of ``b`` (DeepSeek-V3's
 blocks), blocked as ``b`` is, as ``torch._scaled_mm`` takes them: for ``b = w.t()``, the
-[ceil(N/128), ceil(K/128)] scales of ``w`` as ``.t()`` (the same memory, no copy). The tensor
+[ceil(N/128), ceil(K/128)] scales of ``w`` as ``.t()`` (the same memory, no copy); with K of one
+block, ``scale_a`` [M, 1] beside ``scale_b`` [1, ceil(N/128)] of more than one block. The tensor
 core's accumulator keeps fewer bits than fp32 (13 fraction bits on an H200:
 docs/fp8-accumulator.md), so the partial sums are promoted into fp32 every 128 of K, as cuBLASLt
 does by default; ``use_fast_accum=True`` (``torch._scaled_mm``'s name) keeps them in the tensor core over
@@ -101,6 +102,20 @@ def _k_major(x: Any, view: ArrayView, rows: int, k: int, name: str) -> ArrayView
     return describe(scratch, name).with_layout((rows, k), (pitch, 1))
 
 
+def _block_scales(scale_a: Any, scale_b: Any, n: int) -> bool:
+    """Whether the scales are blocks: ``scale_a`` 2-D with more than one column (one per 128 of K),
+    or, where K is one block, ``scale_a`` [M, 1] (a row's one block) beside a ``scale_b`` [1,
+    ceil(N/128)] of more than one block, which nothing but blocks can be."""
+    def shape(x: Any) -> tuple[int, ...]:
+        return tuple(getattr(x, "shape", ()))
+
+    a, b = shape(scale_a), shape(scale_b)
+    if scale_a is None or len(a) != 2:
+        return False
+    column_blocks = -(-n // SCALE_BLOCK)
+    return a[1] != 1 or (len(b) == 2 and b == (1, column_blocks) and column_blocks > 1)
+
+
 def _scale(scale: Any, name: str, count: int, block_shape: tuple[int, int] | None,
            blocked_as_b: bool = False) -> ArrayView | None:
     """The scale as the kernel reads it: one value, ``count`` contiguous values, or (blocks) a
@@ -181,7 +196,7 @@ def matmul_fp8(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None, bias
     if od not in OUT_TYPES:
         raise _error(("matmul-types", "out_dtype", str(out_dtype if out_dtype is not None else od),
                       "the fp8 matmul writes bfloat16, float16 or float32", "pass one of those"))
-    blocks = scale_a is not None and len(getattr(scale_a, "shape", ())) == 2 and scale_a.shape[1] != 1
+    blocks = _block_scales(scale_a, scale_b, n)
     check_fast_accum(use_fast_accum)
     if use_fast_accum and blocks:
         raise _error(("matmul-fast-accum", "use_fast_accum", "True", "block scales are applied to the partial sums "

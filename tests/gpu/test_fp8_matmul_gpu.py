@@ -186,11 +186,12 @@ def test_ops_matmul_block_scales_bias_and_alpha(n: int) -> None:
     _check((got - bias) / 0.5, a, w, sa, sb, "float32", 128, blocks=True)
 
 
-@pytest.mark.parametrize("m, n, k", [(512, 512, 512), (256, 640, 1024)])
+@pytest.mark.parametrize("m, n, k", [(512, 512, 512), (256, 640, 1024), (256, 640, 128)])
 def test_block_scales_mean_what_they_mean_to_torch_scaled_mm(m, n, k) -> None:
     """The same tensors as torch._scaled_mm's block scales (scale_a [M, K/128] M-major, scale_b
     [K/128, N/128] blocked as b = w.t() is), the same product; on a square shape too, where scales
-    of w's orientation [N/128, K/128] would have the same shape and be read transposed."""
+    of w's orientation [N/128, K/128] would have the same shape and be read transposed; and with K
+    one block, where scale_a [M, 1] beside scale_b [1, N/128] can only be blocks."""
     from tmagen import ops
 
     g = torch.Generator(device="cuda").manual_seed(m + n)
