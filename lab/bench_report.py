@@ -577,8 +577,7 @@ _FP8_HEADS = {fp8_bench.TMAGEN_TENSOR: "tmagen", fp8_bench.TMAGEN_ROW: "tmagen p
 
 def _has_fast(cases: list[dict[str, Any]]) -> bool:
     """Whether the run had the use_fast_accum candidates (runs before 2026-11-29 did not)."""
-    fast = (fp8_bench.TMAGEN_FAST, fp8_bench.CUBLAS_FAST)
-    return any(c["name"] in fast for case in cases for c in [*case["candidates"], *case["failed"]])
+    return _ran(cases, fp8_bench.TMAGEN_FAST) or _ran(cases, fp8_bench.CUBLAS_FAST)
 
 
 def _ran(cases: list[dict[str, Any]], name: str) -> bool:

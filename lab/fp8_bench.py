@@ -376,7 +376,8 @@ def fp8_case(shape: MatmulShape, base: Method = FP8_METHOD, seed: int = 0, trito
     block_a = [_spread((m, kb), s, gen) for s in scales_a]
     block_b = [_spread((-(-n // SCALE_BLOCK), kb), s, gen) for s in scales_b]  # B's [N/128, K/128]
     block_b_of_bt = [s.t() for s in block_b]  # as both libraries take them: blocked as b.t() [K, N] is
-    block_a_m_major = [s.t().contiguous().t() for s in block_a]  # torch._scaled_mm's required layout
+    # torch._scaled_mm's required layout, a copy made only where the block-scaled candidates run
+    block_a_m_major = [s.t().contiguous().t() for s in block_a] if block_scaled(shape) else []
     refs = _References(a_s[0], b_s[0])
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
 

@@ -129,18 +129,19 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 # ----------------------------------------------------------------------------- on the GPU
 def candidates(mode: str, m: int, n: int, k: int) -> dict[str, Callable[[], Any]]:
-    """The launches of ``mode`` on one set of tensors of M x N x K (A [M, K], B [N, K], both K-major)."""
+    """The launches of ``mode`` on one set of tensors of M x N x K (A [M, K], B [N, K], both K-major),
+    each made as the benchmark makes it (`lab.matmul_bench`, `lab.fp8_bench`)."""
     import torch
 
-    from lab import triton_peers
-    from tmagen import ops
+    from lab import fp8_bench, matmul_bench, triton_peers
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     if mode == "bf16":
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-        runs = {"tmagen": lambda: ops.matmul(a, b.t(), out=c), "cuBLAS": lambda: torch.matmul(a, b.t(), out=c),
+        tmagen = matmul_bench.tmagen_ops()
+        runs = {"tmagen": lambda: tmagen(a, b, c), "cuBLAS": lambda: torch.matmul(a, b.T, out=c),
                 "Triton TMA": lambda: triton_peers.matmul(a, b, c, sms)}
         if m <= 256:
             runs["Triton pointer tiles"] = lambda: triton_peers.matmul_pointer(a, b, c)
@@ -149,17 +150,15 @@ def candidates(mode: str, m: int, n: int, k: int) -> dict[str, Callable[[], Any]
     b8 = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
     one = torch.ones((), device="cuda")
     if mode == "fp8-fast":
-        return {"tmagen fast": lambda: ops.matmul(a8, b8.t(), scale_a=one, scale_b=one, out=c, use_fast_accum=True),
-                "cuBLASLt fast": lambda: torch._scaled_mm(a8, b8.t(), one, one, out_dtype=torch.bfloat16, out=c,
-                                                          use_fast_accum=True),
+        return {"tmagen fast": lambda: fp8_bench.tmagen_ops_fast(a8, b8, one, one, c),
+                "cuBLASLt fast": lambda: fp8_bench.scaled_mm_fast(a8, b8, one, one, c),
                 "Triton": lambda: triton_peers.matmul_fp8(a8, b8, one, one, c, sms)}
     sa = torch.rand(m, -(-k // 128), device="cuda") + 0.5
-    sb = torch.rand(-(-n // 128), -(-k // 128), device="cuda") + 0.5
-    sa_m_major = sa.t().contiguous().t()
-    return {"tmagen per tensor": lambda: ops.matmul(a8, b8.t(), scale_a=one, scale_b=one, out=c),
-            "tmagen blocks": lambda: ops.matmul(a8, b8.t(), scale_a=sa, scale_b=sb.t(), out=c),
-            "cuBLASLt blocks": lambda: torch._scaled_mm(a8, b8.t(), sa_m_major, sb.t(), out_dtype=torch.bfloat16,
-                                                        out=c)}
+    sb = torch.rand(-(-n // 128), -(-k // 128), device="cuda") + 0.5  # B's blocks; both libraries take sb.t()
+    sa_m_major = sa.t().contiguous().t()  # torch._scaled_mm's required layout
+    return {"tmagen per tensor": lambda: fp8_bench.tmagen_ops(a8, b8, one, one, c),
+            "tmagen blocks": lambda: fp8_bench.tmagen_ops(a8, b8, sa, sb.t(), c),
+            "cuBLASLt blocks": lambda: fp8_bench.scaled_mm(a8, b8, sa_m_major, sb.t(), c)}
 
 
 def _warm(runs: dict[str, Callable[[], Any]]) -> None:
