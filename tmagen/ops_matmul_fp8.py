@@ -9,7 +9,8 @@
 and ``scale_b`` [ceil(K/128), ceil(N/128)], one per 128 x 128 block of ``b`` (DeepSeek-V3's
 blocks), blocked as ``b`` is, as ``torch._scaled_mm`` takes them: for ``b = w.t()``, the
 [ceil(N/128), ceil(K/128)] scales of ``w`` as ``.t()`` (the same memory, no copy); with K of one
-block, ``scale_a`` [M, 1] beside ``scale_b`` [1, ceil(N/128)] of more than one block. The tensor
+block, ``scale_a`` [M, 1] beside ``scale_b`` [1, ceil(N/128)] of more than one block (which
+``torch._scaled_mm`` 2.11 takes and multiplies wrongly: docs/misses.md). The tensor
 core's accumulator keeps fewer bits than fp32 (13 fraction bits on an H200:
 docs/fp8-accumulator.md), so the partial sums are promoted into fp32 every 128 of K, as cuBLASLt
 does by default; ``use_fast_accum=True`` (``torch._scaled_mm``'s name) keeps them in the tensor core over

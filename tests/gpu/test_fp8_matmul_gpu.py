@@ -191,7 +191,10 @@ def test_block_scales_mean_what_they_mean_to_torch_scaled_mm(m, n, k) -> None:
     """The same tensors as torch._scaled_mm's block scales (scale_a [M, K/128] M-major, scale_b
     [K/128, N/128] blocked as b = w.t() is), the same product; on a square shape too, where scales
     of w's orientation [N/128, K/128] would have the same shape and be read transposed; and with K
-    one block, where scale_a [M, 1] beside scale_b [1, N/128] can only be blocks."""
+    one block, where scale_a [M, 1] beside scale_b [1, N/128] can only be blocks. There PyTorch
+    2.11 (CUDA 13.0) on the H200 takes the tensors and gives a wrong product once N is more than one
+    block (relative error 0.43 to 0.93 against the float64 reference at 256 x 512 and 256 x 640 x
+    128; right at 128^3): tmagen's is checked all the same, and torch's marked an expected failure."""
     from tmagen import ops
 
     g = torch.Generator(device="cuda").manual_seed(m + n)
@@ -204,7 +207,12 @@ def test_block_scales_mean_what_they_mean_to_torch_scaled_mm(m, n, k) -> None:
         theirs = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sw.t(), out_dtype=torch.bfloat16)
     except RuntimeError as err:
         pytest.skip(f"this PyTorch's torch._scaled_mm takes no block scales: {err}")
-    _check(theirs, a, w, sa, sw, "bfloat16", 128, blocks=True)
+    try:
+        _check(theirs, a, w, sa, sw, "bfloat16", 128, blocks=True)
+    except AssertionError as err:
+        if k > 128:
+            raise
+        pytest.xfail(f"torch._scaled_mm's block scales with K of one block are wrong in this PyTorch: {err}")
 
 
 @pytest.mark.parametrize("m, n, k", [(1, 8, 16), (300, 520, 1008), (129, 4104, 4096), (64, 30, 48)])
