@@ -1,5 +1,5 @@
-"""Why a matmul misses a target: the two measurements docs/misses.md rests on, for tmagen and the
-peers of a benchmark shape.
+"""Why tmagen misses a target: the two measurements docs/misses.md rests on, for tmagen and the
+peers of a benchmark's matmul shape or ops case.
 
 * ``clocks``: each candidate launched back to back for about 0.3 s (a window), windows interleaved
   over five rounds, while ``nvidia-smi`` samples the SM clock, board power and throttle reasons
@@ -16,9 +16,14 @@ Candidates, on the same tensors: ``bf16`` is tmagen.ops.matmul, cuBLAS (torch.ma
 persistent TMA matmul (and its pointer-tile one for M up to 256); ``fp8-fast`` is
 tmagen.ops.matmul with ``use_fast_accum=True``, cuBLASLt's (torch._scaled_mm) and Triton's fp8
 matmul, per-tensor scales; ``fp8-blocks`` is tmagen per tensor beside tmagen and cuBLASLt with
-1 x 128 / 128 x 128 block scales.
+1 x 128 / 128 x 128 block scales; ``ops`` takes ops cases (``OP:DTYPE:SHAPE[:DIMS]``, as
+``transpose:uint8:4099x4101`` or ``permute:bfloat16:8x256x256x16:0,3,1,2``, a contiguous input) and
+launches tmagen.ops (with ``out=``), cudaMemcpyAsync of the same bytes and each Triton kernel the
+ops benchmark times on that layout (`lab.ops_bench`).
 
     python -m lab.miss_probe clocks fp8-fast 1024x4096x65536 8192x8192x8192
+    python -m lab.miss_probe once ops permute:bfloat16:8x256x256x16:0,3,1,2
+    python -m lab.miss_probe host ops   # where a small tmagen.ops call's host time goes
     ncu --profile-from-start off --clock-control none --section SpeedOfLight -o rep \\
         python -m lab.miss_probe once bf16 1x14336x4096
 
@@ -39,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-MODES = ("bf16", "fp8-fast", "fp8-blocks")
+MODES = ("bf16", "fp8-fast", "fp8-blocks", "ops")
 SAMPLE_MS = 20  # nvidia-smi's sampling period
 WINDOW_S = 0.3  # launches back to back per window
 SETTLE_S = 0.08  # a window's first samples are left out: the clock is still moving
@@ -127,13 +132,64 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return m, n, k
 
 
+def parse_ops_case(text: str) -> Any:
+    """``OP:DTYPE:SHAPE[:DIMS]`` as a `lab.ops_bench.OpsCase` of a contiguous input (class "probe")."""
+    from lab.ops_bench import ELEMENT_BYTES, OpsCase
+
+    parts = text.split(":")
+    fix = "expected OP:DTYPE:SHAPE[:DIMS], as transpose:uint8:4099x4101 or permute:bfloat16:8x256x256x16:0,3,1,2"
+    if len(parts) not in (3, 4) or parts[0] not in ("copy", "transpose", "permute"):
+        raise ValueError(f"ops case {text!r}: {fix}")
+    op, dtype, shape_text = parts[:3]
+    if dtype not in ELEMENT_BYTES:
+        raise ValueError(f"ops case {text!r}: dtype {dtype!r} is none of {', '.join(ELEMENT_BYTES)}")
+    extents = shape_text.lower().split("x")
+    if not all(e.isdigit() and int(e) > 0 for e in extents) or len(extents) < (1 if op == "copy" else 2):
+        raise ValueError(f"ops case {text!r}: shape {shape_text!r} is not positive extents joined by x; {fix}")
+    shape = tuple(int(e) for e in extents)
+    dims: tuple[int, ...] = ()
+    if op == "permute":
+        if len(parts) != 4 or sorted(int(d) for d in parts[3].split(",") if d.isdigit()) != list(range(len(shape))):
+            raise ValueError(f"ops case {text!r}: a permute needs DIMS, a permutation of 0..{len(shape) - 1}; {fix}")
+        dims = tuple(int(d) for d in parts[3].split(","))
+    elif len(parts) == 4:
+        raise ValueError(f"ops case {text!r}: only a permute takes DIMS")
+    return OpsCase("probe", op, shape, dtype, dims)
+
+
+def _parse(mode: str, text: str) -> Any:
+    return parse_ops_case(text) if mode == "ops" else parse_shape(text)
+
+
 # ----------------------------------------------------------------------------- on the GPU
+def ops_candidates(case: Any) -> dict[str, Callable[[], Any]]:
+    """The launches of an ops case on one set of tensors: tmagen.ops, the memcpy of its bytes and the
+    Triton kernels `lab.ops_bench` times on its layout, each as that benchmark makes it."""
+    from lab import ops_bench, peers
+
+    t = ops_bench.case_tensors(case)
+    import tmagen.ops as ops
+
+    memcpy = ops_bench._memcpy(t.xs, t.outs, t.nbytes)
+    runs: dict[str, Callable[[], Any]] = {
+        f"tmagen.ops.{case.op}": lambda: getattr(ops, case.op)(*ops_bench.op_args(case, t.ins[0]), out=t.outs[0]),
+        "cudaMemcpyAsync": lambda: memcpy.launch(0)}
+    tp = peers._triton(True)
+    if tp is not None:
+        for layout in ops_bench.triton_layouts(case):
+            runs[ops_bench.TRITON_NAMES[layout.kernel]] = ops_bench._triton_launch(tp, layout, t.xs[0], t.outs[0])
+    return runs
+
+
 def candidates(mode: str, m: int, n: int, k: int) -> dict[str, Callable[[], Any]]:
     """The launches of ``mode`` on one set of tensors of M x N x K (A [M, K], B [N, K], both K-major),
     each made as the benchmark makes it (`lab.matmul_bench`, `lab.fp8_bench`)."""
     import torch
 
     from lab import fp8_bench, matmul_bench, triton_peers
+
+    if mode == "ops":
+        raise ValueError("ops cases go through ops_candidates")
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
@@ -161,6 +217,10 @@ def candidates(mode: str, m: int, n: int, k: int) -> dict[str, Callable[[], Any]
             "cuBLASLt blocks": lambda: fp8_bench.scaled_mm(a8, b8, sa_m_major, sb.t(), c)}
 
 
+def _runs(mode: str, text: str) -> dict[str, Callable[[], Any]]:
+    return ops_candidates(parse_ops_case(text)) if mode == "ops" else candidates(mode, *parse_shape(text))
+
+
 def _warm(runs: dict[str, Callable[[], Any]]) -> None:
     import torch
 
@@ -175,7 +235,7 @@ def once(mode: str, shapes: Sequence[str]) -> None:
     import torch
 
     for text in shapes:
-        runs = candidates(mode, *parse_shape(text))
+        runs = _runs(mode, text)
         _warm(runs)
         print(f"{text}: launches in order {list(runs)}", flush=True)
         torch.cuda.profiler.start()
@@ -196,7 +256,7 @@ def clocks(mode: str, shapes: Sequence[str]) -> dict[tuple[str, str], Steady]:
         try:
             time.sleep(1.0)
             for text in shapes:
-                runs = candidates(mode, *parse_shape(text))
+                runs = _runs(mode, text)
                 _warm(runs)
                 first = next(iter(runs.values()))
                 began = time.time()
@@ -228,15 +288,73 @@ def clocks(mode: str, shapes: Sequence[str]) -> dict[tuple[str, str], Steady]:
     return found
 
 
+HOST_CALLS = (("tmagen.ops.copy(x)", "copy"), ("tmagen.ops.copy(x, out=o)", "copy_out"), ("torch x.clone()", "clone"),
+              ("torch.empty_like(x)", "empty_like"), ("tmagen.ops.transpose(x)", "transpose"),
+              ("torch x.transpose(-2,-1).contiguous()", "torch_transpose"))
+
+
+def host(rounds: int = 5, calls: int = 4000, profiled: int = 20000) -> dict[str, float]:
+    """Where the host time of a small ``tmagen.ops`` call goes: on a 64 x 64 float32 tensor, each
+    call of :data:`HOST_CALLS` timed ``rounds`` times over ``calls`` calls (its best, in us), then
+    ``tmagen.ops.copy(x)`` ``profiled`` times under cProfile (the functions by their own time)."""
+    import cProfile
+    import io
+    import pstats
+
+    import torch
+
+    import tmagen.ops as ops
+
+    x = torch.randn(64, 64, device="cuda")
+    o = torch.empty_like(x)
+    runs: dict[str, Callable[[], Any]] = {
+        "copy": lambda: ops.copy(x), "copy_out": lambda: ops.copy(x, out=o), "clone": lambda: x.clone(),
+        "empty_like": lambda: torch.empty_like(x), "transpose": lambda: ops.transpose(x),
+        "torch_transpose": lambda: x.transpose(-2, -1).contiguous()}
+    best: dict[str, float] = {}
+    for name, key in HOST_CALLS:
+        for _ in range(200):
+            runs[key]()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(rounds):
+            began = time.perf_counter()
+            for _ in range(calls):
+                runs[key]()
+            times.append((time.perf_counter() - began) / calls * 1e6)
+            torch.cuda.synchronize()
+        best[name] = min(times)
+        print(f"{name:40s} best {min(times):6.2f} us  median {statistics.median(times):6.2f} us", flush=True)
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(profiled):
+        runs["copy"]()
+    profile.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(15)
+    print(text.getvalue(), flush=True)
+    return best
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.miss_probe", description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("what", choices=("clocks", "once"))
+    parser.add_argument("what", choices=("clocks", "once", "host"))
     parser.add_argument("mode", choices=MODES)
-    parser.add_argument("shapes", nargs="+", help="MxNxK")
+    parser.add_argument("shapes", nargs="*", help="MxNxK, or an ops case OP:DTYPE:SHAPE[:DIMS]")
     args = parser.parse_args(argv)
+    if args.what == "host":
+        if args.mode != "ops" or args.shapes:
+            print("error: host takes the mode ops and no shapes (python -m lab.miss_probe host ops)", file=sys.stderr)
+            return 2
+        host()
+        return 0
+    if not args.shapes:
+        print(f"error: {args.what} needs at least one shape or case", file=sys.stderr)
+        return 2
     try:
         for text in args.shapes:
-            parse_shape(text)
+            _parse(args.mode, text)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

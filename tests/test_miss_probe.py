@@ -56,3 +56,33 @@ def test_shapes_are_checked_before_anything_runs(capsys) -> None:
             miss_probe.parse_shape(bad)
     assert miss_probe.main(["clocks", "bf16", "64x14336"]) == 2
     assert "MxNxK" in capsys.readouterr().err
+
+
+def test_an_ops_case_is_read_as_the_ops_benchmark_names_it() -> None:
+    got = miss_probe.parse_ops_case("permute:bfloat16:8x256x256x16:0,3,1,2")
+    assert (got.op, got.dtype, got.shape, got.dims, got.view) == ("permute", "bfloat16", (8, 256, 256, 16),
+                                                                   (0, 3, 1, 2), "")
+    assert got.bytes_moved == 2 * 8 * 256 * 256 * 16 * 2
+    assert miss_probe.parse_ops_case("transpose:uint8:4099x4101").source[0] == (4101, 4099)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("transpose:uint8", "expected OP:DTYPE:SHAPE"),
+    ("gather:uint8:4x4", "expected OP:DTYPE:SHAPE"),
+    ("transpose:int7:4x4", "dtype 'int7'"),
+    ("transpose:uint8:4099", "shape '4099'"),
+    ("copy:float32:0x4", "shape '0x4'"),
+    ("permute:bfloat16:2x3x4", "a permute needs DIMS"),
+    ("permute:bfloat16:2x3x4:0,1,1", "a permutation of 0..2"),
+    ("transpose:uint8:4x4:1,0", "only a permute takes DIMS"),
+])
+def test_a_bad_ops_case_is_refused_with_the_form_it_needs(text: str, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        miss_probe.parse_ops_case(text)
+    assert miss_probe.main(["once", "ops", text]) == 2
+
+
+def test_host_takes_the_ops_mode_alone_and_the_others_need_a_shape() -> None:
+    assert miss_probe.main(["host", "bf16"]) == 2
+    assert miss_probe.main(["host", "ops", "copy:float32:64x64"]) == 2
+    assert miss_probe.main(["once", "bf16"]) == 2
