@@ -434,7 +434,7 @@ def _matmul_row(case: dict[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------- fp8 (issue 21)
-MISSES_PAGE = "docs/misses.md"  # each missed target's counters and what was tried, written by hand
+MISSES_PAGE = "docs/misses.md"  # each missed target's counters and what was tried, written by hand (matmuls and ops)
 
 
 def _why_missed(lines: list[str]) -> list[str]:
@@ -752,6 +752,7 @@ def _ops_lines(cases: list[dict[str, Any]], about: dict[str, Any] | None) -> lis
         lines.append(f"- Copies at or above Triton's copy: "
                      f"{_ops_verdicts(copies, _triton_copy, ops_bench.COPY_OF_TRITON)}")
     lines += [_host_line(h) for h in host]
+    lines += _why_missed(lines)
     untimed = [f"{c['shape_kind']} `{_ops_call(c)}` {c['dtype']} {_shape(c)}" for c in cases if _mine(c) is None]
     if untimed:
         lines.append(f"- Without a tmagen figure (see the notes): {'; '.join(untimed)}")

@@ -289,6 +289,13 @@ def test_ops_page_judges_every_target() -> None:
     assert failed.count("|") - failed.count("\\|") == 12  # the row keeps its 11 cells
 
 
+def test_the_ops_section_with_a_miss_points_to_the_page_that_explains_it() -> None:
+    text = bench_report.markdown_report(_ops_fixture())
+    ops = text.split("## tmagen.ops on every shape and view")[1].split("\n## ")[0]
+    verdicts = ops.split("Every case: GB/s")[0]  # the link sits with the verdicts, before the tables
+    assert f"[{bench_report.MISSES_PAGE}]({bench_report.MISSES_PAGE})" in verdicts
+
+
 def test_ops_page_tallies_and_host_time() -> None:
     text = bench_report.markdown_report(_ops_fixture())
     assert ("- Cases at or above the best peer: 1 met, 1 within noise (large `transpose(x)` float32 16384x16384), "
