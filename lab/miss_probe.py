@@ -24,6 +24,7 @@ ops benchmark times on that layout (`lab.ops_bench`).
     python -m lab.miss_probe clocks fp8-fast 1024x4096x65536 8192x8192x8192
     python -m lab.miss_probe once ops permute:bfloat16:8x256x256x16:0,3,1,2
     python -m lab.miss_probe host ops   # where a small tmagen.ops call's host time goes
+    python -m lab.miss_probe writeback ops transpose:uint8:500000x48   # back to back, and after an eviction
     ncu --profile-from-start off --clock-control none --section SpeedOfLight -o rep \\
         python -m lab.miss_probe once bf16 1x14336x4096
 
@@ -162,23 +163,108 @@ def _parse(mode: str, text: str) -> Any:
 
 
 # ----------------------------------------------------------------------------- on the GPU
-def ops_candidates(case: Any) -> dict[str, Callable[[], Any]]:
-    """The launches of an ops case on one set of tensors: tmagen.ops, the memcpy of its bytes and the
-    Triton kernels `lab.ops_bench` times on its layout, each as that benchmark makes it."""
+def ops_set_launches(case: Any) -> tuple[int, dict[str, Callable[[int], Any]]]:
+    """The launches of an ops case, each on buffer set ``i`` of as many as the ops benchmark rotates
+    (so that no launch finds its input in L2): tmagen.ops, the memcpy of its bytes and the Triton
+    kernels `lab.ops_bench` times on its layout, each as that benchmark makes it."""
     from lab import ops_bench, peers
 
     t = ops_bench.case_tensors(case)
     import tmagen.ops as ops
 
     memcpy = ops_bench._memcpy(t.xs, t.outs, t.nbytes)
-    runs: dict[str, Callable[[], Any]] = {
-        f"tmagen.ops.{case.op}": lambda: getattr(ops, case.op)(*ops_bench.op_args(case, t.ins[0]), out=t.outs[0]),
-        "cudaMemcpyAsync": lambda: memcpy.launch(0)}
+    runs: dict[str, Callable[[int], Any]] = {
+        f"tmagen.ops.{case.op}": lambda i: getattr(ops, case.op)(*ops_bench.op_args(case, t.ins[i]), out=t.outs[i]),
+        "cudaMemcpyAsync": memcpy.launch}
     tp = peers._triton(True)
     if tp is not None:
         for layout in ops_bench.triton_layouts(case):
-            runs[ops_bench.TRITON_NAMES[layout.kernel]] = ops_bench._triton_launch(tp, layout, t.xs[0], t.outs[0])
-    return runs
+            each = [ops_bench._triton_launch(tp, layout, x, o) for x, o in zip(t.xs, t.outs)]
+            runs[ops_bench.TRITON_NAMES[layout.kernel]] = _on_set(each)
+    return t.sets, runs
+
+
+def _on_set(each: Sequence[Callable[[], Any]]) -> Callable[[int], Any]:
+    return lambda i: each[i]()
+
+
+def _on_first(run: Callable[[int], Any]) -> Callable[[], Any]:
+    return lambda: run(0)
+
+
+def ops_candidates(case: Any) -> dict[str, Callable[[], Any]]:
+    """The launches of an ops case on its first set of tensors (:func:`ops_set_launches`)."""
+    _, runs = ops_set_launches(case)
+    return {name: _on_first(run) for name, run in runs.items()}
+
+
+def writeback(texts: Sequence[str], launches: int = 200, rounds: int = 5) -> dict[tuple[str, str], tuple[float, float]]:
+    """Each candidate of each ops case timed two ways, interleaved over ``rounds``: back to back over
+    the rotated buffer sets, as the benchmark times it (each launch meets the write-back its
+    predecessor left in L2), and each launch just after a read of twice the L2 (which writes every
+    dirty line back first), as ncu's flushed launch runs. Each series is queued behind a sleeping
+    kernel longer than the host takes to queue it (as `tmagen.bench` queues), so that the figures are
+    the GPU's and not the launch overhead's; a series the host queued too slowly is marked late.
+    Median us per launch, both ways."""
+    import torch
+
+    from lab import peers
+    from tmagen.bench import SM_CLOCK_BOUND_HZ
+
+    evict = torch.ones(2 * peers.l2_bytes() // 4, device="cuda")
+
+    def back_to_back(run: Callable[[int], Any], sets: int) -> Callable[[], Callable[[], float]]:
+        def queue() -> Callable[[], float]:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            for j in range(launches):
+                run(j % sets)
+            e1.record()
+            return lambda: e0.elapsed_time(e1) * 1e3 / launches
+        return queue
+
+    def after_eviction(run: Callable[[int], Any], sets: int) -> Callable[[], Callable[[], float]]:
+        def queue() -> Callable[[], float]:
+            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                     for _ in range(launches // 4)]
+            for j, (a, b) in enumerate(pairs):
+                evict.max()
+                a.record()
+                run(j % sets)
+                b.record()
+            return lambda: statistics.median(a.elapsed_time(b) * 1e3 for a, b in pairs)
+        return queue
+
+    def timed(queue: Callable[[], Callable[[], float]], sleep_s: float) -> tuple[float, float, bool]:
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        torch.cuda._sleep(int(sleep_s * SM_CLOCK_BOUND_HZ))
+        read = queue()
+        queued_s = time.perf_counter() - began
+        torch.cuda.synchronize()
+        return read(), queued_s, queued_s > sleep_s
+
+    found: dict[tuple[str, str], tuple[list[float], list[float], list[bool]]] = {}
+    for text in texts:
+        sets, runs = ops_set_launches(parse_ops_case(text))
+        series = {name: (back_to_back(run, sets), after_eviction(run, sets)) for name, run in runs.items()}
+        sleeps = {name: [timed(q, 0.0)[1] * 2 + 1e-3 for q in both] for name, both in series.items()}  # a dry pass
+        for _ in range(rounds):
+            for name, both in series.items():
+                ours, flushed, lates = found.setdefault((text, name), ([], [], []))
+                for k, (queue, into) in enumerate(zip(both, (ours, flushed))):
+                    us, queued_s, late = timed(queue, min(sleeps[name][k], 0.5))
+                    into.append(us)
+                    lates.append(late)
+                    if late:
+                        sleeps[name][k] = 2 * queued_s
+    print(f"{'case':>40} {'candidate':>45} {'back to back us':>16} {'after eviction us':>18}")
+    result = {}
+    for (text, name), (ours, flushed, lates) in found.items():
+        result[(text, name)] = (statistics.median(ours), statistics.median(flushed))
+        print(f"{text:>40} {name:>45} {result[(text, name)][0]:16.2f} {result[(text, name)][1]:18.2f}"
+              f"{'  (late ' + str(sum(lates)) + ')' if any(lates) else ''}", flush=True)
+    return result
 
 
 def candidates(mode: str, m: int, n: int, k: int) -> dict[str, Callable[[], Any]]:
@@ -339,7 +425,7 @@ def host(rounds: int = 5, calls: int = 4000, profiled: int = 20000) -> dict[str,
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.miss_probe", description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("what", choices=("clocks", "once", "host"))
+    parser.add_argument("what", choices=("clocks", "once", "host", "writeback"))
     parser.add_argument("mode", choices=MODES)
     parser.add_argument("shapes", nargs="*", help="MxNxK, or an ops case OP:DTYPE:SHAPE[:DIMS]")
     args = parser.parse_args(argv)
@@ -352,13 +438,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.shapes:
         print(f"error: {args.what} needs at least one shape or case", file=sys.stderr)
         return 2
+    if args.what == "writeback" and args.mode != "ops":
+        print("error: writeback takes ops cases (python -m lab.miss_probe writeback ops CASE...)", file=sys.stderr)
+        return 2
     try:
         for text in args.shapes:
             _parse(args.mode, text)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    (clocks if args.what == "clocks" else once)(args.mode, args.shapes)
+    if args.what == "writeback":
+        writeback(args.shapes)
+    else:
+        (clocks if args.what == "clocks" else once)(args.mode, args.shapes)
     return 0
 
 

@@ -86,3 +86,4 @@ def test_host_takes_the_ops_mode_alone_and_the_others_need_a_shape() -> None:
     assert miss_probe.main(["host", "bf16"]) == 2
     assert miss_probe.main(["host", "ops", "copy:float32:64x64"]) == 2
     assert miss_probe.main(["once", "bf16"]) == 2
+    assert miss_probe.main(["writeback", "bf16", "1x2x3"]) == 2
