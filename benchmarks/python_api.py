@@ -3,7 +3,8 @@
 - first call: NVRTC compile + load + launch, in a new process with an empty kernel cache;
 - cached call: the first call of a new process whose disk cache has the cubin;
 - host overhead of one call on a tiny tensor, tmagen.ops beside PyTorch's own
-  ``.transpose(-2, -1).contiguous()`` and ``.clone()`` (the goal: no larger);
+  ``.transpose(-2, -1).contiguous()`` and ``.clone()`` (the goal: no larger), and of a 64 x 64 x 64
+  bfloat16 ``tmagen.ops.matmul`` beside ``torch.matmul`` (issue 18's goal: within 3 us);
 - bandwidth on 1 GiB tensors, tmagen.ops beside the C API path (`tmagen.bench.kernel_timing`: the
   same tuned spec compiled by nvcc, launched through cuda-bindings) and beside the NVRTC cubin
   launched the same way.
@@ -99,6 +100,15 @@ def host_overhead() -> dict[str, float]:
             lambda x=x: torch.ops.tmagen.transpose(x), sync)
         out[f"torch .clone() {name} {shape}"] = per_call_us(lambda x=x: x.clone(), sync)
         out[f"tmagen.ops.copy {name} {shape}"] = per_call_us(lambda x=x: tmagen.ops.copy(x), sync)
+    # issue 18's target: tmagen.ops.matmul's host time within 3 us of torch.matmul's, on a product small
+    # enough that the host decides (b given as w.t(), a linear layer's weight, and as a contiguous [K, N])
+    a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    for layout, b in (("b = w.t()", w.t()), ("b contiguous", w.t().contiguous())):
+        out[f"torch.matmul bfloat16 64x64x64, {layout}"] = per_call_us(lambda b=b: torch.matmul(a, b), sync)
+        out[f"tmagen.ops.matmul bfloat16 64x64x64, {layout}"] = per_call_us(lambda b=b: tmagen.ops.matmul(a, b), sync)
+        out[f"torch.ops.tmagen.matmul bfloat16 64x64x64, {layout}"] = per_call_us(
+            lambda b=b: torch.ops.tmagen.matmul(a, b), sync)
     return out
 
 
