@@ -1,5 +1,5 @@
-"""Why tmagen misses a target: the two measurements docs/misses.md rests on, for tmagen and the
-peers of a benchmark's matmul shape or ops case.
+"""Why tmagen misses a target: the measurements docs/misses.md rests on, for tmagen and the peers
+of a benchmark's matmul shape or ops case.
 
 * ``clocks``: each candidate launched back to back for about 0.3 s (a window), windows interleaved
   over five rounds, while ``nvidia-smi`` samples the SM clock, board power and throttle reasons
@@ -11,6 +11,11 @@ peers of a benchmark's matmul shape or ops case.
 * ``once``: one launch of each candidate between ``cudaProfilerStart`` and ``Stop``, after three
   warm-up launches (autotuning and compiles included), for
   ``ncu --profile-from-start off --clock-control none``.
+* ``writeback`` (ops cases): each candidate timed as the benchmark times it (queued behind a
+  sleeping kernel, buffer sets rotated), back to back and with each launch after an eviction of
+  the L2, which tells a kernel's cold start from the write-back its predecessor left.
+* ``host`` (``ops`` alone): where the host time of a small ``tmagen.ops`` call goes, in parts and
+  under cProfile.
 
 Candidates, on the same tensors: ``bf16`` is tmagen.ops.matmul, cuBLAS (torch.matmul) and Triton's
 persistent TMA matmul (and its pointer-tile one for M up to 256); ``fp8-fast`` is
@@ -150,9 +155,10 @@ def parse_ops_case(text: str) -> Any:
     shape = tuple(int(e) for e in extents)
     dims: tuple[int, ...] = ()
     if op == "permute":
-        if len(parts) != 4 or sorted(int(d) for d in parts[3].split(",") if d.isdigit()) != list(range(len(shape))):
+        given = parts[3].split(",") if len(parts) == 4 else []
+        if not all(d.isdigit() for d in given) or sorted(int(d) for d in given) != list(range(len(shape))):
             raise ValueError(f"ops case {text!r}: a permute needs DIMS, a permutation of 0..{len(shape) - 1}; {fix}")
-        dims = tuple(int(d) for d in parts[3].split(","))
+        dims = tuple(int(d) for d in given)
     elif len(parts) == 4:
         raise ValueError(f"ops case {text!r}: only a permute takes DIMS")
     return OpsCase("probe", op, shape, dtype, dims)

@@ -74,6 +74,7 @@ def test_an_ops_case_is_read_as_the_ops_benchmark_names_it() -> None:
     ("copy:float32:0x4", "shape '0x4'"),
     ("permute:bfloat16:2x3x4", "a permute needs DIMS"),
     ("permute:bfloat16:2x3x4:0,1,1", "a permutation of 0..2"),
+    ("permute:bfloat16:2x3x4:1,a,0", "a permutation of 0..2"),
     ("transpose:uint8:4x4:1,0", "only a permute takes DIMS"),
 ])
 def test_a_bad_ops_case_is_refused_with_the_form_it_needs(text: str, says: str) -> None:

@@ -193,8 +193,8 @@ def test_block_scales_mean_what_they_mean_to_torch_scaled_mm(m, n, k) -> None:
     of w's orientation [N/128, K/128] would have the same shape and be read transposed; and with K
     one block, where scale_a [M, 1] beside scale_b [1, N/128] can only be blocks. There PyTorch
     2.11 (CUDA 13.0) on the H200 takes the tensors and gives a wrong product once N is more than one
-    block (relative error 0.43 to 0.93 against the float64 reference at 256 x 512 and 256 x 640 x
-    128; right at 128^3): tmagen's is checked all the same, and torch's marked an expected failure."""
+    block (relative error 0.43 to 0.93 against the float64 reference at 256 x 512 x 128 and 256 x
+    640 x 128; right at 128^3): tmagen's is checked all the same, and torch's marked an expected failure."""
     from tmagen import ops
 
     g = torch.Generator(device="cuda").manual_seed(m + n)
