@@ -380,15 +380,11 @@ def clocks(mode: str, shapes: Sequence[str]) -> dict[tuple[str, str], Steady]:
     return found
 
 
-HOST_CALLS = (("tmagen.ops.copy(x)", "copy"), ("tmagen.ops.copy(x, out=o)", "copy_out"), ("torch x.clone()", "clone"),
-              ("torch.empty_like(x)", "empty_like"), ("tmagen.ops.transpose(x)", "transpose"),
-              ("torch x.transpose(-2,-1).contiguous()", "torch_transpose"))
-
-
 def host(rounds: int = 5, calls: int = 4000, profiled: int = 20000) -> dict[str, float]:
-    """Where the host time of a small ``tmagen.ops`` call goes: on a 64 x 64 float32 tensor, each
-    call of :data:`HOST_CALLS` timed ``rounds`` times over ``calls`` calls (its best, in us), then
-    ``tmagen.ops.copy(x)`` ``profiled`` times under cProfile (the functions by their own time)."""
+    """Where the host time of a small ``tmagen.ops`` call goes: on a 64 x 64 float32 tensor, the
+    calls below timed by `lab.ops_bench.host_us` (``rounds`` figures of ``calls`` calls each; the best
+    returned, in us), then ``tmagen.ops.copy(x)`` ``profiled`` times under cProfile (the functions
+    by their own time)."""
     import cProfile
     import io
     import pstats
@@ -396,31 +392,23 @@ def host(rounds: int = 5, calls: int = 4000, profiled: int = 20000) -> dict[str,
     import torch
 
     import tmagen.ops as ops
+    from lab import ops_bench
 
     x = torch.randn(64, 64, device="cuda")
     o = torch.empty_like(x)
     runs: dict[str, Callable[[], Any]] = {
-        "copy": lambda: ops.copy(x), "copy_out": lambda: ops.copy(x, out=o), "clone": lambda: x.clone(),
-        "empty_like": lambda: torch.empty_like(x), "transpose": lambda: ops.transpose(x),
-        "torch_transpose": lambda: x.transpose(-2, -1).contiguous()}
+        "tmagen.ops.copy(x)": lambda: ops.copy(x), "tmagen.ops.copy(x, out=o)": lambda: ops.copy(x, out=o),
+        "torch x.clone()": lambda: x.clone(), "torch.empty_like(x)": lambda: torch.empty_like(x),
+        "tmagen.ops.transpose(x)": lambda: ops.transpose(x),
+        "torch x.transpose(-2,-1).contiguous()": lambda: x.transpose(-2, -1).contiguous()}
     best: dict[str, float] = {}
-    for name, key in HOST_CALLS:
-        for _ in range(200):
-            runs[key]()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(rounds):
-            began = time.perf_counter()
-            for _ in range(calls):
-                runs[key]()
-            times.append((time.perf_counter() - began) / calls * 1e6)
-            torch.cuda.synchronize()
+    for name, times in ops_bench.host_us(runs, rounds, calls, warmup=200).items():
         best[name] = min(times)
         print(f"{name:40s} best {min(times):6.2f} us  median {statistics.median(times):6.2f} us", flush=True)
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(profiled):
-        runs["copy"]()
+        ops.copy(x)
     profile.disable()
     torch.cuda.synchronize()
     text = io.StringIO()

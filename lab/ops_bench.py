@@ -600,18 +600,11 @@ HOST_PAIRS = (("tmagen.ops.transpose(x)", "torch x.transpose(-2,-1).contiguous()
               ("tmagen.ops.copy(x)", "torch x.clone()"))
 
 
-def host_time(rounds: int = 7, calls: int = 2000, warmup: int = 200) -> dict[str, Any]:
-    """Microseconds of host time per call on a 64 x 64 float32 tensor, as a user calls them (a new
-    output each call): tmagen.ops.transpose against PyTorch's .transpose(-2,-1).contiguous(), and
-    tmagen.ops.copy against clone(). Each round times ``calls`` calls of each, in an order rotated
-    by one each round; the GPU's work is far shorter than the host's, so the loop times the host."""
-    import tmagen.ops as ops
-
+def host_us(fns: dict[str, Callable[[], Any]], rounds: int, calls: int, warmup: int) -> dict[str, list[float]]:
+    """Microseconds of host time per call of each function, one figure a round: each round times
+    ``calls`` calls of each, in an order rotated by one each round, the GPU drained between them (its
+    work far shorter than the host's, so the loop times the host)."""
     torch = _torch()
-    x = torch.randn(*HOST_SHAPE, device="cuda")
-    fns: dict[str, Callable[[], Any]] = {
-        HOST_PAIRS[0][0]: lambda: ops.transpose(x), HOST_PAIRS[0][1]: lambda: x.transpose(-2, -1).contiguous(),
-        HOST_PAIRS[1][0]: lambda: ops.copy(x), HOST_PAIRS[1][1]: lambda: x.clone()}
     names = list(fns)
     for name in names:
         for _ in range(warmup):
@@ -627,6 +620,21 @@ def host_time(rounds: int = 7, calls: int = 2000, warmup: int = 200) -> dict[str
                 fn()
             us[name].append((time.perf_counter() - began) / calls * 1e6)
             torch.cuda.synchronize()
+    return us
+
+
+def host_time(rounds: int = 7, calls: int = 2000, warmup: int = 200) -> dict[str, Any]:
+    """Microseconds of host time per call on a 64 x 64 float32 tensor, as a user calls them (a new
+    output each call): tmagen.ops.transpose against PyTorch's .transpose(-2,-1).contiguous(), and
+    tmagen.ops.copy against clone(), timed by :func:`host_us`."""
+    import tmagen.ops as ops
+
+    torch = _torch()
+    x = torch.randn(*HOST_SHAPE, device="cuda")
+    fns: dict[str, Callable[[], Any]] = {
+        HOST_PAIRS[0][0]: lambda: ops.transpose(x), HOST_PAIRS[0][1]: lambda: x.transpose(-2, -1).contiguous(),
+        HOST_PAIRS[1][0]: lambda: ops.copy(x), HOST_PAIRS[1][1]: lambda: x.clone()}
+    us = host_us(fns, rounds, calls, warmup)
     return {"shape": list(HOST_SHAPE), "dtype": "float32", "candidates": [], "failed": [], "calls": calls,
             "host_us": us, "pairs": [list(p) for p in HOST_PAIRS],
             "median_us": {n: statistics.median(v) for n, v in us.items()}}
