@@ -193,6 +193,37 @@ def test_torch_autograd(gen: Any) -> None:
     assert torch.equal(x.grad, w.transpose(-2, -1).contiguous())
 
 
+def test_torch_ops_repeat_a_seen_layouts_launches(gen: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.ops.tmagen.* (what compiled graphs and autograd call) repeat the launches of a layout
+    they have seen, as tmagen.ops's own calls do: once warmed up, a loop of calls runs no eager path
+    (no route, no tensor map) and is right on the input's new data."""
+    import tmagen.ops as ops_module
+
+    x = random((3, 256, 384), torch.float32, gen)
+    # what the check needs is allocated first: a block of the outputs' size allocated between the
+    # calls would move their outputs to other addresses, which the first calls have not seen
+    fresh = random(tuple(x.shape), torch.float32, torch.Generator(device="cuda").manual_seed(7))
+    expected = {"transpose": fresh.transpose(-2, -1).contiguous(), "copy": fresh.clone(),
+                "permute": fresh.permute(1, 0, 2).contiguous()}
+    calls = {"transpose": lambda: torch.ops.tmagen.transpose(x), "copy": lambda: torch.ops.tmagen.copy(x),
+             "permute": lambda: torch.ops.tmagen.permute(x, [1, 0, 2])}
+    for call in calls.values():  # both output blocks the caching allocator alternates between, seen
+        for _ in range(4):
+            y = call()
+        del y
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a repeated call through torch.ops.tmagen ran the eager path")
+
+    monkeypatch.setattr(ops_module, "_source", refuse)  # the eager paths' first step: an ArrayView of x
+    x.copy_(fresh)
+    for name, call in calls.items():
+        for _ in range(4):
+            y = call()
+            assert torch.equal(bits(y), bits(expected[name])), name
+        del y
+
+
 def test_torch_through_load(gen: Any) -> None:
     k = tmagen.load({"name": "py_t_f32", "tensors": [{"name": "m", "dtype": "float32", "shape": [64, 64],
                                                       "box": [32, 32], "swizzle": {"mode": "128B"}}],
