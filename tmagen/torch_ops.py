@@ -1,7 +1,7 @@
 """``torch.ops.tmagen.transpose``, ``.copy`` and ``.permute``: tmagen's ops as PyTorch custom
 operators, so that ``torch.compile`` traces them (a fake implementation gives the output's shape
 without running anything) and autograd differentiates them. `tmagen.ops` imports this module where
-PyTorch is installed and hands it the eager functions the operators run (`register`), so that this
+PyTorch is installed and hands it the functions the operators run (`register`), so that this
 module imports nothing of tmagen.ops and the two do not form an import circle; tmagen itself never
 needs PyTorch. ``torch.ops.tmagen.matmul`` is defined beside ``tmagen.ops.matmul``, in
 `tmagen.ops_matmul`, and registered from here.
@@ -24,7 +24,8 @@ _EAGER: dict[str, Callable[..., torch.Tensor]] = {}
 def register(*, transpose_eager: Eager, copy_eager: Eager, permute_eager: Callable[..., torch.Tensor] | None = None
              ) -> None:
     """The functions ``torch.ops.tmagen.transpose``, ``.copy`` and ``.permute`` run (tmagen.ops's
-    eager paths): the operators themselves are registered once, when this module is imported."""
+    per-call paths, which replay a seen layout's launches and run the eager path otherwise): the
+    operators themselves are registered once, when this module is imported."""
     _EAGER.update(transpose=transpose_eager, copy=copy_eager)
     if permute_eager is not None:
         _EAGER["permute"] = permute_eager
