@@ -156,12 +156,17 @@ MAX_RETRIES = 3
 MIN_SLEEP_S, MAX_SLEEP_S = 50e-6, 0.05
 
 
+def sleep_for(queue_s: float) -> float:
+    """The sleep :func:`interleave` queues ahead of a round whose launches take ``queue_s`` to queue:
+    twice that, within MIN_SLEEP_S and MAX_SLEEP_S."""
+    return min(max(2 * queue_s, MIN_SLEEP_S), MAX_SLEEP_S)
+
+
 def round_seconds(gpu_s: float, queue_s: float) -> float:
     """About how long :func:`interleave` takes over one round whose launches run ``gpu_s`` on the GPU
-    and take ``queue_s`` to queue from Python (for budgets): the sleep that leads it lasts twice the
-    queueing, then the launches run; a round queued past the longest sleep is tried 1 + MAX_RETRIES
-    times."""
-    sleep_s = min(max(2 * queue_s, MIN_SLEEP_S), MAX_SLEEP_S)
+    and take ``queue_s`` to queue from Python (for budgets): the sleep that leads it (`sleep_for`),
+    then the launches; a round queued past the longest sleep is tried 1 + MAX_RETRIES times."""
+    sleep_s = sleep_for(queue_s)
     attempts = 1 + MAX_RETRIES if queue_s > MAX_SLEEP_S else 1
     return attempts * (max(sleep_s, queue_s) + gpu_s)
 
@@ -186,7 +191,7 @@ def interleave(launches: Sequence[Callable[[int], object]], method: Method, sets
     began = time.perf_counter()
     for i in range(n):
         queue(i)
-    sleep_s = min(max(2 * (time.perf_counter() - began), MIN_SLEEP_S), MAX_SLEEP_S)
+    sleep_s = sleep_for(time.perf_counter() - began)
     torch.cuda.synchronize()
 
     ms: list[list[list[float]]] = [[[] for _ in range(method.repetitions)] for _ in range(n)]
@@ -208,7 +213,7 @@ def interleave(launches: Sequence[Callable[[int], object]], method: Method, sets
                 if attempts < MAX_RETRIES:
                     retried += 1
                     attempts += 1
-                    sleep_s = min(2 * queued_s, MAX_SLEEP_S)
+                    sleep_s = sleep_for(queued_s)  # queued_s > sleep_s >= MIN_SLEEP_S: twice it, up to the longest
                     continue
                 late += 1
             attempts = 0
